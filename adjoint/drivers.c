@@ -1,0 +1,179 @@
+/* Seeding, reading results, and the gradient and Jacobian drivers. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tape_impl.h"
+
+/* Vector-mode width: lanes swept together by ad_jacobian. */
+#define AD_VEC_WIDTH 8
+
+static int check_use(ad_tape *t, ad_real x, const char *fn, const char *what) {
+  int c = ad__handle_check(t, x);
+  if (c < 0)
+    ad__pending(t, AD_ERR_STALE_HANDLE, "%s: %s has handle %llu from recording %u, this tape's recording is %u", fn,
+                what, (unsigned long long)x.i, x.e, t->rec.epoch);
+  return c;
+}
+
+void ad_seed(ad_tape *t, ad_real y, double ybar) {
+  if (!t) return;
+  int c = check_use(t, y, "ad_seed", "the seeded value");
+  if (c == 0)
+    ad__pending(t, AD_ERR_PASSIVE, "ad_seed: the seeded value (%g) is passive, so no input can influence it", y.v);
+  if (c <= 0) return;
+  if (ad__adjoints_ready(t) != AD_OK) return;
+  t->adj[y.i] += ybar;
+}
+
+int ad_reverse(ad_tape *t) {
+  if (!t) return AD_ERR_ARG;
+  int rc = ad__driver_check(t);
+  if (rc != AD_OK) return rc;
+  ad_tape_pos start;
+  memset(&start, 0, sizeof start);
+  return ad__sweep_reverse(t, start);
+}
+
+int ad_reverse_to(ad_tape *t, ad_tape_pos pos) {
+  if (!t) return AD_ERR_ARG;
+  int rc = ad__driver_check(t);
+  if (rc != AD_OK) return rc;
+  if (pos.index > t->rec.next || pos.records > t->nrec || pos.block > t->cur->id) return AD_ERR_ARG;
+  return ad__sweep_reverse(t, pos);
+}
+
+double ad_adjoint(const ad_tape *t, ad_real x) {
+  if (!t) return 0.0;
+  int c = check_use((ad_tape *)t, x, "ad_adjoint", "the value");
+  if (c < 0) return NAN;
+  if (c == 0 || x.i >= t->adj_cap) return 0.0;
+  return t->adj[x.i];
+}
+
+void ad_adjoints_zero(ad_tape *t) {
+  if (t && t->adj) memset(t->adj, 0, t->adj_cap * sizeof(double));
+}
+
+void ad_tangent_seed(ad_tape *t, ad_real x, double xdot) {
+  if (!t) return;
+  int c = check_use(t, x, "ad_tangent_seed", "the seeded value");
+  if (c == 0)
+    ad__pending(t, AD_ERR_PASSIVE, "ad_tangent_seed: the seeded value (%g) is passive", x.v);
+  if (c <= 0) return;
+  if (ad__tangents_ready(t) != AD_OK) return;
+  t->tan[x.i] = xdot;
+}
+
+int ad_forward(ad_tape *t) {
+  if (!t) return AD_ERR_ARG;
+  int rc = ad__driver_check(t);
+  if (rc != AD_OK) return rc;
+  return ad__sweep_forward(t);
+}
+
+double ad_tangent(const ad_tape *t, ad_real y) {
+  if (!t) return 0.0;
+  int c = check_use((ad_tape *)t, y, "ad_tangent", "the value");
+  if (c < 0) return NAN;
+  if (c == 0 || y.i >= t->tan_cap) return 0.0;
+  return t->tan[y.i];
+}
+
+void ad_tangents_zero(ad_tape *t) {
+  if (t && t->tan) memset(t->tan, 0, t->tan_cap * sizeof(double));
+}
+
+int ad_gradient(ad_tape *t, ad_real y, size_t n, const ad_real *x, double *g) {
+  if (!t || (n && (!x || !g))) return AD_ERR_ARG;
+  for (size_t k = 0; k < n; k++) g[k] = 0.0;
+  int rc = ad__driver_check(t);
+  if (rc != AD_OK) return rc;
+  int c = check_use(t, y, "ad_gradient", "the output");
+  if (c == 0) {
+    ad__pending(t, AD_ERR_PASSIVE, "ad_gradient: the output (%g) is passive: it depends on no input recorded on this tape", y.v);
+    return ad__driver_check(t);
+  }
+  for (size_t k = 0; k < n; k++)
+    if (check_use(t, x[k], "ad_gradient", "an input") < 0) return ad__driver_check(t);
+  if (c < 0) return ad__driver_check(t);
+  if ((rc = ad__adjoints_ready(t)) != AD_OK) return rc;
+  ad_adjoints_zero(t);
+  t->adj[y.i] = 1.0;
+  ad_tape_pos start;
+  memset(&start, 0, sizeof start);
+  if ((rc = ad__sweep_reverse(t, start)) != AD_OK) return rc;
+  for (size_t k = 0; k < n; k++) g[k] = x[k].i ? t->adj[x[k].i] : 0.0;
+  return AD_OK;
+}
+
+/* Jacobian through scalar sweeps: for tapes with special records, whose
+ * actions are scalar. */
+static int jacobian_scalar(ad_tape *t, size_t m, const ad_real *y, size_t n, const ad_real *x, double *J) {
+  int rc;
+  ad_tape_pos start;
+  memset(&start, 0, sizeof start);
+  if (m <= n) {
+    for (size_t r = 0; r < m; r++) {
+      if (!y[r].i) continue;
+      if ((rc = ad__adjoints_ready(t)) != AD_OK) return rc;
+      ad_adjoints_zero(t);
+      t->adj[y[r].i] = 1.0;
+      if ((rc = ad__sweep_reverse(t, start)) != AD_OK) return rc;
+      for (size_t k = 0; k < n; k++) J[r * n + k] = x[k].i ? t->adj[x[k].i] : 0.0;
+    }
+  } else {
+    for (size_t k = 0; k < n; k++) {
+      if (!x[k].i) continue;
+      if ((rc = ad__tangents_ready(t)) != AD_OK) return rc;
+      ad_tangents_zero(t);
+      t->tan[x[k].i] = 1.0;
+      if ((rc = ad__sweep_forward(t)) != AD_OK) return rc;
+      for (size_t r = 0; r < m; r++) J[r * n + k] = y[r].i ? t->tan[y[r].i] : 0.0;
+    }
+  }
+  return AD_OK;
+}
+
+int ad_jacobian(ad_tape *t, size_t m, const ad_real *y, size_t n, const ad_real *x, double *J) {
+  if (!t || (m && !y) || (n && !x) || (m && n && !J)) return AD_ERR_ARG;
+  if (n && m > SIZE_MAX / n) return AD_ERR_ARG;
+  for (size_t k = 0; k < m * n; k++) J[k] = 0.0;
+  int rc = ad__driver_check(t);
+  if (rc != AD_OK) return rc;
+  for (size_t r = 0; r < m; r++)
+    if (check_use(t, y[r], "ad_jacobian", "an output") < 0) return ad__driver_check(t);
+  for (size_t k = 0; k < n; k++)
+    if (check_use(t, x[k], "ad_jacobian", "an input") < 0) return ad__driver_check(t);
+  if (t->nrec) return jacobian_scalar(t, m, y, n, x, J);
+
+  size_t len = (size_t)t->rec.next + 1;
+  if (len > SIZE_MAX / (AD_VEC_WIDTH * sizeof(double))) return AD_ERR_NOMEM;
+  size_t bytes = len * AD_VEC_WIDTH * sizeof(double);
+  double *v = ad__alloc(t, bytes);
+  if (!v) return AD_ERR_NOMEM;
+  if (m <= n) {
+    for (size_t r0 = 0; r0 < m; r0 += AD_VEC_WIDTH) {
+      size_t w = m - r0 < AD_VEC_WIDTH ? m - r0 : AD_VEC_WIDTH;
+      memset(v, 0, len * w * sizeof(double));
+      for (size_t l = 0; l < w; l++)
+        if (y[r0 + l].i) v[(size_t)y[r0 + l].i * w + l] += 1.0;
+      ad__sweep_reverse_vec(t, v, w);
+      for (size_t l = 0; l < w; l++)
+        if (y[r0 + l].i)
+          for (size_t k = 0; k < n; k++) J[(r0 + l) * n + k] = x[k].i ? v[(size_t)x[k].i * w + l] : 0.0;
+    }
+  } else {
+    for (size_t k0 = 0; k0 < n; k0 += AD_VEC_WIDTH) {
+      size_t w = n - k0 < AD_VEC_WIDTH ? n - k0 : AD_VEC_WIDTH;
+      memset(v, 0, len * w * sizeof(double));
+      for (size_t l = 0; l < w; l++)
+        if (x[k0 + l].i) v[(size_t)x[k0 + l].i * w + l] = 1.0;
+      ad__sweep_forward_vec(t, v, w);
+      for (size_t r = 0; r < m; r++)
+        if (y[r].i)
+          for (size_t l = 0; l < w; l++) J[r * n + k0 + l] = v[(size_t)y[r].i * w + l];
+    }
+  }
+  ad__free(t, v, bytes);
+  return AD_OK;
+}

@@ -1,0 +1,145 @@
+/* Reverse (adjoint) and forward (tangent) sweeps over a recorded tape, scalar
+ * and vector mode. Special records run at their recorded positions. */
+#include <string.h>
+
+#include "tape_impl.h"
+
+/* Statements s-1 down to stop of one block; *na is the argument cursor. The
+ * zero test skips dead statements, which also keeps an infinite partial
+ * (sqrt at 0) from turning an unused branch into NaN. */
+static void reverse_run(double *restrict adj, ad_index base, const uint8_t *cnt, const ad_index *idx,
+                        const double *par, uint32_t s, uint32_t stop, uint32_t *na) {
+  uint32_t a = *na;
+  while (s > stop) {
+    --s;
+    uint32_t c = cnt[s];
+    a -= c;
+    double w = adj[(size_t)base + s + 1];
+    if (w == 0.0) continue;
+    for (uint32_t j = a; j < a + c; j++) adj[idx[j]] += par[j] * w;
+  }
+  *na = a;
+}
+
+static int run_record(ad_tape *t, ad__record *r, int reverse) {
+  int (*fn)(ad_tape *, void *) = reverse ? r->ops->reverse : r->ops->forward;
+  if (!fn) {
+    ad__pending(t, AD_ERR_STATE, "%s record has no %s action", r->ops->name, reverse ? "reverse" : "tangent");
+    return ad__driver_check(t);
+  }
+  int rc = fn(t, r->data);
+  if (rc != AD_OK && t->pending == AD_OK && t->err == AD_OK)
+    ad__pending(t, rc, "%s record failed in the %s sweep", r->ops->name, reverse ? "reverse" : "tangent");
+  return rc;
+}
+
+int ad__sweep_reverse(ad_tape *t, ad_tape_pos lo) {
+  int rc = ad__adjoints_ready(t);
+  if (rc != AD_OK) return rc;
+  ad__sync(t);
+  double *adj = t->adj;
+  size_t ri = t->nrec;
+  for (ad__block *b = t->cur; b; b = b->prev) {
+    uint32_t s = b->ns, na = b->na, s_lo = b->id == lo.block ? lo.ns : 0;
+    for (;;) {
+      /* Records made after statement base+s ran after it forward: run them first. */
+      while (ri > lo.records && t->recs[ri - 1].pos >= b->base + s) {
+        ri--;
+        if ((rc = run_record(t, &t->recs[ri], 1)) != AD_OK) return rc;
+        adj = t->adj; /* a record may have grown the vector */
+      }
+      if (s == s_lo) break;
+      uint32_t stop = s_lo;
+      if (ri > lo.records && t->recs[ri - 1].pos > b->base + s_lo) stop = (uint32_t)(t->recs[ri - 1].pos - b->base);
+      reverse_run(adj, b->base, b->cnt, b->idx, b->par, s, stop, &na);
+      s = stop;
+    }
+    if (b->id == lo.block) break;
+  }
+  while (ri > lo.records) {
+    ri--;
+    if ((rc = run_record(t, &t->recs[ri], 1)) != AD_OK) return rc;
+  }
+  return AD_OK;
+}
+
+static void forward_run(double *restrict tan, ad_index base, const uint8_t *cnt, const ad_index *idx,
+                        const double *par, uint32_t s, uint32_t stop, uint32_t *na) {
+  uint32_t a = *na;
+  for (; s < stop; s++) {
+    uint32_t c = cnt[s];
+    if (c == 0) continue; /* an input or a received value keeps its seed */
+    double d = 0.0;
+    for (uint32_t j = a; j < a + c; j++) d += par[j] * tan[idx[j]];
+    tan[(size_t)base + s + 1] = d;
+    a += c;
+  }
+  *na = a;
+}
+
+int ad__sweep_forward(ad_tape *t) {
+  int rc = ad__tangents_ready(t);
+  if (rc != AD_OK) return rc;
+  ad__sync(t);
+  size_t ri = 0;
+  for (ad__block *b = t->head;; b = b->next) {
+    uint32_t s = 0, na = 0, s_hi = b->ns;
+    for (;;) {
+      while (ri < t->nrec && t->recs[ri].pos <= b->base + s) {
+        if ((rc = run_record(t, &t->recs[ri], 0)) != AD_OK) return rc;
+        ri++;
+      }
+      if (s == s_hi) break;
+      uint32_t stop = s_hi;
+      if (ri < t->nrec && t->recs[ri].pos < b->base + s_hi) stop = (uint32_t)(t->recs[ri].pos - b->base);
+      forward_run(t->tan, b->base, b->cnt, b->idx, b->par, s, stop, &na);
+      s = stop;
+    }
+    if (b == t->cur) break;
+  }
+  while (ri < t->nrec) {
+    if ((rc = run_record(t, &t->recs[ri], 0)) != AD_OK) return rc;
+    ri++;
+  }
+  return AD_OK;
+}
+
+void ad__sweep_reverse_vec(ad_tape *t, double *restrict adj, size_t w) {
+  ad__sync(t);
+  for (ad__block *b = t->cur; b; b = b->prev) {
+    uint32_t na = b->na;
+    for (uint32_t s = b->ns; s-- > 0;) {
+      uint32_t c = b->cnt[s];
+      na -= c;
+      const double *ws = adj + ((size_t)b->base + s + 1) * w;
+      int nz = 0;
+      for (size_t l = 0; l < w; l++) nz |= ws[l] != 0.0;
+      if (!nz) continue;
+      for (uint32_t j = na; j < na + c; j++) {
+        double p = b->par[j];
+        double *x = adj + (size_t)b->idx[j] * w;
+        for (size_t l = 0; l < w; l++) x[l] += p * ws[l];
+      }
+    }
+  }
+}
+
+void ad__sweep_forward_vec(ad_tape *t, double *restrict tan, size_t w) {
+  ad__sync(t);
+  for (ad__block *b = t->head;; b = b->next) {
+    uint32_t na = 0;
+    for (uint32_t s = 0; s < b->ns; s++) {
+      uint32_t c = b->cnt[s];
+      if (c == 0) continue;
+      double *y = tan + ((size_t)b->base + s + 1) * w;
+      for (size_t l = 0; l < w; l++) y[l] = 0.0;
+      for (uint32_t j = na; j < na + c; j++) {
+        double p = b->par[j];
+        const double *x = tan + (size_t)b->idx[j] * w;
+        for (size_t l = 0; l < w; l++) y[l] += p * x[l];
+      }
+      na += c;
+    }
+    if (b == t->cur) break;
+  }
+}

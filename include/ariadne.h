@@ -1,0 +1,644 @@
+/*
+ * Ariadne: tape-based reverse-mode algorithmic differentiation for C.
+ *
+ * `#include <ariadne.h>` is all a serial user needs. Port a `double` code by
+ * changing its type to `ad_real` and its arithmetic to `ad_add`, `ad_mul`,
+ * `ad_sin`, ...; record it between `ad_tape_begin` and `ad_tape_end`; seed and
+ * sweep the tape. Define ARIADNE_PASSIVE before including this header (or use
+ * the CMake target Ariadne::passive) and the very same source compiles to
+ * plain `double` arithmetic at zero cost.
+ *
+ * Error model: calls that can fail return AD_OK (0) or a negative AD_ERR_*
+ * code. Elementary operations cannot return codes, so a tape keeps a *sticky*
+ * error: the first failure while recording is stored with a message,
+ * recording stops (values are still computed), and every later driver call on
+ * that tape returns the error until `ad_tape_reset`.
+ */
+#ifndef ARIADNE_H
+#define ARIADNE_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ariadne_config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Error codes: one list generates the enum, ad_strerror and ad_errname.     */
+/* ------------------------------------------------------------------------ */
+
+#define AD_ERRNO_MAP(X)                                                                        \
+  X(AD_OK, 0, "success")                                                                     \
+  X(AD_ERR_NOMEM, -1, "out of memory: an allocation failed or the tape's memory limit was reached") \
+  X(AD_ERR_INDEX_OVERFLOW, -2, "tape index space exhausted (rebuild with -DARIADNE_INDEX_64=ON or record less)") \
+  X(AD_ERR_STALE_HANDLE, -3, "active value from another tape or from a recording that was reset") \
+  X(AD_ERR_NO_TAPE, -4, "no tape is recording on this thread")                               \
+  X(AD_ERR_PASSIVE, -5, "value is passive: it was never recorded on this tape")              \
+  X(AD_ERR_ARG, -6, "invalid argument")                                                      \
+  X(AD_ERR_STATE, -7, "operation not allowed in the tape's current state")                   \
+  X(AD_ERR_CALLBACK, -8, "a user callback reported an error")                                \
+  X(AD_ERR_MPI, -9, "MPI error")                                                             \
+  X(AD_ERR_PASSIVE_BUILD, -10, "not available in a passive (ARIADNE_PASSIVE) build")         \
+  X(AD_ERR_IO, -11, "I/O error")                                                             \
+  X(AD_ERR_CORRUPT, -12, "corrupt or foreign data")
+
+typedef enum ad_errcode {
+#define AD__ERRNO_ENUM(name, code, msg) name = code,
+  AD_ERRNO_MAP(AD__ERRNO_ENUM)
+#undef AD__ERRNO_ENUM
+  AD__ERR_LAST = -13
+} ad_errcode;
+
+/* ------------------------------------------------------------------------ */
+/* Types                                                                     */
+/* ------------------------------------------------------------------------ */
+
+#ifdef ARIADNE_INDEX_64
+typedef uint64_t ad_index;
+#define AD_INDEX_MAX UINT64_MAX
+#else
+typedef uint32_t ad_index;
+#define AD_INDEX_MAX UINT32_MAX
+#endif
+
+typedef struct ad_tape ad_tape;
+
+/* Tape statistics, filled by ad_tape_stats. */
+typedef struct ad_stats {
+  uint64_t statements;     /* handles issued: inputs and recorded operations */
+  uint64_t arguments;      /* (handle, partial) pairs on the tape */
+  uint64_t records;        /* special records: external functions, MPI */
+  uint64_t blocks;         /* storage blocks in use */
+  size_t bytes_used;       /* bytes of recorded data (statements, arguments, records) */
+  size_t bytes_reserved;   /* bytes of tape storage allocated, kept for reuse included */
+  size_t bytes_adjoints;   /* bytes of the adjoint and tangent vectors */
+  size_t bytes_peak;       /* highest bytes_reserved + bytes_adjoints since creation */
+} ad_stats;
+
+/* Options for ad_tape_create_with; start from ad_tape_options_default. */
+typedef struct ad_tape_options {
+  uint32_t block_statements; /* statements per storage block (>= 1024) */
+  uint32_t block_arguments;  /* arguments per storage block (>= 1024) */
+  size_t memory_limit;       /* bytes the tape may allocate; 0 = unlimited */
+  uint64_t index_limit;      /* largest handle the tape may issue; 0 = the index width's maximum */
+  /* Allocator for all of the tape's memory; NULL members mean malloc/free. */
+  void *(*alloc)(size_t size, void *ud);
+  void (*free)(void *ptr, void *ud);
+  void *alloc_ud;
+} ad_tape_options;
+
+/* A position on a tape (see ad_tape_position). Fields are read-only. */
+typedef struct ad_tape_pos {
+  uint64_t index;   /* handle of the last statement before the position */
+  uint64_t records; /* number of special records before the position */
+  uint64_t block;   /* storage block */
+  uint32_t ns, na;  /* statements and arguments used in that block */
+} ad_tape_pos;
+
+/* Error handler, called once when a tape (or, with tape NULL, a call that has
+ * no tape) enters an error state. It may print, log or abort. */
+typedef void (*ad_error_handler)(const ad_tape *tape, int code, const char *message, void *ud);
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Message for an error code ("unknown error" for codes not in the table). */
+const char *ad_strerror(int code);
+/* Name of an error code ("AD_ERR_NOMEM"), or "AD_ERR_UNKNOWN". */
+const char *ad_errname(int code);
+/* Install a process-wide error handler (NULL: none, the default). */
+void ad_set_error_handler(ad_error_handler handler, void *ud);
+/* A ready-made handler that prints "ariadne: <message>" to stderr. */
+void ad_error_handler_print(const ad_tape *tape, int code, const char *message, void *ud);
+/* The last error raised on this thread by a call that had no tape to keep it
+ * (ad_input without a recording tape); AD_OK if none. ad_clear_last_error resets it. */
+int ad_last_error(void);
+void ad_clear_last_error(void);
+
+#ifndef ARIADNE_PASSIVE
+
+/* The active scalar: a value and a handle on the tape that recorded it.
+ * Fields are read-only for users; handle 0 means passive (a constant). */
+typedef struct ad_real {
+  double v;      /* read-only: the value */
+  ad_index i;    /* read-only: the handle, 0 = passive */
+  uint32_t e;    /* read-only: the recording (epoch) that issued the handle */
+} ad_real;
+
+/* ------------------------------------------------------------------------ */
+/* Tapes                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Create a tape with default options; NULL if out of memory. */
+ad_tape *ad_tape_create(void);
+/* Create a tape with the given options (NULL: defaults); NULL on failure. */
+ad_tape *ad_tape_create_with(const ad_tape_options *opts);
+void ad_tape_options_default(ad_tape_options *opts);
+/* Destroy a tape and everything it holds. NULL is fine. A tape that is
+ * recording is ended first. */
+void ad_tape_destroy(ad_tape *tape);
+/* Make `tape` this thread's current tape and start (or resume) recording.
+ * Begins nest: ad_tape_end restores the tape that was current before. */
+void ad_tape_begin(ad_tape *tape);
+/* Stop recording on `tape`; values are still computed, results are passive. */
+void ad_tape_end(ad_tape *tape);
+/* Forget the recording, the adjoints and any error; keep memory for reuse.
+ * Handles issued before the reset become stale (detected when used). */
+void ad_tape_reset(ad_tape *tape);
+/* The tape's sticky error code (AD_OK if none) and its detailed message. */
+int ad_tape_error(const ad_tape *tape);
+const char *ad_tape_error_message(const ad_tape *tape);
+/* 1 if `tape` is this thread's current, recording tape. */
+int ad_tape_is_recording(const ad_tape *tape);
+/* This thread's current tape (NULL if none). */
+ad_tape *ad_tape_current(void);
+/* Statistics. Returns AD_OK or AD_ERR_ARG. */
+int ad_tape_stats(const ad_tape *tape, ad_stats *out);
+/* Limit the bytes the tape may allocate (0 = unlimited). Exceeding it while
+ * recording sets the sticky error AD_ERR_NOMEM. */
+void ad_tape_set_memory_limit(ad_tape *tape, size_t bytes);
+
+/* Positions: record something, remember where, then sweep or discard only
+ * the part after it. Handles issued after a position become invalid when the
+ * tape is reset to it; using them afterwards is the caller's bug. */
+ad_tape_pos ad_tape_position(const ad_tape *tape);
+/* Discard everything recorded after `pos` (adjoints of later handles too). */
+int ad_tape_reset_to(ad_tape *tape, ad_tape_pos pos);
+
+/* ------------------------------------------------------------------------ */
+/* Values                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* A new independent variable on this thread's recording tape. Without one,
+ * the result is passive and ad_last_error() reports AD_ERR_NO_TAPE. */
+ad_real ad_input(double value);
+/* A passive value (a constant), and the value of an ad_real or a number. */
+#define ad_const(x) ad__const((double)(x))
+#define ad_value(x) ad__val(x)
+
+/* ------------------------------------------------------------------------ */
+/* Adjoints, tangents, drivers                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Add ybar to the adjoint of y. A passive or stale y sets an error that the
+ * next ad_reverse returns. */
+void ad_seed(ad_tape *tape, ad_real y, double ybar);
+/* Reverse sweep over the whole tape: adjoints of all arguments accumulate.
+ * Returns AD_OK or the tape's error. The tape can be swept again. */
+int ad_reverse(ad_tape *tape);
+/* Reverse sweep over the part of the tape after `pos` only. */
+int ad_reverse_to(ad_tape *tape, ad_tape_pos pos);
+/* Adjoint of x after a sweep (0 for a passive x; NaN and an error for a stale one). */
+double ad_adjoint(const ad_tape *tape, ad_real x);
+/* Set every adjoint to zero. */
+void ad_adjoints_zero(ad_tape *tape);
+/* Set the tangent (direction) of x, typically an input. */
+void ad_tangent_seed(ad_tape *tape, ad_real x, double xdot);
+/* Forward (tangent) sweep: tangents of all recorded values from the seeds. */
+int ad_forward(ad_tape *tape);
+/* Tangent of y after ad_forward (0 for a passive y). */
+double ad_tangent(const ad_tape *tape, ad_real y);
+/* Set every tangent (seeds included) to zero. */
+void ad_tangents_zero(ad_tape *tape);
+
+/* Gradient of scalar y with respect to x[0..n): one reverse sweep. Adjoints
+ * are zeroed first. A passive y gives AD_ERR_PASSIVE and g = 0. */
+int ad_gradient(ad_tape *tape, ad_real y, size_t n, const ad_real *x, double *g);
+/* Jacobian dy/dx, row-major m x n. Chooses vector-mode reverse sweeps
+ * (m <= n) or vector-mode tangent sweeps (m > n). Passive outputs give zero
+ * rows and passive inputs zero columns. */
+int ad_jacobian(ad_tape *tape, size_t m, const ad_real *y, size_t n, const ad_real *x, double *J);
+
+/* ------------------------------------------------------------------------ */
+/* Fused statements and preaccumulation                                      */
+/* ------------------------------------------------------------------------ */
+
+/* One tape statement each, however many arguments. */
+ad_real ad_sum(size_t n, const ad_real *x);
+ad_real ad_lincomb(size_t n, const double *w, const ad_real *x);
+ad_real ad_dot(size_t n, const ad_real *a, const ad_real *b);
+/* value with user-supplied partials d value / d args[k]. */
+ad_real ad_custom(double value, size_t n, const ad_real *args, const double *partials);
+
+/* Statement-level preaccumulation: the operations between ad_stmt_begin and
+ * ad_stmt_end are recorded, reduced by a local reverse sweep, and replaced by
+ * one statement whose arguments are the distinct active inputs of the region.
+ * Only `result` may be used after ad_stmt_end; other values computed inside
+ * the region are discarded with it. Regions nest (inner pairs do nothing).
+ * A region that contains special records (MPI, external functions) is left
+ * as recorded. */
+void ad_stmt_begin(void);
+ad_real ad_stmt_end(ad_real result);
+
+/* ------------------------------------------------------------------------ */
+/* Recording fast path (internal; used by the inline operations below)       */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ad__recorder {
+  uint8_t *cnt;        /* argument count of each statement in the current block */
+  ad_index *idx;       /* argument handles */
+  double *par;         /* partial derivatives */
+  uint32_t ns, ns_cap; /* statements used / available in the current block */
+  uint32_t na, na_cap; /* arguments used / available in the current block */
+  ad_index next;       /* handle of the last statement issued */
+  uint32_t epoch;      /* recording identity, checked against handles */
+  int active;          /* recording with no error */
+} ad__recorder;
+
+#if defined(__GNUC__)
+#define AD__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define AD__TLS_MODEL __attribute__((tls_model("initial-exec")))
+#else
+#define AD__UNLIKELY(x) (x)
+#define AD__TLS_MODEL
+#endif
+
+extern _Thread_local ad__recorder *ad__rec AD__TLS_MODEL;
+
+/* Slow paths: new block, stale handle, index overflow. Return 0 if the
+ * statement must not be recorded (the tape then holds an error). */
+int ad__need(ad__recorder *r, uint32_t nargs, const ad_real *args, const char *op);
+
+static inline ad_real ad__const(double v) {
+  ad_real r;
+  r.v = v;
+  r.i = 0;
+  r.e = 0;
+  return r;
+}
+static inline ad_real ad__lift_r(ad_real x) { return x; }
+static inline ad_real ad__lift_d(double x) { return ad__const(x); }
+static inline double ad__val_r(ad_real x) { return x.v; }
+static inline double ad__val_d(double x) { return x; }
+#define ad__lift(x) _Generic((x), ad_real: ad__lift_r, default: ad__lift_d)(x)
+#define ad__val(x) _Generic((x), ad_real: ad__val_r, default: ad__val_d)(x)
+
+static inline ad_real ad__op1(double v, ad_real a, double da, const char *op) {
+  ad_real r = ad__const(v);
+  if (a.i == 0) return r;
+  ad__recorder *R = ad__rec;
+  if (AD__UNLIKELY(!R->active | (a.e != R->epoch) | (R->ns >= R->ns_cap) | (R->na + 1 > R->na_cap)))
+    if (!ad__need(R, 1, &a, op)) return r;
+  R->idx[R->na] = a.i;
+  R->par[R->na] = da;
+  R->na += 1;
+  R->cnt[R->ns++] = 1;
+  r.i = ++R->next;
+  r.e = R->epoch;
+  return r;
+}
+
+static inline ad_real ad__op2(double v, ad_real a, double da, ad_real b, double db, const char *op) {
+  ad_real r = ad__const(v);
+  if ((a.i | b.i) == 0) return r;
+  ad__recorder *R = ad__rec;
+  if (AD__UNLIKELY(!R->active | (a.i != 0 && a.e != R->epoch) | (b.i != 0 && b.e != R->epoch) |
+                   (R->ns >= R->ns_cap) | (R->na + 2 > R->na_cap))) {
+    ad_real ab[2] = {a, b};
+    if (!ad__need(R, 2, ab, op)) return r;
+  }
+  /* Branch-free: write both, keep only the active ones. */
+  uint32_t na = R->na;
+  R->idx[na] = a.i;
+  R->par[na] = da;
+  na += (a.i != 0);
+  R->idx[na] = b.i;
+  R->par[na] = db;
+  na += (b.i != 0);
+  R->cnt[R->ns++] = (uint8_t)(na - R->na);
+  R->na = na;
+  r.i = ++R->next;
+  r.e = R->epoch;
+  return r;
+}
+
+static inline ad_real ad__op3(double v, ad_real a, double da, ad_real b, double db, ad_real c,
+                              double dc, const char *op) {
+  ad_real r = ad__const(v);
+  if ((a.i | b.i | c.i) == 0) return r;
+  ad__recorder *R = ad__rec;
+  if (AD__UNLIKELY(!R->active | (a.i != 0 && a.e != R->epoch) | (b.i != 0 && b.e != R->epoch) |
+                   (c.i != 0 && c.e != R->epoch) | (R->ns >= R->ns_cap) | (R->na + 3 > R->na_cap))) {
+    ad_real abc[3] = {a, b, c};
+    if (!ad__need(R, 3, abc, op)) return r;
+  }
+  uint32_t na = R->na;
+  R->idx[na] = a.i;
+  R->par[na] = da;
+  na += (a.i != 0);
+  R->idx[na] = b.i;
+  R->par[na] = db;
+  na += (b.i != 0);
+  R->idx[na] = c.i;
+  R->par[na] = dc;
+  na += (c.i != 0);
+  R->cnt[R->ns++] = (uint8_t)(na - R->na);
+  R->na = na;
+  r.i = ++R->next;
+  r.e = R->epoch;
+  return r;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Arithmetic                                                                */
+/* ------------------------------------------------------------------------ */
+
+static inline ad_real ad__add(ad_real a, ad_real b) { return ad__op2(a.v + b.v, a, 1.0, b, 1.0, "ad_add"); }
+static inline ad_real ad__sub(ad_real a, ad_real b) { return ad__op2(a.v - b.v, a, 1.0, b, -1.0, "ad_sub"); }
+static inline ad_real ad__mul(ad_real a, ad_real b) { return ad__op2(a.v * b.v, a, b.v, b, a.v, "ad_mul"); }
+static inline ad_real ad__div(ad_real a, ad_real b) {
+  double inv = 1.0 / b.v, r = a.v / b.v;
+  return ad__op2(r, a, inv, b, -r * inv, "ad_div");
+}
+static inline ad_real ad__neg(ad_real a) { return ad__op1(-a.v, a, -1.0, "ad_neg"); }
+
+/* Either argument may be ad_real or any arithmetic type. */
+#define ad_add(a, b) ad__add(ad__lift(a), ad__lift(b))
+#define ad_sub(a, b) ad__sub(ad__lift(a), ad__lift(b))
+#define ad_mul(a, b) ad__mul(ad__lift(a), ad__lift(b))
+#define ad_div(a, b) ad__div(ad__lift(a), ad__lift(b))
+#define ad_neg(a) ad__neg(ad__lift(a))
+
+/* ------------------------------------------------------------------------ */
+/* <math.h> functions. Derivative rules where the function has a kink or    */
+/* the derivative is not finite are documented at each function.            */
+/* ------------------------------------------------------------------------ */
+
+#define AD__PI 3.14159265358979323846
+#define AD__LN2 0.69314718055994530942
+#define AD__LN10 2.30258509299404568402
+
+static inline ad_real ad__sin(ad_real a) { return ad__op1(sin(a.v), a, cos(a.v), "ad_sin"); }
+static inline ad_real ad__cos(ad_real a) { return ad__op1(cos(a.v), a, -sin(a.v), "ad_cos"); }
+static inline ad_real ad__tan(ad_real a) {
+  double t = tan(a.v);
+  return ad__op1(t, a, 1.0 + t * t, "ad_tan");
+}
+/* asin, acos: derivative +-inf at +-1 (the exact one-sided limit), NaN outside [-1, 1]. */
+static inline ad_real ad__asin(ad_real a) { return ad__op1(asin(a.v), a, 1.0 / sqrt(1.0 - a.v * a.v), "ad_asin"); }
+static inline ad_real ad__acos(ad_real a) { return ad__op1(acos(a.v), a, -1.0 / sqrt(1.0 - a.v * a.v), "ad_acos"); }
+static inline ad_real ad__atan(ad_real a) { return ad__op1(atan(a.v), a, 1.0 / (1.0 + a.v * a.v), "ad_atan"); }
+/* atan2(y, x): at the origin, where it is not differentiable, both partials are 0. */
+static inline ad_real ad__atan2(ad_real y, ad_real x) {
+  double d = x.v * x.v + y.v * y.v, dy = 0.0, dx = 0.0;
+  if (d != 0.0) {
+    dy = x.v / d;
+    dx = -y.v / d;
+  }
+  return ad__op2(atan2(y.v, x.v), y, dy, x, dx, "ad_atan2");
+}
+static inline ad_real ad__sinh(ad_real a) { return ad__op1(sinh(a.v), a, cosh(a.v), "ad_sinh"); }
+static inline ad_real ad__cosh(ad_real a) { return ad__op1(cosh(a.v), a, sinh(a.v), "ad_cosh"); }
+static inline ad_real ad__tanh(ad_real a) {
+  double t = tanh(a.v);
+  return ad__op1(t, a, 1.0 - t * t, "ad_tanh");
+}
+static inline ad_real ad__asinh(ad_real a) { return ad__op1(asinh(a.v), a, 1.0 / sqrt(a.v * a.v + 1.0), "ad_asinh"); }
+/* acosh: derivative +inf at 1, NaN below 1. */
+static inline ad_real ad__acosh(ad_real a) {
+  return ad__op1(acosh(a.v), a, 1.0 / (sqrt(a.v - 1.0) * sqrt(a.v + 1.0)), "ad_acosh");
+}
+/* atanh: derivative +inf at +-1, NaN outside. */
+static inline ad_real ad__atanh(ad_real a) { return ad__op1(atanh(a.v), a, 1.0 / (1.0 - a.v * a.v), "ad_atanh"); }
+static inline ad_real ad__exp(ad_real a) {
+  double e = exp(a.v);
+  return ad__op1(e, a, e, "ad_exp");
+}
+static inline ad_real ad__exp2(ad_real a) {
+  double e = exp2(a.v);
+  return ad__op1(e, a, AD__LN2 * e, "ad_exp2");
+}
+static inline ad_real ad__expm1(ad_real a) { return ad__op1(expm1(a.v), a, exp(a.v), "ad_expm1"); }
+/* log family: derivative +inf at 0 (the limit from the right), NaN below. */
+static inline ad_real ad__log(ad_real a) { return ad__op1(log(a.v), a, 1.0 / a.v, "ad_log"); }
+static inline ad_real ad__log2(ad_real a) { return ad__op1(log2(a.v), a, 1.0 / (AD__LN2 * a.v), "ad_log2"); }
+static inline ad_real ad__log10(ad_real a) { return ad__op1(log10(a.v), a, 1.0 / (AD__LN10 * a.v), "ad_log10"); }
+static inline ad_real ad__log1p(ad_real a) { return ad__op1(log1p(a.v), a, 1.0 / (1.0 + a.v), "ad_log1p"); }
+/* sqrt, cbrt: derivative +inf at 0 (the limit from the right). A zero adjoint
+ * skips the statement in the reverse sweep, so an unused sqrt(0) does no harm. */
+static inline ad_real ad__sqrt(ad_real a) {
+  double s = sqrt(a.v);
+  return ad__op1(s, a, 0.5 / s, "ad_sqrt");
+}
+static inline ad_real ad__cbrt(ad_real a) {
+  double c = cbrt(a.v);
+  return ad__op1(c, a, 1.0 / (3.0 * c * c), "ad_cbrt");
+}
+/* pow(a, b): d/da = b * a^(b-1) (exact at a = 0, e.g. 1 for b = 1; 0 for b = 0);
+ * d/db = log(a) * a^b for a > 0 and 0 for a <= 0 (where it is undefined or,
+ * at a = 0 with b > 0, the limit from the right). */
+static inline ad_real ad__pow(ad_real a, ad_real b) {
+  double r = pow(a.v, b.v);
+  double da = b.v != 0.0 ? b.v * pow(a.v, b.v - 1.0) : 0.0;
+  double db = a.v > 0.0 ? log(a.v) * r : 0.0;
+  return ad__op2(r, a, da, b, db, "ad_pow");
+}
+/* hypot: at the origin both partials are 0. */
+static inline ad_real ad__hypot(ad_real a, ad_real b) {
+  double h = hypot(a.v, b.v), da = 0.0, db = 0.0;
+  if (h != 0.0) {
+    da = a.v / h;
+    db = b.v / h;
+  }
+  return ad__op2(h, a, da, b, db, "ad_hypot");
+}
+/* fabs: derivative sign(a), and 0 at a = 0. */
+static inline ad_real ad__fabs(ad_real a) {
+  return ad__op1(fabs(a.v), a, a.v > 0.0 ? 1.0 : (a.v < 0.0 ? -1.0 : 0.0), "ad_fabs");
+}
+/* fmin/fmax: the derivative follows the argument whose value is returned;
+ * on a tie the first argument gets it. A NaN argument is ignored as in C. */
+static inline ad_real ad__fmin(ad_real a, ad_real b) {
+  int first = (a.v <= b.v) || isnan(b.v);
+  return first ? ad__op1(a.v, a, 1.0, "ad_fmin") : ad__op1(b.v, b, 1.0, "ad_fmin");
+}
+static inline ad_real ad__fmax(ad_real a, ad_real b) {
+  int first = (a.v >= b.v) || isnan(b.v);
+  return first ? ad__op1(a.v, a, 1.0, "ad_fmax") : ad__op1(b.v, b, 1.0, "ad_fmax");
+}
+static inline ad_real ad__fma(ad_real a, ad_real b, ad_real c) {
+  return ad__op3(fma(a.v, b.v, c.v), a, b.v, b, a.v, c, 1.0, "ad_fma");
+}
+/* fmod(a, b) = a - trunc(a/b) b: d/da = 1, d/db = -trunc(a/b). */
+static inline ad_real ad__fmod(ad_real a, ad_real b) {
+  return ad__op2(fmod(a.v, b.v), a, 1.0, b, -trunc(a.v / b.v), "ad_fmod");
+}
+static inline ad_real ad__erf(ad_real a) {
+  return ad__op1(erf(a.v), a, 1.12837916709551257390 * exp(-a.v * a.v), "ad_erf");
+}
+static inline ad_real ad__erfc(ad_real a) {
+  return ad__op1(erfc(a.v), a, -1.12837916709551257390 * exp(-a.v * a.v), "ad_erfc");
+}
+/* Piecewise constant: derivative 0 everywhere, so the result is passive. */
+static inline ad_real ad__floor(ad_real a) { return ad__const(floor(a.v)); }
+static inline ad_real ad__ceil(ad_real a) { return ad__const(ceil(a.v)); }
+static inline ad_real ad__round(ad_real a) { return ad__const(round(a.v)); }
+static inline ad_real ad__trunc(ad_real a) { return ad__const(trunc(a.v)); }
+
+#define ad_sin(a) ad__sin(ad__lift(a))
+#define ad_cos(a) ad__cos(ad__lift(a))
+#define ad_tan(a) ad__tan(ad__lift(a))
+#define ad_asin(a) ad__asin(ad__lift(a))
+#define ad_acos(a) ad__acos(ad__lift(a))
+#define ad_atan(a) ad__atan(ad__lift(a))
+#define ad_atan2(y, x) ad__atan2(ad__lift(y), ad__lift(x))
+#define ad_sinh(a) ad__sinh(ad__lift(a))
+#define ad_cosh(a) ad__cosh(ad__lift(a))
+#define ad_tanh(a) ad__tanh(ad__lift(a))
+#define ad_asinh(a) ad__asinh(ad__lift(a))
+#define ad_acosh(a) ad__acosh(ad__lift(a))
+#define ad_atanh(a) ad__atanh(ad__lift(a))
+#define ad_exp(a) ad__exp(ad__lift(a))
+#define ad_exp2(a) ad__exp2(ad__lift(a))
+#define ad_expm1(a) ad__expm1(ad__lift(a))
+#define ad_log(a) ad__log(ad__lift(a))
+#define ad_log2(a) ad__log2(ad__lift(a))
+#define ad_log10(a) ad__log10(ad__lift(a))
+#define ad_log1p(a) ad__log1p(ad__lift(a))
+#define ad_sqrt(a) ad__sqrt(ad__lift(a))
+#define ad_cbrt(a) ad__cbrt(ad__lift(a))
+#define ad_pow(a, b) ad__pow(ad__lift(a), ad__lift(b))
+#define ad_hypot(a, b) ad__hypot(ad__lift(a), ad__lift(b))
+#define ad_fabs(a) ad__fabs(ad__lift(a))
+#define ad_fmin(a, b) ad__fmin(ad__lift(a), ad__lift(b))
+#define ad_fmax(a, b) ad__fmax(ad__lift(a), ad__lift(b))
+#define ad_fma(a, b, c) ad__fma(ad__lift(a), ad__lift(b), ad__lift(c))
+#define ad_fmod(a, b) ad__fmod(ad__lift(a), ad__lift(b))
+#define ad_erf(a) ad__erf(ad__lift(a))
+#define ad_erfc(a) ad__erfc(ad__lift(a))
+#define ad_floor(a) ad__floor(ad__lift(a))
+#define ad_ceil(a) ad__ceil(ad__lift(a))
+#define ad_round(a) ad__round(ad__lift(a))
+#define ad_trunc(a) ad__trunc(ad__lift(a))
+
+/* Comparisons on values; either side may be ad_real or a number. */
+#define ad_lt(a, b) (ad__val(a) < ad__val(b))
+#define ad_le(a, b) (ad__val(a) <= ad__val(b))
+#define ad_gt(a, b) (ad__val(a) > ad__val(b))
+#define ad_ge(a, b) (ad__val(a) >= ad__val(b))
+#define ad_eq(a, b) (ad__val(a) == ad__val(b))
+#define ad_ne(a, b) (ad__val(a) != ad__val(b))
+
+#else /* ARIADNE_PASSIVE: the same source as plain double arithmetic. */
+
+typedef double ad_real;
+
+static inline ad_tape *ad_tape_create(void) {
+  static char ad__passive_tape;
+  return (ad_tape *)(void *)&ad__passive_tape;
+}
+static inline ad_tape *ad_tape_create_with(const ad_tape_options *o) { (void)o; return ad_tape_create(); }
+static inline void ad_tape_destroy(ad_tape *t) { (void)t; }
+static inline void ad_tape_begin(ad_tape *t) { (void)t; }
+static inline void ad_tape_end(ad_tape *t) { (void)t; }
+static inline void ad_tape_reset(ad_tape *t) { (void)t; }
+static inline int ad_tape_error(const ad_tape *t) { (void)t; return AD_OK; }
+static inline int ad_tape_is_recording(const ad_tape *t) { (void)t; return 0; }
+static inline int ad_tape_stats(const ad_tape *t, ad_stats *s) {
+  (void)t;
+  if (s) { ad_stats z = {0}; *s = z; }
+  return AD_OK;
+}
+static inline void ad_tape_set_memory_limit(ad_tape *t, size_t b) { (void)t; (void)b; }
+static inline double ad_input(double x) { return x; }
+#define ad_const(x) ((double)(x))
+#define ad_value(x) ((double)(x))
+static inline void ad_seed(ad_tape *t, double y, double yb) { (void)t; (void)y; (void)yb; }
+static inline int ad_reverse(ad_tape *t) { (void)t; return AD_ERR_PASSIVE_BUILD; }
+static inline double ad_adjoint(const ad_tape *t, double x) { (void)t; (void)x; return 0.0; }
+static inline void ad_adjoints_zero(ad_tape *t) { (void)t; }
+static inline void ad_tangent_seed(ad_tape *t, double x, double xd) { (void)t; (void)x; (void)xd; }
+static inline int ad_forward(ad_tape *t) { (void)t; return AD_ERR_PASSIVE_BUILD; }
+static inline double ad_tangent(const ad_tape *t, double y) { (void)t; (void)y; return 0.0; }
+static inline void ad_tangents_zero(ad_tape *t) { (void)t; }
+static inline int ad_gradient(ad_tape *t, double y, size_t n, const double *x, double *g) {
+  (void)t; (void)y; (void)x;
+  for (size_t k = 0; k < n; k++) g[k] = 0.0;
+  return AD_ERR_PASSIVE_BUILD;
+}
+static inline int ad_jacobian(ad_tape *t, size_t m, const double *y, size_t n, const double *x, double *J) {
+  (void)t; (void)y; (void)x;
+  for (size_t k = 0; k < m * n; k++) J[k] = 0.0;
+  return AD_ERR_PASSIVE_BUILD;
+}
+static inline double ad_sum(size_t n, const double *x) {
+  double s = 0.0;
+  for (size_t k = 0; k < n; k++) s += x[k];
+  return s;
+}
+static inline double ad_lincomb(size_t n, const double *w, const double *x) {
+  double s = 0.0;
+  for (size_t k = 0; k < n; k++) s += w[k] * x[k];
+  return s;
+}
+static inline double ad_dot(size_t n, const double *a, const double *b) {
+  double s = 0.0;
+  for (size_t k = 0; k < n; k++) s += a[k] * b[k];
+  return s;
+}
+static inline double ad_custom(double v, size_t n, const double *a, const double *p) {
+  (void)n; (void)a; (void)p;
+  return v;
+}
+static inline void ad_stmt_begin(void) {}
+static inline double ad_stmt_end(double r) { return r; }
+
+#define ad_add(a, b) ((double)(a) + (double)(b))
+#define ad_sub(a, b) ((double)(a) - (double)(b))
+#define ad_mul(a, b) ((double)(a) * (double)(b))
+#define ad_div(a, b) ((double)(a) / (double)(b))
+#define ad_neg(a) (-(double)(a))
+#define ad_sin(a) sin(a)
+#define ad_cos(a) cos(a)
+#define ad_tan(a) tan(a)
+#define ad_asin(a) asin(a)
+#define ad_acos(a) acos(a)
+#define ad_atan(a) atan(a)
+#define ad_atan2(y, x) atan2((y), (x))
+#define ad_sinh(a) sinh(a)
+#define ad_cosh(a) cosh(a)
+#define ad_tanh(a) tanh(a)
+#define ad_asinh(a) asinh(a)
+#define ad_acosh(a) acosh(a)
+#define ad_atanh(a) atanh(a)
+#define ad_exp(a) exp(a)
+#define ad_exp2(a) exp2(a)
+#define ad_expm1(a) expm1(a)
+#define ad_log(a) log(a)
+#define ad_log2(a) log2(a)
+#define ad_log10(a) log10(a)
+#define ad_log1p(a) log1p(a)
+#define ad_sqrt(a) sqrt(a)
+#define ad_cbrt(a) cbrt(a)
+#define ad_pow(a, b) pow((a), (b))
+#define ad_hypot(a, b) hypot((a), (b))
+#define ad_fabs(a) fabs(a)
+#define ad_fmin(a, b) fmin((a), (b))
+#define ad_fmax(a, b) fmax((a), (b))
+#define ad_fma(a, b, c) fma((a), (b), (c))
+#define ad_fmod(a, b) fmod((a), (b))
+#define ad_erf(a) erf(a)
+#define ad_erfc(a) erfc(a)
+#define ad_floor(a) floor(a)
+#define ad_ceil(a) ceil(a)
+#define ad_round(a) round(a)
+#define ad_trunc(a) trunc(a)
+#define ad_lt(a, b) ((double)(a) < (double)(b))
+#define ad_le(a, b) ((double)(a) <= (double)(b))
+#define ad_gt(a, b) ((double)(a) > (double)(b))
+#define ad_ge(a, b) ((double)(a) >= (double)(b))
+#define ad_eq(a, b) ((double)(a) == (double)(b))
+#define ad_ne(a, b) ((double)(a) != (double)(b))
+
+#endif /* ARIADNE_PASSIVE */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ARIADNE_H */

@@ -1,0 +1,406 @@
+/* Tape storage: blocks, the recording slow paths, special records, positions,
+ * memory accounting and statistics. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tape_impl.h"
+
+/* The recorder every thread starts with: not recording, so the inline fast
+ * paths fall through to passive results without touching any tape. */
+static ad__recorder idle_recorder;
+_Thread_local ad__recorder *ad__rec AD__TLS_MODEL = &idle_recorder;
+static _Thread_local ad_tape *current_tape;
+
+/* Epochs identify recordings across all tapes; 0 is never issued. */
+static atomic_uint_least32_t epoch_counter = 1;
+
+static uint32_t new_epoch(void) {
+  uint32_t e;
+  do e = (uint32_t)atomic_fetch_add(&epoch_counter, 1);
+  while (e == 0);
+  return e;
+}
+
+#define DEFAULT_BLOCK_STATEMENTS (1u << 16)
+#define DEFAULT_BLOCK_ARGUMENTS (1u << 18)
+#define MIN_BLOCK 1024u
+#define MAX_STMT_ARGS 255u
+
+/* ------------------------------------------------------------------------ */
+/* Memory                                                                    */
+/* ------------------------------------------------------------------------ */
+
+void *ad__alloc(ad_tape *t, size_t size) {
+  if (t->opt.memory_limit && (size > t->opt.memory_limit || t->bytes_alloc > t->opt.memory_limit - size)) {
+    ad__fail(t, AD_ERR_NOMEM, "tape memory limit of %zu bytes reached (%zu in use, %zu more asked)",
+             t->opt.memory_limit, t->bytes_alloc, size);
+    return NULL;
+  }
+  void *p = t->opt.alloc ? t->opt.alloc(size, t->opt.alloc_ud) : malloc(size);
+  if (!p) {
+    ad__fail(t, AD_ERR_NOMEM, "allocation of %zu bytes failed (%zu in use)", size, t->bytes_alloc);
+    return NULL;
+  }
+  t->bytes_alloc += size;
+  if (t->bytes_alloc > t->bytes_peak) t->bytes_peak = t->bytes_alloc;
+  return p;
+}
+
+void ad__free(ad_tape *t, void *p, size_t size) {
+  if (!p) return;
+  t->bytes_alloc -= size;
+  if (t->opt.free)
+    t->opt.free(p, t->opt.alloc_ud);
+  else
+    free(p);
+}
+
+/* Grow by allocate-copy-free rather than realloc so that every byte goes
+ * through the tape's allocator and limit, and a failure leaves *arr intact. */
+int ad__grow(ad_tape *t, void **arr, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return AD_OK;
+  size_t ncap = *cap ? *cap : 64;
+  while (ncap < need) ncap = ncap < SIZE_MAX / 2 ? ncap * 2 : need;
+  if (ncap > SIZE_MAX / elem) {
+    ad__fail(t, AD_ERR_NOMEM, "array of %zu elements is too large", ncap);
+    return AD_ERR_NOMEM;
+  }
+  void *p = ad__alloc(t, ncap * elem);
+  if (!p) return AD_ERR_NOMEM;
+  if (*cap) memcpy(p, *arr, *cap * elem);
+  memset((char *)p + *cap * elem, 0, (ncap - *cap) * elem);
+  ad__free(t, *arr, *cap * elem);
+  *arr = p;
+  *cap = ncap;
+  return AD_OK;
+}
+
+static size_t block_bytes(uint32_t ns, uint32_t na) {
+  return sizeof(ad__block) + (size_t)na * (sizeof(double) + sizeof(ad_index)) + ns;
+}
+
+static ad__block *block_new(ad_tape *t) {
+  uint32_t ns = t->opt.block_statements, na = t->opt.block_arguments;
+  ad__block *b = ad__alloc(t, block_bytes(ns, na));
+  if (!b) return NULL;
+  memset(b, 0, sizeof *b);
+  b->ns_alloc = ns;
+  b->na_alloc = na;
+  b->par = (double *)(b + 1);
+  b->idx = (ad_index *)(b->par + na);
+  b->cnt = (uint8_t *)(b->idx + na);
+  b->id = t->nblocks++;
+  return b;
+}
+
+/* Point the recorder at block b, whose first statement follows handle `base`.
+ * The statement capacity is cut so that the index limit is hit exactly at a
+ * block's end, where the slow path checks it. */
+static void recorder_enter(ad_tape *t, ad__block *b, uint32_t ns, uint32_t na) {
+  ad__recorder *R = &t->rec;
+  t->cur = b;
+  R->cnt = b->cnt;
+  R->idx = b->idx;
+  R->par = b->par;
+  R->ns = ns;
+  R->na = na;
+  R->na_cap = b->na_alloc;
+  uint64_t room = t->index_limit - (uint64_t)R->next; /* statements left in index space */
+  uint64_t cap = (uint64_t)ns + room;
+  R->ns_cap = cap < b->ns_alloc ? (uint32_t)cap : b->ns_alloc;
+}
+
+/* Open the next block (a kept spare if there is one). */
+static int block_advance(ad_tape *t) {
+  ad__sync(t);
+  ad__block *b = t->cur->next;
+  if (!b) {
+    b = block_new(t);
+    if (!b) return 0;
+    b->prev = t->cur;
+    t->cur->next = b;
+  }
+  b->base = t->rec.next;
+  b->ns = b->na = 0;
+  recorder_enter(t, b, 0, 0);
+  return 1;
+}
+
+static ad_tape *tape_of(ad__recorder *R) {
+  return (ad_tape *)((char *)R - offsetof(ad_tape, rec));
+}
+
+int ad__need(ad__recorder *R, uint32_t nargs, const ad_real *args, const char *op) {
+  if (!R->active) return 0;
+  ad_tape *t = tape_of(R);
+  for (uint32_t k = 0; args && k < nargs; k++) {
+    if (args[k].i != 0 && (args[k].e != R->epoch || args[k].i > R->next)) {
+      ad__fail(t, AD_ERR_STALE_HANDLE,
+               "%s: argument %u has handle %llu from recording %u, but this tape is recording %u "
+               "(a value from another tape, or from before ad_tape_reset)",
+               op, k + 1, (unsigned long long)args[k].i, args[k].e, R->epoch);
+      return 0;
+    }
+  }
+  if (R->ns < R->ns_cap && R->na + nargs <= R->na_cap) return 1;
+  if ((uint64_t)R->next >= t->index_limit) {
+    ad__fail(t, AD_ERR_INDEX_OVERFLOW, "%s: the tape has issued %llu handles, its index limit", op,
+             (unsigned long long)R->next);
+    return 0;
+  }
+  return block_advance(t);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Creation, begin/end, reset                                                */
+/* ------------------------------------------------------------------------ */
+
+void ad_tape_options_default(ad_tape_options *o) {
+  memset(o, 0, sizeof *o);
+  o->block_statements = DEFAULT_BLOCK_STATEMENTS;
+  o->block_arguments = DEFAULT_BLOCK_ARGUMENTS;
+}
+
+ad_tape *ad_tape_create(void) { return ad_tape_create_with(NULL); }
+
+ad_tape *ad_tape_create_with(const ad_tape_options *opts) {
+  ad_tape_options o;
+  if (opts)
+    o = *opts;
+  else
+    ad_tape_options_default(&o);
+  if (o.block_statements < MIN_BLOCK) o.block_statements = MIN_BLOCK;
+  if (o.block_arguments < MIN_BLOCK) o.block_arguments = MIN_BLOCK;
+  uint64_t max_index = (uint64_t)AD_INDEX_MAX - 1; /* keep AD_INDEX_MAX unissued: no wrap anywhere */
+  if (o.index_limit == 0 || o.index_limit > max_index) o.index_limit = max_index;
+  ad_tape *t = o.alloc ? o.alloc(sizeof *t, o.alloc_ud) : malloc(sizeof *t);
+  if (!t) return NULL;
+  memset(t, 0, sizeof *t);
+  t->opt = o;
+  t->index_limit = o.index_limit;
+  t->bytes_alloc = t->bytes_peak = sizeof *t;
+  t->head = block_new(t);
+  if (!t->head) {
+    if (o.free)
+      o.free(t, o.alloc_ud);
+    else
+      free(t);
+    return NULL;
+  }
+  t->rec.epoch = new_epoch();
+  recorder_enter(t, t->head, 0, 0);
+  return t;
+}
+
+static void records_clear(ad_tape *t, size_t keep) {
+  for (size_t k = t->nrec; k-- > keep;) {
+    ad__record *r = &t->recs[k];
+    if (r->ops->destroy) r->ops->destroy(r->data);
+    t->rec_bytes -= r->bytes;
+  }
+  t->nrec = keep;
+}
+
+void ad_tape_destroy(ad_tape *t) {
+  if (!t) return;
+  if (t->recording) ad_tape_end(t);
+  records_clear(t, 0);
+  ad__free(t, t->recs, t->caprec * sizeof *t->recs);
+  ad__free(t, t->adj, t->adj_cap * sizeof(double));
+  ad__free(t, t->tan, t->tan_cap * sizeof(double));
+  ad__free(t, t->sc_idx, t->sc_cap * sizeof(ad_index));
+  ad__free(t, t->sc_par, t->sc_cap * sizeof(double));
+  ad__free(t, t->loc, t->loc_cap * sizeof(double));
+  for (ad__block *b = t->head, *n; b; b = n) {
+    n = b->next;
+    ad__free(t, b, block_bytes(b->ns_alloc, b->na_alloc));
+  }
+  if (t->opt.free)
+    t->opt.free(t, t->opt.alloc_ud);
+  else
+    free(t);
+}
+
+void ad_tape_begin(ad_tape *t) {
+  if (!t) {
+    ad__fail_notape(AD_ERR_ARG, "ad_tape_begin: tape is NULL");
+    return;
+  }
+  if (t->recording) return;
+  t->prev_rec = ad__rec;
+  t->prev_tape = current_tape;
+  t->recording = 1;
+  t->rec.active = (t->err == AD_OK);
+  ad__rec = &t->rec;
+  current_tape = t;
+}
+
+void ad_tape_end(ad_tape *t) {
+  if (!t || !t->recording) return;
+  t->recording = 0;
+  t->rec.active = 0;
+  if (current_tape == t) {
+    ad__rec = t->prev_rec ? t->prev_rec : &idle_recorder;
+    current_tape = t->prev_tape;
+  }
+  t->prev_rec = NULL;
+  t->prev_tape = NULL;
+}
+
+int ad_tape_is_recording(const ad_tape *t) { return t && t->recording && current_tape == t; }
+ad_tape *ad_tape_current(void) { return current_tape; }
+
+void ad_tape_reset(ad_tape *t) {
+  if (!t) return;
+  records_clear(t, 0);
+  if (t->adj) memset(t->adj, 0, t->adj_cap * sizeof(double));
+  if (t->tan) memset(t->tan, 0, t->tan_cap * sizeof(double));
+  t->err = t->pending = AD_OK;
+  t->msg[0] = t->pmsg[0] = '\0';
+  t->rec.next = 0;
+  t->rec.epoch = new_epoch();
+  t->rec.active = t->recording;
+  t->head->base = 0;
+  t->head->ns = t->head->na = 0;
+  recorder_enter(t, t->head, 0, 0);
+}
+
+void ad_tape_set_memory_limit(ad_tape *t, size_t bytes) {
+  if (t) t->opt.memory_limit = bytes;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Positions                                                                 */
+/* ------------------------------------------------------------------------ */
+
+ad_tape_pos ad_tape_position(const ad_tape *t) {
+  ad_tape_pos p;
+  memset(&p, 0, sizeof p);
+  if (!t) return p;
+  p.index = t->rec.next;
+  p.records = t->nrec;
+  p.block = t->cur->id;
+  p.ns = t->rec.ns;
+  p.na = t->rec.na;
+  return p;
+}
+
+int ad_tape_reset_to(ad_tape *t, ad_tape_pos p) {
+  if (!t) return AD_ERR_ARG;
+  if (p.index > t->rec.next || p.records > t->nrec || p.block > t->cur->id) {
+    ad__pending(t, AD_ERR_ARG, "ad_tape_reset_to: position (handle %llu) lies beyond the tape's end (handle %llu)",
+                (unsigned long long)p.index, (unsigned long long)t->rec.next);
+    return AD_ERR_ARG;
+  }
+  ad__block *b = t->cur;
+  while (b->id != p.block) b = b->prev;
+  if (p.ns > (b == t->cur ? t->rec.ns : b->ns) || (ad_index)(b->base + p.ns) != p.index) {
+    ad__pending(t, AD_ERR_ARG, "ad_tape_reset_to: position does not belong to this recording");
+    return AD_ERR_ARG;
+  }
+  records_clear(t, p.records);
+  if (t->adj && t->adj_cap > p.index + 1) {
+    size_t top = t->rec.next + 1 < t->adj_cap ? t->rec.next + 1 : t->adj_cap;
+    memset(t->adj + p.index + 1, 0, (top - p.index - 1) * sizeof(double));
+  }
+  t->rec.next = (ad_index)p.index;
+  recorder_enter(t, b, p.ns, p.na);
+  return AD_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Inputs and records                                                        */
+/* ------------------------------------------------------------------------ */
+
+ad_real ad__new_input(ad_tape *t, double value) {
+  ad_real r;
+  r.v = value;
+  r.i = 0;
+  r.e = 0;
+  ad__recorder *R = &t->rec;
+  if (!ad__need(R, 0, NULL, "ad_input")) return r;
+  R->cnt[R->ns++] = 0;
+  r.i = ++R->next;
+  r.e = R->epoch;
+  return r;
+}
+
+ad_real ad_input(double value) {
+  ad_tape *t = current_tape;
+  if (!t) {
+    ad__fail_notape(AD_ERR_NO_TAPE, "ad_input(%g): no tape is recording on this thread; call ad_tape_begin first", value);
+    return ad__const(value);
+  }
+  return ad__new_input(t, value);
+}
+
+int ad__record_push(ad_tape *t, const ad__record_ops *ops, void *data, size_t bytes) {
+  if (!t->rec.active) {
+    if (ops->destroy) ops->destroy(data);
+    return t->err != AD_OK ? t->err : AD_ERR_STATE;
+  }
+  if (t->nrec == t->caprec) {
+    void *arr = t->recs;
+    if (ad__grow(t, &arr, &t->caprec, t->nrec + 1, sizeof *t->recs) != AD_OK) {
+      if (ops->destroy) ops->destroy(data);
+      return AD_ERR_NOMEM;
+    }
+    t->recs = arr;
+  }
+  ad__record *r = &t->recs[t->nrec++];
+  r->pos = t->rec.next;
+  r->ops = ops;
+  r->data = data;
+  r->bytes = bytes;
+  t->rec_bytes += bytes;
+  return AD_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Adjoint and tangent vectors                                               */
+/* ------------------------------------------------------------------------ */
+
+int ad__adjoints_ready(ad_tape *t) {
+  void *a = t->adj;
+  int rc = ad__grow(t, &a, &t->adj_cap, (size_t)t->rec.next + 1, sizeof(double));
+  t->adj = a;
+  return rc;
+}
+
+int ad__tangents_ready(ad_tape *t) {
+  void *a = t->tan;
+  int rc = ad__grow(t, &a, &t->tan_cap, (size_t)t->rec.next + 1, sizeof(double));
+  t->tan = a;
+  return rc;
+}
+
+int ad__handle_check(const ad_tape *t, ad_real x) {
+  if (x.i == 0) return 0;
+  if (x.e != t->rec.epoch || x.i > t->rec.next) return -1;
+  return 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Statistics                                                                */
+/* ------------------------------------------------------------------------ */
+
+int ad_tape_stats(const ad_tape *t, ad_stats *s) {
+  if (!t || !s) return AD_ERR_ARG;
+  memset(s, 0, sizeof *s);
+  uint64_t args = 0;
+  for (const ad__block *b = t->head; b; b = b->next) {
+    args += b == t->cur ? t->rec.na : b->na;
+    if (b == t->cur) break;
+  }
+  s->statements = t->rec.next;
+  s->arguments = args;
+  s->records = t->nrec;
+  s->blocks = t->cur->id + 1;
+  s->bytes_used = (size_t)s->statements + (size_t)args * (sizeof(double) + sizeof(ad_index)) +
+                  t->nrec * sizeof(ad__record) + t->rec_bytes;
+  s->bytes_adjoints = (t->adj_cap + t->tan_cap) * sizeof(double);
+  s->bytes_reserved = t->bytes_alloc - s->bytes_adjoints;
+  s->bytes_peak = t->bytes_peak;
+  return AD_OK;
+}

@@ -1,0 +1,124 @@
+/* Private definitions shared by lib/, adjoint/ and mpi/. Not installed. */
+#ifndef ARIADNE_TAPE_IMPL_H
+#define ARIADNE_TAPE_IMPL_H
+
+#include <ariadne.h>
+#include <stdarg.h>
+
+/* One storage block: the statement stream (argument counts) and the
+ * argument stream (handles, partials) of a run of consecutive statements.
+ * A statement never spans two blocks, so a sweep runs a tight loop per block. */
+typedef struct ad__block {
+  struct ad__block *prev, *next;
+  uint64_t id;            /* position in the tape's block list, from 0 */
+  ad_index base;          /* handle of the statement before the block's first */
+  uint32_t ns, na;        /* used; for the current block the recorder holds the truth */
+  uint32_t ns_alloc, na_alloc;
+  uint8_t *cnt;
+  ad_index *idx;
+  double *par;
+} ad__block;
+
+/* A special record (external function, MPI communication) interleaved with
+ * the statements: it runs after the statements up to handle `pos` in a
+ * forward sweep and before them in a reverse sweep. */
+typedef struct ad__record_ops {
+  const char *name;
+  /* Reverse action: read/modify adjoints. Returns AD_OK or an AD_ERR_*. */
+  int (*reverse)(ad_tape *tape, void *data);
+  /* Tangent action; NULL means the record has no tangent (ad_forward fails). */
+  int (*forward)(ad_tape *tape, void *data);
+  /* Free `data`; may be NULL. */
+  void (*destroy)(void *data);
+} ad__record_ops;
+
+typedef struct ad__record {
+  ad_index pos;
+  const ad__record_ops *ops;
+  void *data;
+  size_t bytes; /* memory the record holds, for statistics */
+} ad__record;
+
+struct ad_tape {
+  ad__recorder rec;
+  ad__recorder *prev_rec; /* recorder current before ad_tape_begin */
+  ad_tape *prev_tape;
+  int recording;
+
+  ad__block *head, *cur; /* blocks after cur are spares kept for reuse */
+  uint64_t nblocks;
+
+  ad__record *recs;
+  size_t nrec, caprec;
+  size_t rec_bytes;
+
+  double *adj; /* adjoints, index = handle */
+  size_t adj_cap;
+  double *tan; /* tangents */
+  size_t tan_cap;
+
+  /* scratch for fused statements and preaccumulation */
+  ad_index *sc_idx;
+  double *sc_par;
+  size_t sc_cap;
+  double *loc;
+  size_t loc_cap;
+
+  int err;
+  char msg[512];
+  int pending;
+  char pmsg[512];
+
+  ad_tape_options opt;
+  uint64_t index_limit;
+  size_t bytes_alloc, bytes_peak;
+};
+
+/* Memory through the tape's allocator and limit. NULL (and a sticky
+ * AD_ERR_NOMEM if `fail` is set) when it cannot be had. */
+void *ad__alloc(ad_tape *t, size_t size);
+void ad__free(ad_tape *t, void *p, size_t size);
+/* Grow *arr (elements of `elem` bytes, zero-filled) to at least `need` elements. */
+int ad__grow(ad_tape *t, void **arr, size_t *cap, size_t need, size_t elem);
+
+/* Sticky error: the first one wins; recording stops. */
+void ad__fail(ad_tape *t, int code, const char *fmt, ...);
+/* Usage error of a void call, reported once by the next sweep or driver. */
+void ad__pending(ad_tape *t, int code, const char *fmt, ...);
+/* Error with no tape to keep it: thread-local last error and the handler. */
+void ad__fail_notape(int code, const char *fmt, ...);
+/* Message prefix, e.g. "[3] " set by the MPI layer; "" by default. */
+void ad__set_message_prefix(const char *prefix);
+/* Report through the error handler (used by the MPI layer too). */
+void ad__report(const ad_tape *t, int code, const char *msg);
+void ad__vformat(char *buf, size_t size, int code, const char *fmt, va_list ap);
+
+/* Write the recorder's counters back to the current block. */
+static inline void ad__sync(ad_tape *t) {
+  t->cur->ns = t->rec.ns;
+  t->cur->na = t->rec.na;
+}
+/* Ensure the adjoint (tangent) vector covers every handle issued. */
+int ad__adjoints_ready(ad_tape *t);
+int ad__tangents_ready(ad_tape *t);
+/* First error to report from a driver: sticky, then pending (cleared). */
+int ad__driver_check(ad_tape *t);
+/* Validate a handle against the tape: 0 passive, 1 valid, -1 stale. */
+int ad__handle_check(const ad_tape *t, ad_real x);
+
+/* Push a special record at the current position of the recording tape `t`.
+ * On failure (no memory) the tape gets a sticky error, `destroy(data)` is
+ * called, and AD_ERR_NOMEM is returned. */
+int ad__record_push(ad_tape *t, const ad__record_ops *ops, void *data, size_t bytes);
+/* A new statement with no arguments (an input, or a value received from
+ * elsewhere); passive if the tape is not recording. */
+ad_real ad__new_input(ad_tape *t, double value);
+
+/* Sweeps (adjoint/sweep.c). */
+int ad__sweep_reverse(ad_tape *t, ad_tape_pos lo);
+int ad__sweep_forward(ad_tape *t);
+/* Vector mode: adj/tan arrays of width w (element [h*w + l]), tapes without records only. */
+void ad__sweep_reverse_vec(ad_tape *t, double *adj, size_t w);
+void ad__sweep_forward_vec(ad_tape *t, double *tan, size_t w);
+
+#endif
