@@ -27,8 +27,6 @@ void ad_seed(ad_tape *t, ad_real y, double ybar) {
 
 int ad_reverse(ad_tape *t) {
   if (!t) return AD_ERR_ARG;
-  int rc = ad__driver_check(t);
-  if (rc != AD_OK) return rc;
   ad_tape_pos start;
   memset(&start, 0, sizeof start);
   return ad__sweep_reverse(t, start);
@@ -36,9 +34,10 @@ int ad_reverse(ad_tape *t) {
 
 int ad_reverse_to(ad_tape *t, ad_tape_pos pos) {
   if (!t) return AD_ERR_ARG;
-  int rc = ad__driver_check(t);
-  if (rc != AD_OK) return rc;
-  if (pos.index > t->rec.next || pos.records > t->nrec || pos.block > t->cur->id) return AD_ERR_ARG;
+  if (pos.index > t->rec.next || pos.records > t->nrec || pos.block > t->cur->id) {
+    ad__pending(t, AD_ERR_ARG, "ad_reverse_to: position (handle %llu) lies beyond the tape's end (handle %llu)",
+                (unsigned long long)pos.index, (unsigned long long)t->rec.next);
+  }
   return ad__sweep_reverse(t, pos);
 }
 
@@ -66,8 +65,6 @@ void ad_tangent_seed(ad_tape *t, ad_real x, double xdot) {
 
 int ad_forward(ad_tape *t) {
   if (!t) return AD_ERR_ARG;
-  int rc = ad__driver_check(t);
-  if (rc != AD_OK) return rc;
   return ad__sweep_forward(t);
 }
 
@@ -86,19 +83,18 @@ void ad_tangents_zero(ad_tape *t) {
 int ad_gradient(ad_tape *t, ad_real y, size_t n, const ad_real *x, double *g) {
   if (!t || (n && (!x || !g))) return AD_ERR_ARG;
   for (size_t k = 0; k < n; k++) g[k] = 0.0;
-  int rc = ad__driver_check(t);
-  if (rc != AD_OK) return rc;
   int c = check_use(t, y, "ad_gradient", "the output");
-  if (c == 0) {
+  /* On a tape with communication records the sweep runs even for a passive
+   * output: the other ranks need this rank's adjoint messages. */
+  if (c == 0 && !t->ext_ops)
     ad__pending(t, AD_ERR_PASSIVE, "ad_gradient: the output (%g) is passive: it depends on no input recorded on this tape", y.v);
-    return ad__driver_check(t);
-  }
   for (size_t k = 0; k < n; k++)
-    if (check_use(t, x[k], "ad_gradient", "an input") < 0) return ad__driver_check(t);
-  if (c < 0) return ad__driver_check(t);
-  if ((rc = ad__adjoints_ready(t)) != AD_OK) return rc;
-  ad_adjoints_zero(t);
-  t->adj[y.i] = 1.0;
+    if (check_use(t, x[k], "ad_gradient", "an input") < 0) break;
+  int rc = ad__adjoints_ready(t);
+  if (rc == AD_OK) {
+    ad_adjoints_zero(t);
+    if (c > 0) t->adj[y.i] = 1.0;
+  }
   ad_tape_pos start;
   memset(&start, 0, sizeof start);
   if ((rc = ad__sweep_reverse(t, start)) != AD_OK) return rc;
@@ -114,19 +110,19 @@ static int jacobian_scalar(ad_tape *t, size_t m, const ad_real *y, size_t n, con
   memset(&start, 0, sizeof start);
   if (m <= n) {
     for (size_t r = 0; r < m; r++) {
-      if (!y[r].i) continue;
+      if (!y[r].i && !t->ext_ops) continue; /* with MPI records every rank sweeps */
       if ((rc = ad__adjoints_ready(t)) != AD_OK) return rc;
       ad_adjoints_zero(t);
-      t->adj[y[r].i] = 1.0;
+      if (y[r].i) t->adj[y[r].i] = 1.0;
       if ((rc = ad__sweep_reverse(t, start)) != AD_OK) return rc;
       for (size_t k = 0; k < n; k++) J[r * n + k] = x[k].i ? t->adj[x[k].i] : 0.0;
     }
   } else {
     for (size_t k = 0; k < n; k++) {
-      if (!x[k].i) continue;
+      if (!x[k].i && !t->ext_ops) continue;
       if ((rc = ad__tangents_ready(t)) != AD_OK) return rc;
       ad_tangents_zero(t);
-      t->tan[x[k].i] = 1.0;
+      if (x[k].i) t->tan[x[k].i] = 1.0;
       if ((rc = ad__sweep_forward(t)) != AD_OK) return rc;
       for (size_t r = 0; r < m; r++) J[r * n + k] = y[r].i ? t->tan[y[r].i] : 0.0;
     }
@@ -138,13 +134,13 @@ int ad_jacobian(ad_tape *t, size_t m, const ad_real *y, size_t n, const ad_real 
   if (!t || (m && !y) || (n && !x) || (m && n && !J)) return AD_ERR_ARG;
   if (n && m > SIZE_MAX / n) return AD_ERR_ARG;
   for (size_t k = 0; k < m * n; k++) J[k] = 0.0;
+  /* On a tape with MPI records, errors are reported by the sweeps, which
+   * tell the other ranks; elsewhere they are reported at once. */
+  for (size_t r = 0; r < m; r++) check_use(t, y[r], "ad_jacobian", "an output");
+  for (size_t k = 0; k < n; k++) check_use(t, x[k], "ad_jacobian", "an input");
+  if (t->nrec || t->ext_ops) return jacobian_scalar(t, m, y, n, x, J);
   int rc = ad__driver_check(t);
   if (rc != AD_OK) return rc;
-  for (size_t r = 0; r < m; r++)
-    if (check_use(t, y[r], "ad_jacobian", "an output") < 0) return ad__driver_check(t);
-  for (size_t k = 0; k < n; k++)
-    if (check_use(t, x[k], "ad_jacobian", "an input") < 0) return ad__driver_check(t);
-  if (t->nrec) return jacobian_scalar(t, m, y, n, x, J);
 
   size_t len = (size_t)t->rec.next + 1;
   if (len > SIZE_MAX / (AD_VEC_WIDTH * sizeof(double))) return AD_ERR_NOMEM;

@@ -33,9 +33,37 @@ static int run_record(ad_tape *t, ad__record *r, int reverse) {
   return rc;
 }
 
+static int sweep_begin(ad_tape *t, int reverse) {
+  int err = ad__driver_check(t);
+  if (err == AD_OK) err = reverse ? ad__adjoints_ready(t) : ad__tangents_ready(t);
+  if (t->ext_ops) {
+    int rc = t->ext_ops->sweep_begin(t, t->ext_ctx, reverse, err);
+    if (err == AD_OK) err = rc;
+  }
+  return err;
+}
+
+static int sweep_end(ad_tape *t, int reverse, int rc) {
+  return t->ext_ops ? t->ext_ops->sweep_end(t, t->ext_ctx, reverse, rc) : rc;
+}
+
+static int reverse_body(ad_tape *t, ad_tape_pos lo);
+static int forward_body(ad_tape *t);
+
 int ad__sweep_reverse(ad_tape *t, ad_tape_pos lo) {
-  int rc = ad__adjoints_ready(t);
+  int rc = sweep_begin(t, 1);
   if (rc != AD_OK) return rc;
+  return sweep_end(t, 1, reverse_body(t, lo));
+}
+
+int ad__sweep_forward(ad_tape *t) {
+  int rc = sweep_begin(t, 0);
+  if (rc != AD_OK) return rc;
+  return sweep_end(t, 0, forward_body(t));
+}
+
+static int reverse_body(ad_tape *t, ad_tape_pos lo) {
+  int rc;
   ad__sync(t);
   double *adj = t->adj;
   size_t ri = t->nrec;
@@ -77,9 +105,8 @@ static void forward_run(double *restrict tan, ad_index base, const uint8_t *cnt,
   *na = a;
 }
 
-int ad__sweep_forward(ad_tape *t) {
-  int rc = ad__tangents_ready(t);
-  if (rc != AD_OK) return rc;
+static int forward_body(ad_tape *t) {
+  int rc;
   ad__sync(t);
   size_t ri = 0;
   for (ad__block *b = t->head;; b = b->next) {

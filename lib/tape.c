@@ -206,6 +206,7 @@ void ad_tape_destroy(ad_tape *t) {
   if (!t) return;
   if (t->recording) ad_tape_end(t);
   records_clear(t, 0);
+  if (t->ext_ops && t->ext_ops->destroy) t->ext_ops->destroy(t->ext_ctx);
   ad__free(t, t->recs, t->caprec * sizeof *t->recs);
   ad__free(t, t->adj, t->adj_cap * sizeof(double));
   ad__free(t, t->tan, t->tan_cap * sizeof(double));
@@ -254,6 +255,7 @@ ad_tape *ad_tape_current(void) { return current_tape; }
 void ad_tape_reset(ad_tape *t) {
   if (!t) return;
   records_clear(t, 0);
+  if (t->ext_ops && t->ext_ops->reset) t->ext_ops->reset(t, t->ext_ctx);
   if (t->adj) memset(t->adj, 0, t->adj_cap * sizeof(double));
   if (t->tan) memset(t->tan, 0, t->tan_cap * sizeof(double));
   t->err = t->pending = AD_OK;

@@ -39,6 +39,19 @@ typedef struct ad__record {
   size_t bytes; /* memory the record holds, for statistics */
 } ad__record;
 
+/* An extension attached to a tape (the MPI layer): told when a sweep starts
+ * and ends so that it can agree with other ranks, and when the tape is reset
+ * or destroyed. */
+typedef struct ad__ext_ops {
+  /* err: the error the sweep is about to fail with (AD_OK if none), so that
+   * peers can be told. Returns AD_OK or an error that stops the sweep. */
+  int (*sweep_begin)(ad_tape *t, void *ctx, int reverse, int err);
+  /* rc: the sweep's result. Returns the result to report. */
+  int (*sweep_end)(ad_tape *t, void *ctx, int reverse, int rc);
+  void (*reset)(ad_tape *t, void *ctx);
+  void (*destroy)(void *ctx);
+} ad__ext_ops;
+
 struct ad_tape {
   ad__recorder rec;
   ad__recorder *prev_rec; /* recorder current before ad_tape_begin */
@@ -68,6 +81,9 @@ struct ad_tape {
   char msg[512];
   int pending;
   char pmsg[512];
+
+  const ad__ext_ops *ext_ops;
+  void *ext_ctx;
 
   ad_tape_options opt;
   uint64_t index_limit;
@@ -114,7 +130,9 @@ int ad__record_push(ad_tape *t, const ad__record_ops *ops, void *data, size_t by
  * elsewhere); passive if the tape is not recording. */
 ad_real ad__new_input(ad_tape *t, double value);
 
-/* Sweeps (adjoint/sweep.c). */
+/* Sweeps (adjoint/sweep.c): report the tape's error first (telling the
+ * extension, so other ranks learn of it), then run the extension's begin
+ * hook, the sweep and the end hook. */
 int ad__sweep_reverse(ad_tape *t, ad_tape_pos lo);
 int ad__sweep_forward(ad_tape *t);
 /* Vector mode: adj/tan arrays of width w (element [h*w + l]), tapes without records only. */
