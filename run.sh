@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# Ariadne quick start.
+#
+#   ./run.sh example   install what is missing, build in build/, run the flagship example
+#   ./run.sh test      the same set-up, then the whole test suite: Release (with memcheck),
+#                      sanitizers, 64-bit handles, and the passive build
+#   ./run.sh bench     build Release in build/ and run the benchmarks (extra arguments
+#                      are passed to every benchmark program)
+#
+# Environment:
+#   ARIADNE_BUILD_ROOT  directory that receives build/, build-asan/, ... (default: this repository)
+#   ARIADNE_JOBS        parallel build and test jobs (default: nproc)
+#   ARIADNE_SKIP_DEPS=1 do not check or install system packages
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BUILD_ROOT=${ARIADNE_BUILD_ROOT:-$ROOT}
+JOBS=${ARIADNE_JOBS:-$(nproc 2>/dev/null || echo 2)}
+BUILD=$BUILD_ROOT/build
+
+# Debian packages: compiler and tools, MPI, valgrind for the memcheck tests,
+# ADOL-C for the benchmarks' comparison.
+PACKAGES=(build-essential cmake pkg-config valgrind libmpich-dev mpich libadolc-dev)
+
+# The options every build sets explicitly, so that a build directory left
+# over from another configuration is put right.
+BASE_OPTIONS=(-DARIADNE_INDEX_64=OFF -DARIADNE_PASSIVE=OFF -DARIADNE_ASAN=OFF -DARIADNE_UBSAN=OFF
+  -DARIADNE_BUILD_TESTS=ON -DARIADNE_BUILD_EXAMPLES=ON -DARIADNE_BUILD_BENCHMARKS=ON)
+
+# The flagship example: what `./run.sh example` runs once the build is done.
+flagship() {
+  local build=$1
+  # ---- FLAGSHIP COMMAND (the one line to change) ----
+  "$build/examples/heat_gradient"
+}
+
+SUMMARY=()
+
+die() {
+  printf '\nrun.sh: FAILED: %s\n' "$*" >&2
+  print_summary >&2
+  exit 1
+}
+
+print_summary() {
+  if ((${#SUMMARY[@]})); then
+    printf '\nrun.sh: steps completed:\n'
+    printf '  %s\n' "${SUMMARY[@]}"
+  fi
+}
+
+# step DESCRIPTION COMMAND...: run one command, stop everything if it fails.
+step() {
+  local what=$1 t0=$SECONDS
+  shift
+  printf '\n==> %s\n    $ %s\n' "$what" "$*"
+  local rc=0
+  "$@" || rc=$?
+  if ((rc != 0)); then
+    die "$what (exit status $rc; see the output above)"
+  fi
+  SUMMARY+=("$(printf '%-52s %5ds' "$what" $((SECONDS - t0)))")
+}
+
+installed() {
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
+}
+
+install_deps() {
+  if [[ ${ARIADNE_SKIP_DEPS:-0} == 1 ]]; then
+    return 0
+  fi
+  if ! command -v dpkg-query >/dev/null 2>&1; then
+    echo "run.sh: not a Debian-based system: make sure the equivalents of these are installed: ${PACKAGES[*]}"
+    return 0
+  fi
+  local missing=() p
+  for p in "${PACKAGES[@]}"; do
+    installed "$p" || missing+=("$p")
+  done
+  if ((${#missing[@]} == 0)); then
+    echo "run.sh: system packages present (${PACKAGES[*]})"
+    return 0
+  fi
+  local sudo=()
+  if ((EUID != 0)); then
+    command -v sudo >/dev/null 2>&1 || die "installing ${missing[*]} needs root or sudo"
+    sudo=(sudo)
+  fi
+  step "apt-get update" "${sudo[@]}" apt-get update
+  step "apt-get install ${missing[*]}" \
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
+}
+
+# configure_build DIR CMAKE-OPTIONS...: configure and build everything in DIR.
+configure_build() {
+  local dir=$1
+  shift
+  step "configure ${dir#"$BUILD_ROOT"/}" cmake -S "$ROOT" -B "$dir" "${BASE_OPTIONS[@]}" "$@"
+  step "build ${dir#"$BUILD_ROOT"/}" cmake --build "$dir" --parallel "$JOBS"
+}
+
+# run_ctest DIR CTEST-OPTIONS...
+run_ctest() {
+  local dir=$1
+  shift
+  step "ctest in ${dir#"$BUILD_ROOT"/}${*:+ $*}" ctest --test-dir "$dir" --output-on-failure --parallel "$JOBS" "$@"
+}
+
+cmd_example() {
+  install_deps
+  configure_build "$BUILD" -DCMAKE_BUILD_TYPE=Release
+  step "flagship example" flagship "$BUILD"
+}
+
+cmd_test() {
+  install_deps
+  # (i) Release with everything, the valgrind memcheck tests included.
+  configure_build "$BUILD" -DCMAKE_BUILD_TYPE=Release
+  run_ctest "$BUILD"
+  # (ii) AddressSanitizer + UndefinedBehaviorSanitizer. valgrind and
+  # sanitizers do not mix; benchmarks are not run here.
+  configure_build "$BUILD_ROOT/build-asan" -DCMAKE_BUILD_TYPE=Debug -DARIADNE_ASAN=ON -DARIADNE_UBSAN=ON \
+    -DARIADNE_BUILD_BENCHMARKS=OFF
+  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
+    UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+    run_ctest "$BUILD_ROOT/build-asan" -LE 'memcheck|install|bench-smoke'
+  # (iii) 64-bit tape handles.
+  configure_build "$BUILD_ROOT/build-idx64" -DCMAKE_BUILD_TYPE=Release -DARIADNE_INDEX_64=ON
+  run_ctest "$BUILD_ROOT/build-idx64" -LE 'memcheck'
+  # (iv) Passive: every ad_* operation is plain double arithmetic.
+  configure_build "$BUILD_ROOT/build-passive" -DCMAKE_BUILD_TYPE=Release -DARIADNE_PASSIVE=ON
+  run_ctest "$BUILD_ROOT/build-passive" -L example
+}
+
+cmd_bench() {
+  install_deps
+  configure_build "$BUILD" -DCMAKE_BUILD_TYPE=Release
+  local benches=() b
+  if [[ -d $BUILD/benchmarks ]]; then
+    # The reference-kernel (heat) benchmark first, then the others.
+    while IFS= read -r b; do benches+=("$b"); done < <(
+      find "$BUILD/benchmarks" -maxdepth 2 -type f -perm -u+x -name '*bench*' -name '*heat*' | sort
+      find "$BUILD/benchmarks" -maxdepth 2 -type f -perm -u+x -name '*bench*' ! -name '*heat*' | sort)
+  fi
+  ((${#benches[@]})) || die "no benchmark programs found under $BUILD/benchmarks"
+  for b in "${benches[@]}"; do
+    step "benchmark ${b#"$BUILD"/}" "$b" "$@"
+  done
+}
+
+usage() {
+  sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+}
+
+main() {
+  local cmd=${1:-}
+  (($#)) && shift
+  local t0=$SECONDS
+  case $cmd in
+    example) cmd_example ;;
+    test) cmd_test ;;
+    bench) cmd_bench "$@" ;;
+    -h | --help | help) usage; return 0 ;;
+    *) usage >&2; return 2 ;;
+  esac
+  print_summary
+  printf '\nrun.sh %s: OK (%ds)\n' "$cmd" $((SECONDS - t0))
+}
+
+main "$@"

@@ -1,0 +1,80 @@
+#!/bin/sh
+# Install a built Ariadne into a fresh prefix, then build and run a consumer
+# against it twice: as a CMake project (find_package(Ariadne)) and with a
+# plain compiler command line from pkg-config. Arguments are NAME=VALUE:
+#   cmake=  the cmake executable          build=  Ariadne's build tree
+#   work=   scratch directory (wiped)     source= the consumer project
+#   cc=     C compiler                    config= build configuration
+#   libdir= CMAKE_INSTALL_LIBDIR          sanitize= extra compile/link flags
+#   mpicc=  MPI C compiler wrapper, if Ariadne was built with MPI (may be empty)
+# Exits 0 on success, 77 (skipped) if only pkg-config is missing, 1 otherwise.
+set -eu
+
+cmake=cmake build='' work='' source='' cc=cc config=Release libdir=lib sanitize='' mpicc=''
+for arg in "$@"; do
+  case $arg in
+    cmake=* | build=* | work=* | source=* | cc=* | config=* | libdir=* | sanitize=* | mpicc=*)
+      eval "${arg%%=*}=\${arg#*=}" ;;
+    *) echo "run_install_test.sh: unknown argument '$arg'" >&2; exit 1 ;;
+  esac
+done
+if [ -z "$build" ] || [ -z "$work" ] || [ -z "$source" ]; then
+  echo "run_install_test.sh: build=, work= and source= are required" >&2
+  exit 1
+fi
+
+step() { echo "--- $*"; }
+fail() { echo "install test FAILED: $*" >&2; exit 1; }
+
+prefix=$work/prefix
+rm -rf "$work"
+mkdir -p "$work"
+
+step "cmake --install $build --prefix $prefix"
+"$cmake" --install "$build" --prefix "$prefix" --config "$config" || fail "cmake --install"
+[ -f "$prefix/$libdir/cmake/Ariadne/AriadneConfig.cmake" ] || fail "no AriadneConfig.cmake under $prefix/$libdir/cmake/Ariadne"
+[ -f "$prefix/$libdir/pkgconfig/ariadne.pc" ] || fail "no ariadne.pc under $prefix/$libdir/pkgconfig"
+
+step "configure the consumer with find_package(Ariadne)"
+set -- -S "$source" -B "$work/consumer-build" -DCMAKE_BUILD_TYPE="$config" \
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON -DCMAKE_C_COMPILER="$cc"
+if [ -n "$sanitize" ]; then
+  set -- "$@" -DCMAKE_C_FLAGS="$sanitize" -DCMAKE_EXE_LINKER_FLAGS="$sanitize"
+fi
+if [ -n "$mpicc" ]; then
+  set -- "$@" -DMPI_C_COMPILER="$mpicc"
+fi
+"$cmake" "$@" || fail "configuring the consumer"
+found=$(sed -n 's/^Ariadne_DIR:[A-Z]*=//p' "$work/consumer-build/CMakeCache.txt")
+[ "$found" = "$prefix/$libdir/cmake/Ariadne" ] || fail "find_package found Ariadne in '$found', not in $prefix"
+
+step "build and run the consumer"
+"$cmake" --build "$work/consumer-build" --config "$config" || fail "building the consumer"
+for exe in consumer consumer_passive; do
+  path=$work/consumer-build/$exe
+  [ -x "$path" ] || path=$work/consumer-build/$config/$exe
+  "$path" || fail "$exe"
+done
+
+step "compile the consumer with pkg-config"
+if ! command -v pkg-config >/dev/null 2>&1; then
+  echo "pkg-config not found: skipping the pkg-config part" >&2
+  exit 77
+fi
+PKG_CONFIG_PATH=$prefix/$libdir/pkgconfig
+export PKG_CONFIG_PATH
+flags=$(pkg-config --cflags --libs ariadne) || fail "pkg-config --cflags --libs ariadne"
+includedir=$(pkg-config --variable=includedir ariadne)
+[ -f "$includedir/ariadne.h" ] || fail "pkg-config's includedir '$includedir' has no ariadne.h"
+echo "pkg-config --cflags --libs ariadne: $flags"
+# With a shared libariadne the plain compiler line sets no run path.
+run_pc() { LD_LIBRARY_PATH=$prefix/$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$@"; }
+# $flags and $sanitize are word-split on purpose: they are lists of options.
+# shellcheck disable=SC2086
+"$cc" $sanitize -o "$work/consumer_pc" "$source/consumer.c" $flags || fail "cc \$(pkg-config --cflags --libs ariadne)"
+run_pc "$work/consumer_pc" || fail "consumer built with pkg-config"
+# shellcheck disable=SC2086
+"$cc" $sanitize -DARIADNE_PASSIVE -o "$work/consumer_pc_passive" "$source/consumer.c" $flags || fail "passive compile with pkg-config"
+run_pc "$work/consumer_pc_passive" || fail "passive consumer built with pkg-config"
+
+echo "install test: OK"
