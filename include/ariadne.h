@@ -394,9 +394,11 @@ static inline ad_real ad__atan2(ad_real y, ad_real x) {
 }
 static inline ad_real ad__sinh(ad_real a) { return ad__op1(sinh(a.v), a, cosh(a.v), "ad_sinh"); }
 static inline ad_real ad__cosh(ad_real a) { return ad__op1(cosh(a.v), a, sinh(a.v), "ad_cosh"); }
+/* tanh: where tanh saturates, 1 - tanh^2 cancels to nothing (0 for |a| > 19),
+ * so there the derivative is 1 / cosh^2, accurate to the last bit. */
 static inline ad_real ad__tanh(ad_real a) {
-  double t = tanh(a.v);
-  return ad__op1(t, a, 1.0 - t * t, "ad_tanh");
+  double t = tanh(a.v), c = fabs(t) < 0.9 ? 0.0 : cosh(a.v);
+  return ad__op1(t, a, c == 0.0 ? 1.0 - t * t : 1.0 / (c * c), "ad_tanh");
 }
 static inline ad_real ad__asinh(ad_real a) { return ad__op1(asinh(a.v), a, 1.0 / sqrt(a.v * a.v + 1.0), "ad_asinh"); }
 /* acosh: derivative +inf at 1, NaN below 1. */
@@ -404,7 +406,10 @@ static inline ad_real ad__acosh(ad_real a) {
   return ad__op1(acosh(a.v), a, 1.0 / (sqrt(a.v - 1.0) * sqrt(a.v + 1.0)), "ad_acosh");
 }
 /* atanh: derivative +inf at +-1, NaN outside. */
-static inline ad_real ad__atanh(ad_real a) { return ad__op1(atanh(a.v), a, 1.0 / (1.0 - a.v * a.v), "ad_atanh"); }
+static inline ad_real ad__atanh(ad_real a) {
+  double r = atanh(a.v);
+  return ad__op1(r, a, isnan(r) ? r : 1.0 / (1.0 - a.v * a.v), "ad_atanh");
+}
 static inline ad_real ad__exp(ad_real a) {
   double e = exp(a.v);
   return ad__op1(e, a, e, "ad_exp");
@@ -414,11 +419,24 @@ static inline ad_real ad__exp2(ad_real a) {
   return ad__op1(e, a, AD__LN2 * e, "ad_exp2");
 }
 static inline ad_real ad__expm1(ad_real a) { return ad__op1(expm1(a.v), a, exp(a.v), "ad_expm1"); }
-/* log family: derivative +inf at 0 (the limit from the right), NaN below. */
-static inline ad_real ad__log(ad_real a) { return ad__op1(log(a.v), a, 1.0 / a.v, "ad_log"); }
-static inline ad_real ad__log2(ad_real a) { return ad__op1(log2(a.v), a, 1.0 / (AD__LN2 * a.v), "ad_log2"); }
-static inline ad_real ad__log10(ad_real a) { return ad__op1(log10(a.v), a, 1.0 / (AD__LN10 * a.v), "ad_log10"); }
-static inline ad_real ad__log1p(ad_real a) { return ad__op1(log1p(a.v), a, 1.0 / (1.0 + a.v), "ad_log1p"); }
+/* log family: derivative +inf at 0 (the limit from the right), NaN below
+ * (where the value is NaN, the plain formula would give a finite number). */
+static inline ad_real ad__log(ad_real a) {
+  double r = log(a.v);
+  return ad__op1(r, a, isnan(r) ? r : 1.0 / a.v, "ad_log");
+}
+static inline ad_real ad__log2(ad_real a) {
+  double r = log2(a.v);
+  return ad__op1(r, a, isnan(r) ? r : 1.0 / (AD__LN2 * a.v), "ad_log2");
+}
+static inline ad_real ad__log10(ad_real a) {
+  double r = log10(a.v);
+  return ad__op1(r, a, isnan(r) ? r : 1.0 / (AD__LN10 * a.v), "ad_log10");
+}
+static inline ad_real ad__log1p(ad_real a) {
+  double r = log1p(a.v);
+  return ad__op1(r, a, isnan(r) ? r : 1.0 / (1.0 + a.v), "ad_log1p");
+}
 /* sqrt, cbrt: derivative +inf at 0 (the limit from the right). A zero adjoint
  * skips the statement in the reverse sweep, so an unused sqrt(0) does no harm. */
 static inline ad_real ad__sqrt(ad_real a) {

@@ -215,5 +215,8 @@ ad_real ad_stmt_end(ad_real result) {
     na = b->na;
   }
   ad_tape_reset_to(t, p);
+  /* Every path to an outside value had a zero partial: the result is still
+   * active (as it is without the region), a statement with no arguments. */
+  if (k == 0) return ad__new_input(t, result.v);
   return emit(R, result.v, k, t->sc_idx, t->sc_par, "ad_stmt_end");
 }
