@@ -1,0 +1,174 @@
+/*
+ * Ariadne MPI layer: differentiable MPI communication.
+ *
+ * Every wrapper has the argument list of its MPI twin, so porting is a rename:
+ * MPI_Send(buf, n, MPI_DOUBLE, ...) becomes ad_mpi_send(buf, n, AD_MPI_REAL, ...)
+ * with `buf` an array of ad_real. Buffers of any other datatype pass through
+ * to MPI untouched and record nothing. Wrappers return MPI error codes.
+ *
+ * The forward call moves values (only values: the wire carries doubles) and
+ * pushes a communication record on this thread's recording tape; the reverse
+ * sweep (ad_reverse, ad_gradient, ...) and the tangent sweep (ad_forward) run
+ * the matching adjoint and tangent communication at that record's position.
+ * Sweeps of a tape with communication records are collective: every rank that
+ * communicated must sweep its tape too.
+ *
+ * Set-up: nothing beyond MPI_Init/MPI_Init_thread. The first wrapper call on a
+ * communicator starts a nonblocking duplicate of it (MPI_Comm_idup) that
+ * carries all adjoint and tangent traffic, so it never matches the user's own
+ * messages. MPI requires nonblocking collectives on a communicator to be
+ * started in the same order on all its ranks: if a rank can call a plain MPI
+ * collective on a communicator before its first ad_mpi_* call there while
+ * another rank has already made one, call ad_mpi_comm_prepare(comm) on all
+ * ranks right after creating the communicator. Everything is freed at
+ * MPI_Finalize (or when the user frees the communicator).
+ *
+ * Threads: call the wrappers from one thread per process (MPI_THREAD_FUNNELED
+ * or above is fine).
+ */
+#ifndef ARIADNE_MPI_H
+#define ARIADNE_MPI_H
+
+#include <mpi.h>
+
+#include "ariadne.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef ARIADNE_PASSIVE
+
+/* The datatype of ad_real buffers: a committed type of one double's size,
+ * so MPI_Get_count(status, AD_MPI_REAL, &n) counts elements. */
+#define AD_MPI_REAL (ad_mpi_real_datatype())
+MPI_Datatype ad_mpi_real_datatype(void);
+
+/* A request of a nonblocking wrapper. Initialize with AD_MPI_REQUEST_NULL or
+ * let ad_mpi_isend/irecv fill it. Fields are read-only. */
+typedef struct ad_mpi_request {
+  MPI_Request mpi; /* the MPI request; MPI_REQUEST_NULL once completed */
+  int slot;        /* internal bookkeeping, -1 if none */
+  unsigned gen;
+} ad_mpi_request;
+#define AD_MPI_REQUEST_NULL {MPI_REQUEST_NULL, -1, 0u}
+
+/* Communication statistics of this process: bytes of ad_real values handed
+ * to MPI as send data by the forward wrappers, by reverse sweeps and by
+ * tangent sweeps (handshakes and bookkeeping not counted). */
+typedef struct ad_mpi_stats {
+  uint64_t forward_bytes;
+  uint64_t adjoint_bytes;
+  uint64_t tangent_bytes;
+  uint64_t records;
+} ad_mpi_stats;
+void ad_mpi_stats_get(ad_mpi_stats *out);
+void ad_mpi_stats_reset(void);
+
+/* Collective over comm: create the private duplicate now (see above). */
+int ad_mpi_comm_prepare(MPI_Comm comm);
+/* Seconds a sweep waits for another rank's adjoint or tangent data before it
+ * fails with AD_ERR_MPI (a rank that never started its sweep, or that
+ * recorded a different communication). Default 60, or the environment
+ * variable ARIADNE_MPI_TIMEOUT. */
+void ad_mpi_set_timeout(double seconds);
+
+/* Point to point. Any send mode's adjoint is a receive and vice versa. */
+int ad_mpi_send(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+int ad_mpi_ssend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+int ad_mpi_bsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+int ad_mpi_rsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+/* Wildcards (MPI_ANY_SOURCE, MPI_ANY_TAG) are fine: the sweeps use the
+ * source and tag that actually matched. */
+int ad_mpi_recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Status *status);
+int ad_mpi_isend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                 ad_mpi_request *request);
+int ad_mpi_irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+                 ad_mpi_request *request);
+/* Completion. A request that was already completed (a copy waited twice)
+ * gives MPI_ERR_REQUEST; a null request completes at once, as in MPI. */
+int ad_mpi_wait(ad_mpi_request *request, MPI_Status *status);
+int ad_mpi_waitall(int count, ad_mpi_request array_of_requests[], MPI_Status *array_of_statuses);
+int ad_mpi_waitany(int count, ad_mpi_request array_of_requests[], int *index, MPI_Status *status);
+int ad_mpi_test(ad_mpi_request *request, int *flag, MPI_Status *status);
+int ad_mpi_testall(int count, ad_mpi_request array_of_requests[], int *flag, MPI_Status *array_of_statuses);
+int ad_mpi_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf,
+                    int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status *status);
+int ad_mpi_sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, int sendtag, int source,
+                            int recvtag, MPI_Comm comm, MPI_Status *status);
+
+/* Collectives. MPI_IN_PLACE works wherever MPI allows it. Reductions on
+ * AD_MPI_REAL support MPI_SUM, MPI_PROD (zeros are fine: the partials are
+ * products of the other contributions, never a division), MPI_MIN and MPI_MAX
+ * (the whole adjoint goes to the rank that owns the extremum; on a tie, the
+ * lowest rank). Scan and Exscan support MPI_SUM. */
+int ad_mpi_barrier(MPI_Comm comm);
+int ad_mpi_bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
+int ad_mpi_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
+                  MPI_Comm comm);
+int ad_mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int ad_mpi_gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                  MPI_Datatype recvtype, int root, MPI_Comm comm);
+int ad_mpi_gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                   const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm);
+int ad_mpi_scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                   MPI_Datatype recvtype, int root, MPI_Comm comm);
+int ad_mpi_scatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+                    void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm);
+int ad_mpi_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                     MPI_Datatype recvtype, MPI_Comm comm);
+int ad_mpi_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                      const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm);
+int ad_mpi_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                    MPI_Datatype recvtype, MPI_Comm comm);
+int ad_mpi_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                     void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm);
+int ad_mpi_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
+                                MPI_Comm comm);
+int ad_mpi_scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int ad_mpi_exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+
+#else /* ARIADNE_PASSIVE: every wrapper is its MPI twin. */
+
+#define AD_MPI_REAL MPI_DOUBLE
+typedef MPI_Request ad_mpi_request;
+#define AD_MPI_REQUEST_NULL MPI_REQUEST_NULL
+static inline int ad_mpi_comm_prepare(MPI_Comm comm) { (void)comm; return MPI_SUCCESS; }
+static inline void ad_mpi_set_timeout(double s) { (void)s; }
+#define ad_mpi_send MPI_Send
+#define ad_mpi_ssend MPI_Ssend
+#define ad_mpi_bsend MPI_Bsend
+#define ad_mpi_rsend MPI_Rsend
+#define ad_mpi_recv MPI_Recv
+#define ad_mpi_isend MPI_Isend
+#define ad_mpi_irecv MPI_Irecv
+#define ad_mpi_wait MPI_Wait
+#define ad_mpi_waitall MPI_Waitall
+#define ad_mpi_waitany MPI_Waitany
+#define ad_mpi_test MPI_Test
+#define ad_mpi_testall MPI_Testall
+#define ad_mpi_sendrecv MPI_Sendrecv
+#define ad_mpi_sendrecv_replace MPI_Sendrecv_replace
+#define ad_mpi_barrier MPI_Barrier
+#define ad_mpi_bcast MPI_Bcast
+#define ad_mpi_reduce MPI_Reduce
+#define ad_mpi_allreduce MPI_Allreduce
+#define ad_mpi_gather MPI_Gather
+#define ad_mpi_gatherv MPI_Gatherv
+#define ad_mpi_scatter MPI_Scatter
+#define ad_mpi_scatterv MPI_Scatterv
+#define ad_mpi_allgather MPI_Allgather
+#define ad_mpi_allgatherv MPI_Allgatherv
+#define ad_mpi_alltoall MPI_Alltoall
+#define ad_mpi_alltoallv MPI_Alltoallv
+#define ad_mpi_reduce_scatter_block MPI_Reduce_scatter_block
+#define ad_mpi_scan MPI_Scan
+#define ad_mpi_exscan MPI_Exscan
+
+#endif /* ARIADNE_PASSIVE */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ARIADNE_MPI_H */

@@ -1,0 +1,630 @@
+/* MPI layer infrastructure: set-up and clean-up, private communicators,
+ * message sequencing, per-tape participation and the sweep handshake,
+ * waiting with a timeout, and the buffer and vector helpers. */
+#define _POSIX_C_SOURCE 199309L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mpi_impl.h"
+
+ad_mpi_stats ad__mpi_counters;
+
+static int initialized;
+static MPI_Datatype real_type = MPI_DATATYPE_NULL;
+static int comm_keyval = MPI_KEYVAL_INVALID;
+static int self_keyval = MPI_KEYVAL_INVALID;
+static ad__comm *comms;
+static double timeout_s = 60.0;
+static int tag_low_bits, tag_k_bits, handshake_tag;
+
+/* ------------------------------------------------------------------------ */
+/* Set-up and clean-up                                                       */
+/* ------------------------------------------------------------------------ */
+
+static void comm_release(ad__comm *c) {
+  if (c->idup != MPI_REQUEST_NULL) MPI_Wait(&c->idup, MPI_STATUS_IGNORE);
+  if (c->priv != MPI_COMM_NULL) MPI_Comm_free(&c->priv);
+  c->freed = 1;
+}
+
+/* The user freed a communicator: free its duplicate; the info stays (records
+ * may point to it) and a sweep that needs it reports the communicator gone. */
+static int comm_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
+  (void)comm;
+  (void)keyval;
+  (void)extra;
+  comm_release(attr);
+  return MPI_SUCCESS;
+}
+
+static void kmap_free(ad__kmap *m) {
+  free(m->keys);
+  free(m->vals);
+  memset(m, 0, sizeof *m);
+}
+
+/* MPI_Finalize deletes MPI_COMM_SELF's attributes first: free everything. */
+static int self_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
+  (void)comm;
+  (void)keyval;
+  (void)attr;
+  (void)extra;
+  for (ad__comm *c = comms, *n; c; c = n) {
+    n = c->next;
+    if (!c->freed) {
+      if (c->user != MPI_COMM_WORLD && c->user != MPI_COMM_SELF) MPI_Comm_delete_attr(c->user, comm_keyval);
+      if (!c->freed) comm_release(c);
+    }
+    kmap_free(&c->sendk);
+    kmap_free(&c->prunedk);
+    free(c->rq);
+    free(c);
+  }
+  comms = NULL;
+  if (real_type != MPI_DATATYPE_NULL) MPI_Type_free(&real_type);
+  if (comm_keyval != MPI_KEYVAL_INVALID) MPI_Comm_free_keyval(&comm_keyval);
+  initialized = 0;
+  return MPI_SUCCESS;
+}
+
+int ad__mpi_setup(void) {
+  if (initialized) return MPI_SUCCESS;
+  int flag = 0, rc;
+  MPI_Initialized(&flag);
+  if (!flag) return MPI_ERR_OTHER;
+  if ((rc = MPI_Type_contiguous(1, MPI_DOUBLE, &real_type)) != MPI_SUCCESS) return rc;
+  if ((rc = MPI_Type_commit(&real_type)) != MPI_SUCCESS) return rc;
+  if ((rc = MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_delete, &comm_keyval, NULL)) != MPI_SUCCESS) return rc;
+  if (self_keyval == MPI_KEYVAL_INVALID &&
+      (rc = MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete, &self_keyval, NULL)) != MPI_SUCCESS)
+    return rc;
+  if ((rc = MPI_Comm_set_attr(MPI_COMM_SELF, self_keyval, NULL)) != MPI_SUCCESS) return rc;
+
+  int *ub = NULL, wrank = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+  long tag_ub = flag && ub ? *ub : 32767;
+  int bits = 0;
+  while (bits < 31 && (1L << (bits + 1)) - 1 <= tag_ub) bits++;
+  tag_low_bits = bits / 2 < 12 ? bits / 2 : 12;
+  tag_k_bits = bits - tag_low_bits - 1; /* stay below tag_ub / 2 */
+  handshake_tag = (int)tag_ub;
+
+  MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+  char prefix[32];
+  snprintf(prefix, sizeof prefix, "[%d] ", wrank);
+  ad__set_message_prefix(prefix);
+  const char *env = getenv("ARIADNE_MPI_TIMEOUT");
+  if (env && atof(env) > 0) timeout_s = atof(env);
+  initialized = 1;
+  return MPI_SUCCESS;
+}
+
+MPI_Datatype ad_mpi_real_datatype(void) {
+  if (!initialized && ad__mpi_setup() != MPI_SUCCESS) return MPI_DATATYPE_NULL;
+  return real_type;
+}
+
+void ad_mpi_set_timeout(double seconds) {
+  if (seconds > 0) timeout_s = seconds;
+}
+
+void ad_mpi_stats_get(ad_mpi_stats *out) {
+  if (out) *out = ad__mpi_counters;
+}
+void ad_mpi_stats_reset(void) { memset(&ad__mpi_counters, 0, sizeof ad__mpi_counters); }
+
+/* ------------------------------------------------------------------------ */
+/* Communicators                                                             */
+/* ------------------------------------------------------------------------ */
+
+ad__comm *ad__mpi_comm(MPI_Comm comm, int *err) {
+  *err = ad__mpi_setup();
+  if (*err != MPI_SUCCESS) return NULL;
+  if (comm == MPI_COMM_NULL) {
+    *err = MPI_ERR_COMM;
+    return NULL;
+  }
+  void *attr = NULL;
+  int flag = 0;
+  *err = MPI_Comm_get_attr(comm, comm_keyval, &attr, &flag);
+  if (*err != MPI_SUCCESS) return NULL;
+  if (flag) return attr;
+  ad__comm *c = calloc(1, sizeof *c);
+  if (!c) {
+    *err = MPI_ERR_NO_MEM;
+    return NULL;
+  }
+  c->user = comm;
+  c->priv = MPI_COMM_NULL;
+  MPI_Comm_rank(comm, &c->rank);
+  MPI_Comm_size(comm, &c->size);
+  if ((*err = MPI_Comm_idup(comm, &c->priv, &c->idup)) != MPI_SUCCESS ||
+      (*err = MPI_Comm_set_attr(comm, comm_keyval, c)) != MPI_SUCCESS) {
+    free(c);
+    return NULL;
+  }
+  c->next = comms;
+  comms = c;
+  return c;
+}
+
+int ad_mpi_comm_prepare(MPI_Comm comm) {
+  int err;
+  ad__comm *c = ad__mpi_comm(comm, &err);
+  if (!c) return err;
+  return ad__mpi_comm_ready(c) == AD_OK ? MPI_SUCCESS : MPI_ERR_OTHER;
+}
+
+int ad__mpi_comm_ready(ad__comm *c) {
+  if (c->freed) return AD_ERR_MPI;
+  if (c->idup == MPI_REQUEST_NULL) return AD_OK;
+  int rc = ad__mpi_wait(NULL, &c->idup, MPI_STATUS_IGNORE, "the private duplicate of a communicator");
+  if (rc != AD_OK) return rc;
+  MPI_Comm_set_errhandler(c->priv, MPI_ERRORS_RETURN);
+  return AD_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sequencing                                                                */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t kkey(int peer, int tag) { return ((uint64_t)(uint32_t)peer << 32 | (uint32_t)tag) + 1; }
+
+static int *kmap_slot(ad__kmap *m, uint64_t key) {
+  if (2 * (m->n + 1) > m->cap) {
+    size_t ncap = m->cap ? 2 * m->cap : 64;
+    uint64_t *nk = calloc(ncap, sizeof *nk);
+    int *nv = calloc(ncap, sizeof *nv);
+    if (!nk || !nv) {
+      free(nk);
+      free(nv);
+      return NULL;
+    }
+    for (size_t i = 0; i < m->cap; i++) {
+      if (!m->keys[i]) continue;
+      size_t j = (m->keys[i] * 0x9E3779B97F4A7C15ull) >> 7 & (ncap - 1);
+      while (nk[j]) j = (j + 1) & (ncap - 1);
+      nk[j] = m->keys[i];
+      nv[j] = m->vals[i];
+    }
+    free(m->keys);
+    free(m->vals);
+    m->keys = nk;
+    m->vals = nv;
+    m->cap = ncap;
+  }
+  size_t j = (key * 0x9E3779B97F4A7C15ull) >> 7 & (m->cap - 1);
+  while (m->keys[j] && m->keys[j] != key) j = (j + 1) & (m->cap - 1);
+  if (!m->keys[j]) {
+    m->keys[j] = key;
+    m->vals[j] = 0;
+    m->n++;
+  }
+  return &m->vals[j];
+}
+
+int ad__send_seq(ad__comm *c, int dest, int tag) {
+  int *v = kmap_slot(&c->sendk, kkey(dest, tag));
+  return v ? (*v)++ : -1;
+}
+
+uint64_t ad__recv_post(ad__comm *c, int src, int tag) {
+  if (c->rq_n == c->rq_cap) {
+    size_t ncap = c->rq_cap ? 2 * c->rq_cap : 16;
+    ad__rentry *n = realloc(c->rq, ncap * sizeof *n);
+    if (!n) return UINT64_MAX;
+    c->rq = n;
+    c->rq_cap = ncap;
+  }
+  ad__rentry *e = &c->rq[c->rq_n++];
+  memset(e, 0, sizeof *e);
+  e->src = src;
+  e->tag = tag;
+  return c->rq_next++;
+}
+
+/* k of a receive = the receives posted before it that got (or will get) a
+ * message of the same (source, tag) stream. Messages of one stream match
+ * receives in posting order, so an earlier receive still pending whose
+ * pattern accepts this stream must already hold an earlier message of it. */
+int ad__recv_complete(ad__comm *c, uint64_t post, int asrc, int atag) {
+  if (post < c->rq_base || post >= c->rq_next) return -1;
+  size_t me = (size_t)(post - c->rq_base);
+  int *pr = kmap_slot(&c->prunedk, kkey(asrc, atag));
+  if (!pr) return -1;
+  int k = *pr;
+  for (size_t i = 0; i < me; i++) {
+    const ad__rentry *e = &c->rq[i];
+    if (e->done)
+      k += e->asrc == asrc && e->atag == atag;
+    else
+      k += (e->src == MPI_ANY_SOURCE || e->src == asrc) && (e->tag == MPI_ANY_TAG || e->tag == atag);
+  }
+  c->rq[me].done = 1;
+  c->rq[me].asrc = asrc;
+  c->rq[me].atag = atag;
+  size_t drop = 0;
+  while (drop < c->rq_n && c->rq[drop].done) {
+    int *d = kmap_slot(&c->prunedk, kkey(c->rq[drop].asrc, c->rq[drop].atag));
+    if (!d) break;
+    (*d)++;
+    drop++;
+  }
+  if (drop) {
+    memmove(c->rq, c->rq + drop, (c->rq_n - drop) * sizeof *c->rq);
+    c->rq_n -= drop;
+    c->rq_base += drop;
+  }
+  return k;
+}
+
+int ad__sweep_tag(int tag, int k) {
+  unsigned low = (unsigned)tag & ((1u << tag_low_bits) - 1);
+  unsigned kk = (unsigned)k & ((1u << tag_k_bits) - 1);
+  return (int)(kk << tag_low_bits | low);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Per-tape participation and the sweep handshake                            */
+/* ------------------------------------------------------------------------ */
+
+typedef struct peer_note {
+  ad__comm *c;
+  int peer; /* -1: collective over c */
+} peer_note;
+
+typedef struct tape_ctx {
+  peer_note *notes;
+  size_t n, cap;
+  /* lazy sends of the running sweep */
+  MPI_Request *lazy;
+  double **lazy_buf;
+  size_t nlazy, caplazy;
+} tape_ctx;
+
+static void lazy_finish(ad_tape *t, tape_ctx *x, int *rc) {
+  for (size_t i = 0; i < x->nlazy; i++) {
+    if (x->lazy[i] != MPI_REQUEST_NULL) {
+      int r = ad__mpi_wait(t, &x->lazy[i], MPI_STATUS_IGNORE, "an adjoint or tangent send to complete");
+      if (r != AD_OK && *rc == AD_OK) *rc = r;
+    }
+    free(x->lazy_buf[i]);
+  }
+  x->nlazy = 0;
+}
+
+static int handshake(ad_tape *t, tape_ctx *x, int status, int *peer_status, int *peer_rank) {
+  int rc = AD_OK;
+  size_t n = x->n;
+  MPI_Request *req = malloc((2 * n + 1) * sizeof *req);
+  int *in = malloc((n + 1) * sizeof *in);
+  if (!req || !in) {
+    free(req);
+    free(in);
+    return AD_ERR_NOMEM;
+  }
+  size_t nr = 0;
+  for (size_t i = 0; i < n; i++) {
+    peer_note *p = &x->notes[i];
+    if ((rc = ad__mpi_comm_ready(p->c)) != AD_OK) {
+      if (p->c->freed)
+        ad__pending(t, AD_ERR_MPI, "a communicator used on this tape was freed before the sweep");
+      break;
+    }
+    in[i] = status;
+    int e;
+    if (p->peer < 0) {
+      e = MPI_Iallreduce(MPI_IN_PLACE, &in[i], 1, MPI_INT, MPI_MIN, p->c->priv, &req[nr++]);
+    } else {
+      e = MPI_Isend(&status, 1, MPI_INT, p->peer, handshake_tag, p->c->priv, &req[nr++]);
+      if (e == MPI_SUCCESS) e = MPI_Irecv(&in[i], 1, MPI_INT, p->peer, handshake_tag, p->c->priv, &req[nr++]);
+    }
+    if (e != MPI_SUCCESS) {
+      rc = ad__mpi_fail(t, e, "the sweep handshake");
+      break;
+    }
+  }
+  for (size_t i = 0; i < nr && rc == AD_OK; i++) rc = ad__mpi_wait(t, &req[i], MPI_STATUS_IGNORE, "the other ranks to start their sweep");
+  for (size_t i = 0; rc == AD_OK && i < n; i++) {
+    if (in[i] < 0 && *peer_status == AD_OK) {
+      *peer_status = in[i];
+      *peer_rank = x->notes[i].peer;
+    }
+  }
+  free(req);
+  free(in);
+  return rc;
+}
+
+static int ctx_sweep_begin(ad_tape *t, void *ctx, int reverse, int err) {
+  tape_ctx *x = ctx;
+  (void)reverse;
+  x->nlazy = 0;
+  int peer_status = AD_OK, peer_rank = -1;
+  int rc = handshake(t, x, err, &peer_status, &peer_rank);
+  if (err != AD_OK) return err;
+  if (rc != AD_OK) return rc;
+  if (peer_status != AD_OK) {
+    if (peer_rank >= 0)
+      ad__pending(t, AD_ERR_MPI, "rank %d of a communicator this tape used reported %s; no sweep was done",
+                  peer_rank, ad_errname(peer_status));
+    else
+      ad__pending(t, AD_ERR_MPI, "a rank of a communicator this tape used reported %s; no sweep was done",
+                  ad_errname(peer_status));
+    return ad__driver_check(t);
+  }
+  return AD_OK;
+}
+
+static int ctx_sweep_end(ad_tape *t, void *ctx, int reverse, int rc) {
+  (void)reverse;
+  lazy_finish(t, ctx, &rc);
+  return rc;
+}
+
+static void ctx_reset(ad_tape *t, void *ctx) {
+  (void)t;
+  tape_ctx *x = ctx;
+  x->n = 0;
+}
+
+static void ctx_destroy(void *ctx) {
+  tape_ctx *x = ctx;
+  for (size_t i = 0; i < x->nlazy; i++) free(x->lazy_buf[i]);
+  free(x->lazy);
+  free(x->lazy_buf);
+  free(x->notes);
+  free(x);
+}
+
+static const ad__ext_ops ctx_ops = {ctx_sweep_begin, ctx_sweep_end, ctx_reset, ctx_destroy};
+
+static tape_ctx *ctx_of(ad_tape *t) {
+  if (t->ext_ops == &ctx_ops) return t->ext_ctx;
+  if (t->ext_ops) return NULL; /* another extension owns the slot */
+  tape_ctx *x = calloc(1, sizeof *x);
+  if (!x) return NULL;
+  t->ext_ops = &ctx_ops;
+  t->ext_ctx = x;
+  return x;
+}
+
+static void note(ad_tape *t, ad__comm *c, int peer) {
+  tape_ctx *x = ctx_of(t);
+  if (!x) {
+    ad__fail(t, AD_ERR_NOMEM, "cannot attach the MPI layer's state to the tape");
+    return;
+  }
+  for (size_t i = 0; i < x->n; i++) {
+    if (x->notes[i].c != c) continue;
+    if (x->notes[i].peer == peer || x->notes[i].peer < 0) return;
+  }
+  if (peer < 0) { /* a collective covers every peer on c */
+    size_t j = 0;
+    for (size_t i = 0; i < x->n; i++)
+      if (x->notes[i].c != c) x->notes[j++] = x->notes[i];
+    x->n = j;
+  }
+  if (x->n == x->cap) {
+    size_t ncap = x->cap ? 2 * x->cap : 8;
+    peer_note *nn = realloc(x->notes, ncap * sizeof *nn);
+    if (!nn) {
+      ad__fail(t, AD_ERR_NOMEM, "cannot note a communication partner");
+      return;
+    }
+    x->notes = nn;
+    x->cap = ncap;
+  }
+  x->notes[x->n].c = c;
+  x->notes[x->n].peer = peer;
+  x->n++;
+}
+
+void ad__mpi_note_coll(ad_tape *t, ad__comm *c) {
+  if (t) note(t, c, -1);
+}
+void ad__mpi_note_peer(ad_tape *t, ad__comm *c, int peer) {
+  if (t && peer >= 0) note(t, c, peer);
+}
+
+ad_tape *ad__mpi_tape(ad_tape **seen) {
+  ad_tape *t = ad_tape_current();
+  *seen = t && t->recording ? t : NULL;
+  return t && t->recording && t->rec.active ? t : NULL;
+}
+
+int ad__mpi_lazy(ad_tape *t, MPI_Request r, double *buf) {
+  tape_ctx *x = ctx_of(t);
+  if (!x) {
+    free(buf);
+    return AD_ERR_NOMEM;
+  }
+  if (x->nlazy == x->caplazy) {
+    size_t ncap = x->caplazy ? 2 * x->caplazy : 16;
+    MPI_Request *nr = realloc(x->lazy, ncap * sizeof *nr);
+    if (nr) x->lazy = nr;
+    double **nb = realloc(x->lazy_buf, ncap * sizeof *nb);
+    if (nb) x->lazy_buf = nb;
+    if (!nr || !nb) {
+      MPI_Wait(&r, MPI_STATUS_IGNORE);
+      free(buf);
+      return AD_OK;
+    }
+    x->caplazy = ncap;
+  }
+  x->lazy[x->nlazy] = r;
+  x->lazy_buf[x->nlazy] = buf;
+  x->nlazy++;
+  return AD_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Errors and waiting                                                        */
+/* ------------------------------------------------------------------------ */
+
+int ad__mpi_fail(ad_tape *t, int mpirc, const char *what) {
+  char s[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(mpirc, s, &len) != MPI_SUCCESS) snprintf(s, sizeof s, "MPI error %d", mpirc);
+  if (t)
+    ad__pending(t, AD_ERR_MPI, "%s: %s", what, s);
+  else
+    ad__fail_notape(AD_ERR_MPI, "%s: %s", what, s);
+  return AD_ERR_MPI;
+}
+
+int ad__mpi_forward_error(ad_tape *t, int mpirc, const char *fn) {
+  char s[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(mpirc, s, &len) != MPI_SUCCESS) snprintf(s, sizeof s, "MPI error %d", mpirc);
+  if (t)
+    ad__fail(t, AD_ERR_MPI, "%s: %s", fn, s);
+  else
+    ad__fail_notape(AD_ERR_MPI, "%s: %s", fn, s);
+  return mpirc;
+}
+
+int ad__mpi_wait(ad_tape *t, MPI_Request *r, MPI_Status *st, const char *what) {
+  double t0 = MPI_Wtime();
+  unsigned spins = 0;
+  for (;;) {
+    int flag = 0;
+    int e = MPI_Test(r, &flag, st);
+    if (e != MPI_SUCCESS) return ad__mpi_fail(t, e, what);
+    if (flag) return AD_OK;
+    double el = MPI_Wtime() - t0;
+    if (el > timeout_s) {
+      if (t)
+        ad__pending(t, AD_ERR_MPI,
+                    "waited %.0f s for %s: a partner rank did not start its sweep, or recorded different communication",
+                    el, what);
+      else
+        ad__fail_notape(AD_ERR_MPI, "waited %.0f s for %s", el, what);
+      return AD_ERR_MPI;
+    }
+    /* Yield once spinning is clearly not enough: ranks oversubscribed on
+     * few cores need the time to make progress themselves. */
+    if (++spins > 256) {
+      struct timespec ts = {0, 20000};
+      nanosleep(&ts, NULL);
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Buffers and vectors                                                       */
+/* ------------------------------------------------------------------------ */
+
+void ad__pack(const ad_real *x, int n, double *v) {
+  for (int i = 0; i < n; i++) v[i] = x[i].v;
+}
+
+void ad__unpack(ad_tape *t, ad_real *x, int n, const double *v, ad_index *out) {
+  for (int i = 0; i < n; i++) {
+    x[i] = t ? ad__new_input(t, v[i]) : ad__const(v[i]);
+    if (out) out[i] = x[i].i;
+  }
+}
+
+int ad__handles(ad_tape *t, const ad_real *x, int n, ad_index *in, const char *op) {
+  for (int i = 0; i < n; i++) {
+    if (x[i].i && (x[i].e != t->rec.epoch || x[i].i > t->rec.next)) {
+      ad__fail(t, AD_ERR_STALE_HANDLE, "%s: buffer element %d has a handle from another tape or recording", op, i);
+      return AD_ERR_STALE_HANDLE;
+    }
+    in[i] = x[i].i;
+  }
+  return AD_OK;
+}
+
+void ad__adj_take(ad_tape *t, const ad_index *h, int n, double *buf) {
+  double *adj = t->adj;
+  for (int i = 0; i < n; i++) {
+    buf[i] = h[i] ? adj[h[i]] : 0.0;
+    if (h[i]) adj[h[i]] = 0.0;
+  }
+}
+
+void ad__adj_add(ad_tape *t, const ad_index *h, int n, const double *buf, const double *w) {
+  double *adj = t->adj;
+  for (int i = 0; i < n; i++)
+    if (h[i]) adj[h[i]] += w ? w[i] * buf[i] : buf[i];
+}
+
+void ad__tan_get(ad_tape *t, const ad_index *h, int n, double *buf) {
+  for (int i = 0; i < n; i++) buf[i] = h[i] ? t->tan[h[i]] : 0.0;
+}
+
+void ad__tan_set(ad_tape *t, const ad_index *h, int n, const double *buf) {
+  for (int i = 0; i < n; i++)
+    if (h[i]) t->tan[h[i]] = buf[i];
+}
+
+/* ------------------------------------------------------------------------ */
+/* Records                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static void mrec_destroy(void *data) {
+  ad__mrec *r = data;
+  if (r->sreq != MPI_REQUEST_NULL) {
+    /* A sweep that failed half-way left an operation behind. */
+    MPI_Cancel(&r->sreq);
+    MPI_Request_free(&r->sreq);
+  }
+  if (r->link) r->link->link = NULL;
+  free(r->sbuf);
+  free(r->in);
+  free(r->out);
+  free(r->w);
+  free(r->cnt);
+  free(r->dsp);
+  free(r->cnt2);
+  free(r->dsp2);
+  free(r);
+}
+
+static int mrec_reverse(ad_tape *t, void *data) {
+  ad__mrec *r = data;
+  if (r->c->freed) {
+    ad__pending(t, AD_ERR_MPI, "a communicator recorded on this tape was freed before the sweep");
+    return AD_ERR_MPI;
+  }
+  int rc = ad__p2p_reverse(t, r);
+  return rc == -1 ? ad__coll_reverse(t, r) : rc;
+}
+
+static int mrec_forward(ad_tape *t, void *data) {
+  ad__mrec *r = data;
+  if (r->c->freed) {
+    ad__pending(t, AD_ERR_MPI, "a communicator recorded on this tape was freed before the sweep");
+    return AD_ERR_MPI;
+  }
+  int rc = ad__p2p_forward(t, r);
+  return rc == -1 ? ad__coll_forward(t, r) : rc;
+}
+
+static const ad__record_ops mrec_ops = {"MPI communication", mrec_reverse, mrec_forward, mrec_destroy};
+
+ad__mrec *ad__mrec_push(ad_tape *t, int kind, ad__comm *c, int nin, int nout) {
+  ad__mrec *r = calloc(1, sizeof *r);
+  if (r) {
+    r->kind = kind;
+    r->c = c;
+    r->sreq = MPI_REQUEST_NULL;
+    r->nin = nin;
+    r->nout = nout;
+    if (nin) r->in = calloc((size_t)nin, sizeof *r->in);
+    if (nout) r->out = calloc((size_t)nout, sizeof *r->out);
+  }
+  if (!r || (nin && !r->in) || (nout && !r->out)) {
+    if (r) mrec_destroy(r);
+    ad__fail(t, AD_ERR_NOMEM, "no memory for an MPI communication record");
+    return NULL;
+  }
+  size_t bytes = sizeof *r + (size_t)(nin + nout) * sizeof(ad_index);
+  if (ad__record_push(t, &mrec_ops, r, bytes) != AD_OK) return NULL;
+  ad__mpi_counters.records++;
+  return r;
+}

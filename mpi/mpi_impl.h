@@ -1,0 +1,131 @@
+/* Private definitions of the MPI layer. */
+#ifndef ARIADNE_MPI_IMPL_H
+#define ARIADNE_MPI_IMPL_H
+
+#include <ariadne_mpi.h>
+
+#include "../lib/tape_impl.h"
+
+/* ------------------------------------------------------------------------ */
+/* Communicators                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* (peer, tag) -> count, open addressing. */
+typedef struct ad__kmap {
+  uint64_t *keys; /* key + 1; 0 = empty */
+  int *vals;
+  size_t cap, n;
+} ad__kmap;
+
+/* An active receive in posting order, kept until everything posted before
+ * it has completed (see ad__recv_complete). */
+typedef struct ad__rentry {
+  int src, tag;   /* posted pattern, wildcards allowed */
+  int done;       /* completed, with the actual source and tag below */
+  int asrc, atag;
+} ad__rentry;
+
+typedef struct ad__comm {
+  MPI_Comm user, priv; /* priv: private duplicate for adjoint and tangent traffic */
+  MPI_Request idup;    /* pending MPI_Comm_idup, MPI_REQUEST_NULL once done */
+  int rank, size;
+  int freed;           /* the user freed the communicator */
+  ad__kmap sendk;      /* active sends per (dest, tag) */
+  ad__kmap prunedk;    /* completed receives per (source, tag) dropped from rq */
+  ad__rentry *rq;      /* receives posted and not yet pruned */
+  size_t rq_n, rq_cap;
+  uint64_t rq_base;    /* posting number of rq[0] */
+  uint64_t rq_next;    /* next posting number */
+  struct ad__comm *next;
+} ad__comm;
+
+/* Layer set-up on first use; returns MPI_SUCCESS or an MPI error code. */
+int ad__mpi_setup(void);
+/* Info for a user communicator, created (and its duplicate started) on
+ * first use. NULL on failure (message in *err). */
+ad__comm *ad__mpi_comm(MPI_Comm comm, int *err);
+/* Wait for the private duplicate (used before sweep traffic). */
+int ad__mpi_comm_ready(ad__comm *c);
+
+/* Message identity: the k-th active message from one rank to another with
+ * the same tag on the same communicator is the k-th received there (MPI's
+ * non-overtaking rule), so both sides know k without sending it. The adjoint
+ * and tangent messages carry (k, tag) in their tag on the private
+ * communicator, so they match exactly whatever order the sweeps post them in. */
+int ad__send_seq(ad__comm *c, int dest, int tag);
+uint64_t ad__recv_post(ad__comm *c, int src, int tag);
+int ad__recv_complete(ad__comm *c, uint64_t post, int asrc, int atag);
+int ad__sweep_tag(int tag, int k);
+
+/* ------------------------------------------------------------------------ */
+/* Tapes                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* The tape a wrapper records on: this thread's current tape if it is
+ * recording with no error; NULL otherwise. `*seen` is set to the current
+ * tape even if it is in error, so that its sweep can tell the peers. */
+ad_tape *ad__mpi_tape(ad_tape **seen);
+/* Note that tape t communicated on c collectively, or with a peer. */
+void ad__mpi_note_coll(ad_tape *t, ad__comm *c);
+void ad__mpi_note_peer(ad_tape *t, ad__comm *c, int peer);
+
+/* Pack values of an ad_real buffer; unpack received values into new handles
+ * (passive if t is NULL). Handles of sent elements: 0 for passive ones; a
+ * stale handle sets the tape's error. */
+void ad__pack(const ad_real *x, int n, double *v);
+void ad__unpack(ad_tape *t, ad_real *x, int n, const double *v, ad_index *out);
+int ad__handles(ad_tape *t, const ad_real *x, int n, ad_index *in, const char *op);
+
+/* Adjoint and tangent vector helpers (handle 0 is passive). */
+void ad__adj_take(ad_tape *t, const ad_index *h, int n, double *buf);
+void ad__adj_add(ad_tape *t, const ad_index *h, int n, const double *buf, const double *w);
+void ad__tan_get(ad_tape *t, const ad_index *h, int n, double *buf);
+void ad__tan_set(ad_tape *t, const ad_index *h, int n, const double *buf);
+
+/* Wait for a request with the sweep timeout; on failure the tape gets a
+ * pending error naming `what`. */
+int ad__mpi_wait(ad_tape *t, MPI_Request *r, MPI_Status *st, const char *what);
+/* A nonblocking send of a sweep, completed at the end of the sweep. The
+ * buffer is freed then. */
+int ad__mpi_lazy(ad_tape *t, MPI_Request r, double *buf);
+/* Turn an MPI error code into a pending tape error; returns AD_ERR_MPI. */
+int ad__mpi_fail(ad_tape *t, int mpirc, const char *what);
+/* Record an MPI error of a forward wrapper on the tape (sticky) and return it. */
+int ad__mpi_forward_error(ad_tape *t, int mpirc, const char *fn);
+
+extern ad_mpi_stats ad__mpi_counters;
+
+/* A record's data: one layout for all kinds, unused fields zero. */
+typedef struct ad__mrec {
+  int kind;
+  ad__comm *c;
+  int peer, tag, k;     /* point to point: partner, actual tag, sequence */
+  int rpeer, rtag, rk;  /* the receive half of a sendrecv */
+  int count;            /* elements */
+  ad_index *in, *out;   /* handles: sent or contributed / received or created */
+  int nin, nout;
+  struct ad__mrec *link; /* nonblocking: start record <-> completion record */
+  MPI_Request sreq;     /* a sweep's pending operation and its buffer */
+  double *sbuf;
+  int root, op, inplace;
+  double *w;            /* reduction weights (NULL: all ones) */
+  int *cnt, *dsp, *cnt2, *dsp2; /* v-variants: counts and displacements */
+} ad__mrec;
+
+enum {
+  AD__M_SEND = 1, AD__M_RECV, AD__M_ISEND, AD__M_ISEND_DONE, AD__M_IRECV, AD__M_IRECV_DONE, AD__M_SENDRECV,
+  AD__M_BARRIER, AD__M_BCAST, AD__M_REDUCE, AD__M_ALLREDUCE, AD__M_GATHERV, AD__M_SCATTERV, AD__M_ALLGATHERV,
+  AD__M_ALLTOALLV, AD__M_RSB, AD__M_SCAN, AD__M_EXSCAN
+};
+
+/* A new record of `kind` on t with room for nin/nout handles (NULL, and a
+ * sticky error, on failure). */
+ad__mrec *ad__mrec_push(ad_tape *t, int kind, ad__comm *c, int nin, int nout);
+/* Sweep actions of point-to-point records (p2p.c) and collectives (coll.c);
+ * -1 if the kind is not theirs. */
+int ad__p2p_reverse(ad_tape *t, ad__mrec *r);
+int ad__p2p_forward(ad_tape *t, ad__mrec *r);
+int ad__coll_reverse(ad_tape *t, ad__mrec *r);
+int ad__coll_forward(ad_tape *t, ad__mrec *r);
+
+#endif

@@ -1,0 +1,150 @@
+/* Multi-rank test harness: every rank counts its own failures (each message
+ * names its rank), rank 0 reduces them and prints " No Errors" or
+ * " Found N errors", and the exit code is non-zero on any failure.
+ *
+ * The derivative checks are independent of the code under test:
+ * - dot-product test: for random rank-dependent directions xdot and weights
+ *   ybar, <ybar, J xdot> from the tangent sweep equals <J^T ybar, xdot> from
+ *   the reverse sweep, both summed over all ranks;
+ * - central finite differences of the whole parallel program, run passive
+ *   (no tape) at x +- h xdot, against <J^T ybar, xdot>. */
+#ifndef ARIADNE_MTEST_H
+#define ARIADNE_MTEST_H
+
+#include <ariadne_mpi.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int mt_errors, mt_rank, mt_size;
+
+#define MT_CHECK(cond)                                                                       \
+  do {                                                                                       \
+    if (!(cond)) {                                                                           \
+      mt_errors++;                                                                           \
+      fprintf(stderr, "[%d] %s:%d: check failed: %s\n", mt_rank, __FILE__, __LINE__, #cond); \
+    }                                                                                        \
+  } while (0)
+
+#define MT_CLOSE(a, b, tol)                                                                            \
+  do {                                                                                                 \
+    double mt_a = (a), mt_b = (b);                                                                     \
+    if (!(fabs(mt_a - mt_b) <= (tol) * (1.0 + fabs(mt_a) + fabs(mt_b)))) {                             \
+      mt_errors++;                                                                                     \
+      fprintf(stderr, "[%d] %s:%d: %s = %.17g vs %s = %.17g\n", mt_rank, __FILE__, __LINE__, #a, mt_a, \
+              #b, mt_b);                                                                               \
+    }                                                                                                  \
+  } while (0)
+
+static void mt_init(int *argc, char ***argv) {
+  MPI_Init(argc, argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &mt_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &mt_size);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+}
+
+static int mt_finalize(void) {
+  int total = 0;
+  MPI_Reduce(&mt_errors, &total, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+  if (mt_rank == 0) {
+    if (total == 0)
+      printf(" No Errors\n");
+    else
+      printf(" Found %d errors\n", total);
+  }
+  MPI_Finalize();
+  return total != 0;
+}
+
+/* A deterministic rank-dependent value in [-1, 1]. */
+static double mt_rand(unsigned long long *s) {
+  unsigned long long z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return (double)(z >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}
+
+/* A parallel program under test: n inputs and m outputs on this rank. */
+typedef void (*mt_prog)(ad_real *x, int n, ad_real *y, int m, void *ctx);
+
+static double mt_weighted(mt_prog f, const double *x0, const double *xdot, double h, int n, const double *ybar, int m,
+                          void *ctx) {
+  ad_real *x = calloc((size_t)n + 1, sizeof *x), *y = calloc((size_t)m + 1, sizeof *y);
+  for (int i = 0; i < n; i++) x[i] = ad_const(x0[i] + h * xdot[i]);
+  f(x, n, y, m, ctx);
+  double s = 0.0, total = 0.0;
+  for (int i = 0; i < m; i++) s += ybar[i] * ad_value(y[i]);
+  MPI_Allreduce(&s, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  free(x);
+  free(y);
+  return total;
+}
+
+/* Record f, run the dot-product test and the finite-difference test.
+ * Returns the number of failures on this rank. */
+static int mt_check_prog(const char *name, mt_prog f, int n, int m, void *ctx, double fd_tol) {
+  int before = mt_errors;
+  unsigned long long seed = 1234567ull + 7919ull * (unsigned long long)mt_rank;
+  double *x0 = malloc(sizeof(double) * (size_t)(n + 1)), *xdot = malloc(sizeof(double) * (size_t)(n + 1));
+  double *ybar = malloc(sizeof(double) * (size_t)(m + 1)), *xbar = malloc(sizeof(double) * (size_t)(n + 1));
+  for (int i = 0; i < n; i++) {
+    x0[i] = 0.5 + 0.4 * mt_rand(&seed) + 0.1 * mt_rank;
+    xdot[i] = mt_rand(&seed);
+  }
+  for (int i = 0; i < m; i++) ybar[i] = mt_rand(&seed);
+
+  ad_tape *t = ad_tape_create();
+  ad_real *x = calloc((size_t)n + 1, sizeof *x), *y = calloc((size_t)m + 1, sizeof *y);
+  ad_tape_begin(t);
+  for (int i = 0; i < n; i++) x[i] = ad_input(x0[i]);
+  f(x, n, y, m, ctx);
+  ad_tape_end(t);
+  MT_CHECK(ad_tape_error(t) == AD_OK);
+
+  /* tangent */
+  ad_tangents_zero(t);
+  for (int i = 0; i < n; i++) ad_tangent_seed(t, x[i], xdot[i]);
+  int rc = ad_forward(t);
+  if (rc != AD_OK) fprintf(stderr, "[%d] %s: ad_forward: %s\n", mt_rank, name, ad_tape_error_message(t));
+  MT_CHECK(rc == AD_OK);
+  double ty = 0.0, tyall = 0.0;
+  for (int i = 0; i < m; i++) ty += ybar[i] * ad_tangent(t, y[i]);
+  MPI_Allreduce(&ty, &tyall, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+
+  /* reverse */
+  ad_adjoints_zero(t);
+  for (int i = 0; i < m; i++)
+    if (y[i].i) ad_seed(t, y[i], ybar[i]);
+  rc = ad_reverse(t);
+  if (rc != AD_OK) fprintf(stderr, "[%d] %s: ad_reverse: %s\n", mt_rank, name, ad_tape_error_message(t));
+  MT_CHECK(rc == AD_OK);
+  double rx = 0.0, rxall = 0.0;
+  for (int i = 0; i < n; i++) {
+    xbar[i] = ad_adjoint(t, x[i]);
+    rx += xbar[i] * xdot[i];
+  }
+  MPI_Allreduce(&rx, &rxall, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  MT_CLOSE(tyall, rxall, 1e-12);
+
+  /* finite differences of the whole parallel program, run passive */
+  double h = 1e-6;
+  double fp = mt_weighted(f, x0, xdot, h, n, ybar, m, ctx), fm = mt_weighted(f, x0, xdot, -h, n, ybar, m, ctx);
+  double fd = (fp - fm) / (2 * h);
+  MT_CLOSE(fd, rxall, fd_tol);
+  /* A program whose derivative is identically zero proves nothing. */
+  MT_CHECK(fabs(rxall) > 1e-8);
+
+  ad_tape_destroy(t);
+  free(x);
+  free(y);
+  free(x0);
+  free(xdot);
+  free(ybar);
+  free(xbar);
+  if (mt_errors > before) fprintf(stderr, "[%d] %s: FAILED\n", mt_rank, name);
+  return mt_errors - before;
+}
+
+#endif
