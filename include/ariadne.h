@@ -167,7 +167,7 @@ void ad_tape_set_memory_limit(ad_tape *tape, size_t bytes);
  * the part after it. Handles issued after a position become invalid when the
  * tape is reset to it; using them afterwards is the caller's bug. */
 ad_tape_pos ad_tape_position(const ad_tape *tape);
-/* Discard everything recorded after `pos` (adjoints of later handles too). */
+/* Discard everything recorded after `pos` (adjoints and tangents of later handles too). */
 int ad_tape_reset_to(ad_tape *tape, ad_tape_pos pos);
 
 /* ------------------------------------------------------------------------ */
@@ -222,8 +222,7 @@ int ad_jacobian(ad_tape *tape, size_t m, const ad_real *y, size_t n, const ad_re
 ad_real ad_sum(size_t n, const ad_real *x);
 ad_real ad_lincomb(size_t n, const double *w, const ad_real *x);
 ad_real ad_dot(size_t n, const ad_real *a, const ad_real *b);
-/* value with user-supplied partials d value / d args[k]. */
-ad_real ad_custom(double value, size_t n, const ad_real *args, const double *partials);
+/* value with user-supplied partials d value / d args[k]: see ad_custom below. */
 
 /* Statement-level preaccumulation: the operations between ad_stmt_begin and
  * ad_stmt_end are recorded, reduced by a local reverse sweep, and replaced by
@@ -232,7 +231,7 @@ ad_real ad_custom(double value, size_t n, const ad_real *args, const double *par
  * the region are discarded with it. Regions nest (inner pairs do nothing).
  * A region that contains special records (MPI, external functions) is left
  * as recorded. */
-void ad_stmt_begin(void);
+/* void ad_stmt_begin(void) is inline, below. */
 ad_real ad_stmt_end(ad_real result);
 
 /* ------------------------------------------------------------------------ */
@@ -243,11 +242,13 @@ typedef struct ad__recorder {
   uint8_t *cnt;        /* argument count of each statement in the current block */
   ad_index *idx;       /* argument handles */
   double *par;         /* partial derivatives */
-  uint32_t ns, ns_cap; /* statements used / available in the current block */
+  uint32_t ns, ns_cap; /* statements used / available; ns_cap is 0 while not recording */
   uint32_t na, na_cap; /* arguments used / available in the current block */
+  uint32_t lim;        /* fast-path argument limit: na + room for statements and arguments, 0 if none */
   ad_index next;       /* handle of the last statement issued */
   uint32_t epoch;      /* recording identity, checked against handles */
   int active;          /* recording with no error */
+  uint64_t records;    /* special records pushed so far */
 } ad__recorder;
 
 #if defined(__GNUC__)
@@ -260,8 +261,9 @@ typedef struct ad__recorder {
 
 extern _Thread_local ad__recorder *ad__rec AD__TLS_MODEL;
 
-/* Slow paths: new block, stale handle, index overflow. Return 0 if the
- * statement must not be recorded (the tape then holds an error). */
+/* Slow paths: not recording, new block, stale handle, index overflow. Return
+ * 0 if the statement must not be recorded (the tape then holds an error, or
+ * is not recording). */
 int ad__need(ad__recorder *r, uint32_t nargs, const ad_real *args, const char *op);
 
 static inline ad_real ad__const(double v) {
@@ -278,70 +280,139 @@ static inline double ad__val_d(double x) { return x; }
 #define ad__lift(x) _Generic((x), ad_real: ad__lift_r, default: ad__lift_d)(x)
 #define ad__val(x) _Generic((x), ad_real: ad__val_r, default: ad__val_d)(x)
 
-static inline ad_real ad__op1(double v, ad_real a, double da, const char *op) {
-  ad_real r = ad__const(v);
-  if (a.i == 0) return r;
-  ad__recorder *R = ad__rec;
-  if (AD__UNLIKELY(!R->active | (a.e != R->epoch) | (R->ns >= R->ns_cap) | (R->na + 1 > R->na_cap)))
-    if (!ad__need(R, 1, &a, op)) return r;
-  R->idx[R->na] = a.i;
-  R->par[R->na] = da;
-  R->na += 1;
-  R->cnt[R->ns++] = 1;
-  r.i = ++R->next;
-  r.e = R->epoch;
+/* The recording fast path. Everything is read from the recorder before the
+ * first store: the statement stream is bytes, which may alias anything, so
+ * reading after writing would reload every field. Passive arguments are
+ * written too and then dropped by not advancing, which keeps it branch-free.
+ * One test guards the block: `lim` leaves room for as many statements as
+ * arguments, and every statement recorded here has at least one argument;
+ * it is 0 while the tape does not record. AD__STALE is non-zero for an
+ * active argument recorded by another recording. */
+#ifdef ARIADNE_INDEX_64
+#define AD__STALE(x, ep) ((x).i != 0 && (x).e != (ep))
+#else
+#define AD__STALE(x, ep) ((uint64_t)((x).e ^ (ep)) * (uint64_t)(x).i)
+#endif
+
+static inline ad_real ad__emit(ad__recorder *R, double v, uint32_t ns, uint32_t na0, uint32_t na) {
+  ad_real r;
+  ad_index h = R->next + 1;
+  uint32_t ep = R->epoch;
+  uint8_t *cnt = R->cnt;
+  cnt[ns] = (uint8_t)(na - na0);
+  R->ns = ns + 1;
+  R->na = na;
+  R->next = h;
+  r.v = v;
+  r.i = h;
+  r.e = ep;
   return r;
 }
 
-static inline ad_real ad__op2(double v, ad_real a, double da, ad_real b, double db, const char *op) {
-  ad_real r = ad__const(v);
-  if ((a.i | b.i) == 0) return r;
+static inline ad_real ad__op1(double v, ad_real a, double da, const char *op) {
+  if (a.i == 0) return ad__const(v);
   ad__recorder *R = ad__rec;
-  if (AD__UNLIKELY(!R->active | (a.i != 0 && a.e != R->epoch) | (b.i != 0 && b.e != R->epoch) |
-                   (R->ns >= R->ns_cap) | (R->na + 2 > R->na_cap))) {
-    ad_real ab[2] = {a, b};
-    if (!ad__need(R, 2, ab, op)) return r;
+  uint32_t ns = R->ns, na = R->na;
+  if (AD__UNLIKELY((na + 1 > R->lim) | (a.e != R->epoch))) {
+    if (!ad__need(R, 1, &a, op)) return ad__const(v);
+    ns = R->ns;
+    na = R->na;
   }
-  /* Branch-free: write both, keep only the active ones. */
-  uint32_t na = R->na;
   R->idx[na] = a.i;
   R->par[na] = da;
-  na += (a.i != 0);
-  R->idx[na] = b.i;
-  R->par[na] = db;
-  na += (b.i != 0);
-  R->cnt[R->ns++] = (uint8_t)(na - R->na);
-  R->na = na;
-  r.i = ++R->next;
-  r.e = R->epoch;
-  return r;
+  return ad__emit(R, v, ns, na, na + 1);
+}
+
+static inline ad_real ad__op2(double v, ad_real a, double da, ad_real b, double db, const char *op) {
+  if ((a.i | b.i) == 0) return ad__const(v);
+  ad__recorder *R = ad__rec;
+  uint32_t ns = R->ns, na = R->na, ep = R->epoch;
+  if (AD__UNLIKELY((na + 2 > R->lim) | ((AD__STALE(a, ep) | AD__STALE(b, ep)) != 0))) {
+    ad_real ab[2] = {a, b};
+    if (!ad__need(R, 2, ab, op)) return ad__const(v);
+    ns = R->ns;
+    na = R->na;
+  }
+  ad_index *idx = R->idx;
+  double *par = R->par;
+  uint32_t n = na;
+  idx[n] = a.i;
+  par[n] = da;
+  n += (a.i != 0);
+  idx[n] = b.i;
+  par[n] = db;
+  n += (b.i != 0);
+  return ad__emit(R, v, ns, na, n);
 }
 
 static inline ad_real ad__op3(double v, ad_real a, double da, ad_real b, double db, ad_real c,
                               double dc, const char *op) {
-  ad_real r = ad__const(v);
-  if ((a.i | b.i | c.i) == 0) return r;
+  if ((a.i | b.i | c.i) == 0) return ad__const(v);
   ad__recorder *R = ad__rec;
-  if (AD__UNLIKELY(!R->active | (a.i != 0 && a.e != R->epoch) | (b.i != 0 && b.e != R->epoch) |
-                   (c.i != 0 && c.e != R->epoch) | (R->ns >= R->ns_cap) | (R->na + 3 > R->na_cap))) {
+  uint32_t ns = R->ns, na = R->na, ep = R->epoch;
+  if (AD__UNLIKELY((na + 3 > R->lim) | ((AD__STALE(a, ep) | AD__STALE(b, ep) | AD__STALE(c, ep)) != 0))) {
     ad_real abc[3] = {a, b, c};
-    if (!ad__need(R, 3, abc, op)) return r;
+    if (!ad__need(R, 3, abc, op)) return ad__const(v);
+    ns = R->ns;
+    na = R->na;
   }
-  uint32_t na = R->na;
-  R->idx[na] = a.i;
-  R->par[na] = da;
-  na += (a.i != 0);
-  R->idx[na] = b.i;
-  R->par[na] = db;
-  na += (b.i != 0);
-  R->idx[na] = c.i;
-  R->par[na] = dc;
-  na += (c.i != 0);
-  R->cnt[R->ns++] = (uint8_t)(na - R->na);
-  R->na = na;
-  r.i = ++R->next;
-  r.e = R->epoch;
-  return r;
+  ad_index *idx = R->idx;
+  double *par = R->par;
+  uint32_t n = na;
+  idx[n] = a.i;
+  par[n] = da;
+  n += (a.i != 0);
+  idx[n] = b.i;
+  par[n] = db;
+  n += (b.i != 0);
+  idx[n] = c.i;
+  par[n] = dc;
+  n += (c.i != 0);
+  return ad__emit(R, v, ns, na, n);
+}
+
+/* ad_custom: inline for the statement sizes a cell update has; larger ones
+ * (which become chains of statements) go out of line. */
+ad_real ad__custom_n(double value, size_t n, const ad_real *args, const double *partials);
+static inline ad_real ad_custom(double value, size_t n, const ad_real *args, const double *partials) {
+  ad__recorder *R = ad__rec;
+  uint32_t ns = R->ns, na = R->na, ep = R->epoch;
+  if (AD__UNLIKELY(n > 255 || na + n > R->lim)) return ad__custom_n(value, n, args, partials);
+  ad_index *idx = R->idx;
+  double *par = R->par;
+  uint32_t m = na;
+  uint64_t stale = 0;
+  for (size_t k = 0; k < n; k++) {
+    idx[m] = args[k].i;
+    par[m] = partials[k];
+    stale |= (uint64_t)AD__STALE(args[k], ep);
+    m += (args[k].i != 0);
+  }
+  if (AD__UNLIKELY(stale)) return ad__custom_n(value, n, args, partials);
+  if (m == na) return ad__const(value);
+  return ad__emit(R, value, ns, na, m);
+}
+
+/* Preaccumulation region state of this thread (internal). */
+typedef struct ad__region {
+  int depth;
+  ad__recorder *rec; /* recorder at the outermost begin; NULL if not recording */
+  ad_index start;    /* last handle before the region */
+  uint32_t ns, na;   /* block position at the begin */
+  uint8_t *cnt;      /* block at the begin */
+  uint64_t records;
+} ad__region;
+extern _Thread_local ad__region ad__reg AD__TLS_MODEL;
+
+static inline void ad_stmt_begin(void) {
+  if (ad__reg.depth++ > 0) return;
+  ad__recorder *R = ad__rec;
+  ad__reg.rec = R->active ? R : (ad__recorder *)0;
+  ad__reg.start = R->next;
+  ad__reg.ns = R->ns;
+  ad__reg.na = R->na;
+  ad__reg.cnt = R->cnt;
+  ad__reg.records = R->records;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -563,6 +634,19 @@ static inline int ad_tape_stats(const ad_tape *t, ad_stats *s) {
   return AD_OK;
 }
 static inline void ad_tape_set_memory_limit(ad_tape *t, size_t b) { (void)t; (void)b; }
+/* The rest of the tape API, so that a port keeps its tape and error calls. */
+static inline void ad_tape_options_default(ad_tape_options *o) {
+  if (o) { ad_tape_options z = {0}; *o = z; }
+}
+static inline const char *ad_tape_error_message(const ad_tape *t) { (void)t; return ""; }
+static inline ad_tape *ad_tape_current(void) { return NULL; }
+static inline ad_tape_pos ad_tape_position(const ad_tape *t) {
+  ad_tape_pos p = {0};
+  (void)t;
+  return p;
+}
+static inline int ad_tape_reset_to(ad_tape *t, ad_tape_pos p) { (void)t; (void)p; return AD_OK; }
+static inline int ad_reverse_to(ad_tape *t, ad_tape_pos p) { (void)t; (void)p; return AD_ERR_PASSIVE_BUILD; }
 static inline double ad_input(double x) { return x; }
 #define ad_const(x) ((double)(x))
 #define ad_value(x) ((double)(x))

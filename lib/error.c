@@ -73,6 +73,7 @@ void ad__fail(ad_tape *t, int code, const char *fmt, ...) {
   va_end(ap);
   t->err = code;
   t->rec.active = 0;
+  ad__recorder_arm(t);
   ad__report(t, code, t->msg);
 }
 

@@ -6,9 +6,6 @@
 
 #define MAX_STMT_ARGS 255u
 
-static ad_tape *tape_of(ad__recorder *R) {
-  return (ad_tape *)((char *)R - offsetof(ad_tape, rec));
-}
 
 static int scratch(ad_tape *t, size_t n) {
   if (n <= t->sc_cap) return AD_OK;
@@ -70,7 +67,7 @@ static int gather_start(gather *g, size_t n, const char *op) {
   g->k = 0;
   g->op = op;
   if (!g->R->active) return 0;
-  g->t = tape_of(g->R);
+  g->t = ad__tape_of(g->R);
   return scratch(g->t, n) == AD_OK;
 }
 
@@ -117,7 +114,9 @@ ad_real ad_dot(size_t n, const ad_real *a, const ad_real *b) {
   return gather_emit(&g, v);
 }
 
-ad_real ad_custom(double value, size_t n, const ad_real *args, const double *partials) {
+/* The general path of the inline ad_custom: not recording, stale handles, a
+ * full block, or more than 255 arguments. */
+ad_real ad__custom_n(double value, size_t n, const ad_real *args, const double *partials) {
   gather g;
   if (!gather_start(&g, n, "ad_custom")) return ad__const(value);
   for (size_t k = 0; k < n; k++)
@@ -129,37 +128,86 @@ ad_real ad_custom(double value, size_t n, const ad_real *args, const double *par
 /* Preaccumulation                                                           */
 /* ------------------------------------------------------------------------ */
 
-typedef struct stmt_region {
-  int depth;
-  ad_tape *tape; /* tape recording at the outermost begin, NULL if none */
-  ad_tape_pos pos;
-} stmt_region;
+_Thread_local ad__region ad__reg AD__TLS_MODEL;
 
-static _Thread_local stmt_region region;
+/* Regions up to this many statements and outside arguments use stack arrays. */
+#define SMALL 64
 
-void ad_stmt_begin(void) {
-  if (region.depth++ > 0) return;
-  ad__recorder *R = ad__rec;
-  region.tape = R->active ? tape_of(R) : NULL;
-  if (region.tape) region.pos = ad_tape_position(region.tape);
+/* The common case: the region lies in one block, holds no special records
+ * and is small. Its statements are swept backwards with local adjoints,
+ * dropped, and replaced in place by one statement; it always fits, since it
+ * has fewer arguments than the statements it replaces. Returns 0 if the
+ * region is not of that kind. */
+static int stmt_end_small(ad__recorder *R, const ad__region *g, ad_real result, ad_real *out) {
+  ad_index start = g->start;
+  size_t len = (size_t)(result.i - start);
+  if (R->cnt != g->cnt || R->records != g->records || len > SMALL) return 0;
+  const uint8_t *cnt = R->cnt;
+  const ad_index *idx = R->idx;
+  const double *par = R->par;
+  /* statement s of the block has handle start + 1 + (s - g->ns) */
+  uint32_t s = g->ns + (uint32_t)len, a = R->na;
+  for (uint32_t q = R->ns; q > s; q--) a -= cnt[q - 1];
+  if (a - g->na > 4 * SMALL) return 0;
+  /* loc[len] is a sink for outside arguments, so the inner loop has no
+   * branch on where an argument comes from; outside (handle, partial) pairs
+   * are appended and merged afterwards. */
+  double loc[SMALL + 1];
+  ad_index oh[4 * SMALL];
+  double od[4 * SMALL];
+  memset(loc, 0, (len + 1) * sizeof *loc);
+  loc[len - 1] = 1.0;
+  size_t no = 0;
+  while (s > g->ns) {
+    s--;
+    uint32_t c = cnt[s];
+    a -= c;
+    double w = loc[s - g->ns];
+    if (w == 0.0) continue; /* a dead intermediate: no 0 * inf */
+    for (uint32_t j = 0; j < c; j++) {
+      ad_index h = idx[a + j];
+      double d = par[a + j] * w;
+      int inside = h > start;
+      loc[inside ? h - start - 1 : len] += d;
+      oh[no] = h;
+      od[no] = d;
+      no += !inside;
+    }
+  }
+  /* Merge repeated outside arguments, keeping the order of first appearance. */
+  ad_index oidx[4 * SMALL];
+  double opar[4 * SMALL];
+  size_t k = 0;
+  for (size_t i = 0; i < no; i++) {
+    size_t q = 0;
+    while (q < k && oidx[q] != oh[i]) q++;
+    if (q == k) {
+      oidx[k] = oh[i];
+      opar[k++] = od[i];
+    } else {
+      opar[q] += od[i];
+    }
+  }
+  if (k > 255) return 0;
+  /* Replace the region by one statement. */
+  uint32_t na = g->na;
+  memcpy(R->idx + na, oidx, k * sizeof *oidx);
+  memcpy(R->par + na, opar, k * sizeof *opar);
+  R->next = start;
+  R->ns = g->ns;
+  R->na = na;
+  if (k == 0) { /* every path to an outside value had a zero partial */
+    *out = ad__new_input(ad__tape_of(R), result.v);
+    return 1;
+  }
+  *out = ad__emit(R, result.v, g->ns, na, na + (uint32_t)k);
+  return 1;
 }
 
-ad_real ad_stmt_end(ad_real result) {
-  if (region.depth == 0) return result; /* unmatched end: nothing to do */
-  if (--region.depth > 0) return result;
-  ad_tape *t = region.tape;
-  region.tape = NULL;
-  if (!t || !t->rec.active || ad__rec != &t->rec) return result;
-  ad_tape_pos p = region.pos;
+/* Any region: across blocks, large, with many outside arguments. */
+static ad_real stmt_end_general(ad_tape *t, ad_tape_pos p, ad_real result) {
   ad__recorder *R = &t->rec;
-  if (t->nrec != p.records || R->next == p.index) return result;
   ad_index start = (ad_index)p.index;
-  if (result.i != 0 && (result.e != R->epoch || result.i > R->next)) return result; /* stale: reported when used */
-  if (result.i <= start) {
-    /* The result does not come from the region: drop the region's work. */
-    ad_tape_reset_to(t, p);
-    return result;
-  }
   size_t len = (size_t)(result.i - start);
   {
     void *l = t->loc;
@@ -172,12 +220,10 @@ ad_real ad_stmt_end(ad_real result) {
   loc[result.i] = 1.0;
   size_t k = 0;
 
-  /* Local reverse sweep over the statements start+1 .. result.i. */
   ad__sync(t);
   ad__block *b = t->cur;
   while (b->base >= result.i) b = b->prev;
   uint32_t na = b->na;
-  /* skip statements after the result in its block */
   for (uint32_t s = b->ns; s > (uint32_t)(result.i - b->base); s--) na -= b->cnt[s - 1];
   uint32_t s = (uint32_t)(result.i - b->base);
   for (;;) {
@@ -215,8 +261,42 @@ ad_real ad_stmt_end(ad_real result) {
     na = b->na;
   }
   ad_tape_reset_to(t, p);
-  /* Every path to an outside value had a zero partial: the result is still
-   * active (as it is without the region), a statement with no arguments. */
   if (k == 0) return ad__new_input(t, result.v);
   return emit(R, result.v, k, t->sc_idx, t->sc_par, "ad_stmt_end");
+}
+
+ad_real ad_stmt_end(ad_real result) {
+  ad__region *g = &ad__reg;
+  if (g->depth == 0) return result; /* unmatched end: nothing to do */
+  if (--g->depth > 0) return result;
+  ad__recorder *R = g->rec;
+  g->rec = NULL;
+  if (!R || !R->active || ad__rec != R) return result;
+  if (R->next == g->start) return result;
+  if (result.i != 0 && (result.e != R->epoch || result.i > R->next)) return result; /* stale: reported when used */
+  ad_tape *t = ad__tape_of(R);
+  ad_tape_pos p = {g->start, g->records, 0, g->ns, g->na};
+  if (result.i <= g->start) {
+    /* The result does not come from the region: drop the region's work. */
+    if (R->cnt == g->cnt && R->records == g->records) {
+      R->ns = g->ns;
+      R->na = g->na;
+      R->next = g->start;
+      return result;
+    }
+  } else {
+    ad_real out;
+    if (stmt_end_small(R, g, result, &out)) return out;
+  }
+  /* find the block the region began in */
+  ad__sync(t);
+  ad__block *b = t->cur;
+  while (b && b->cnt != g->cnt) b = b->prev;
+  if (!b || R->records != g->records) return result; /* records inside: leave it as recorded */
+  p.block = b->id;
+  if (result.i <= g->start) {
+    ad_tape_reset_to(t, p);
+    return result;
+  }
+  return stmt_end_general(t, p, result);
 }

@@ -106,9 +106,23 @@ static void recorder_enter(ad_tape *t, ad__block *b, uint32_t ns, uint32_t na) {
   R->ns = ns;
   R->na = na;
   R->na_cap = b->na_alloc;
+  ad__recorder_arm(t);
+}
+
+/* Statement capacity of the current block, cut so that the index limit is
+ * hit exactly at a block's end, where the slow path checks it; 0 while the
+ * tape does not record, so the fast path's capacity test catches that too. */
+void ad__recorder_arm(ad_tape *t) {
+  ad__recorder *R = &t->rec;
+  if (!R->active) {
+    R->ns_cap = 0;
+    R->lim = 0;
+    return;
+  }
   uint64_t room = t->index_limit - (uint64_t)R->next; /* statements left in index space */
-  uint64_t cap = (uint64_t)ns + room;
-  R->ns_cap = cap < b->ns_alloc ? (uint32_t)cap : b->ns_alloc;
+  uint64_t cap = (uint64_t)R->ns + room;
+  R->ns_cap = cap < t->cur->ns_alloc ? (uint32_t)cap : t->cur->ns_alloc;
+  ad__recorder_lim(R);
 }
 
 /* Open the next block (a kept spare if there is one). */
@@ -127,13 +141,10 @@ static int block_advance(ad_tape *t) {
   return 1;
 }
 
-static ad_tape *tape_of(ad__recorder *R) {
-  return (ad_tape *)((char *)R - offsetof(ad_tape, rec));
-}
 
 int ad__need(ad__recorder *R, uint32_t nargs, const ad_real *args, const char *op) {
   if (!R->active) return 0;
-  ad_tape *t = tape_of(R);
+  ad_tape *t = ad__tape_of(R);
   for (uint32_t k = 0; args && k < nargs; k++) {
     if (args[k].i != 0 && (args[k].e != R->epoch || args[k].i > R->next)) {
       ad__fail(t, AD_ERR_STALE_HANDLE,
@@ -143,13 +154,18 @@ int ad__need(ad__recorder *R, uint32_t nargs, const ad_real *args, const char *o
       return 0;
     }
   }
-  if (R->ns < R->ns_cap && R->na + nargs <= R->na_cap) return 1;
+  if (R->ns < R->ns_cap && R->na + nargs <= R->na_cap) {
+    ad__recorder_lim(R);
+    return 1;
+  }
   if ((uint64_t)R->next >= t->index_limit) {
     ad__fail(t, AD_ERR_INDEX_OVERFLOW, "%s: the tape has issued %llu handles, its index limit", op,
              (unsigned long long)R->next);
     return 0;
   }
-  return block_advance(t);
+  if (!block_advance(t)) return 0;
+  ad__recorder_lim(R);
+  return 1;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -233,6 +249,7 @@ void ad_tape_begin(ad_tape *t) {
   t->prev_tape = current_tape;
   t->recording = 1;
   t->rec.active = (t->err == AD_OK);
+  ad__recorder_arm(t);
   ad__rec = &t->rec;
   current_tape = t;
 }
@@ -241,6 +258,7 @@ void ad_tape_end(ad_tape *t) {
   if (!t || !t->recording) return;
   t->recording = 0;
   t->rec.active = 0;
+  ad__recorder_arm(t);
   if (current_tape == t) {
     ad__rec = t->prev_rec ? t->prev_rec : &idle_recorder;
     current_tape = t->prev_tape;
@@ -261,6 +279,7 @@ void ad_tape_reset(ad_tape *t) {
   t->err = t->pending = AD_OK;
   t->msg[0] = t->pmsg[0] = '\0';
   t->rec.next = 0;
+  t->rec.records = 0;
   t->rec.epoch = new_epoch();
   t->rec.active = t->recording;
   t->head->base = 0;
@@ -306,7 +325,14 @@ int ad_tape_reset_to(ad_tape *t, ad_tape_pos p) {
     size_t top = t->rec.next + 1 < t->adj_cap ? t->rec.next + 1 : t->adj_cap;
     memset(t->adj + p.index + 1, 0, (top - p.index - 1) * sizeof(double));
   }
+  /* Tangents too: a new input that reuses a discarded input's handle must
+   * not inherit its tangent seed. */
+  if (t->tan && t->tan_cap > p.index + 1) {
+    size_t top = t->rec.next + 1 < t->tan_cap ? t->rec.next + 1 : t->tan_cap;
+    memset(t->tan + p.index + 1, 0, (top - p.index - 1) * sizeof(double));
+  }
   t->rec.next = (ad_index)p.index;
+  t->rec.records = p.records;
   recorder_enter(t, b, p.ns, p.na);
   return AD_OK;
 }
@@ -325,6 +351,7 @@ ad_real ad__new_input(ad_tape *t, double value) {
   R->cnt[R->ns++] = 0;
   r.i = ++R->next;
   r.e = R->epoch;
+  ad__recorder_lim(R); /* a statement without arguments: keep the fast path's invariant */
   return r;
 }
 
@@ -356,6 +383,7 @@ int ad__record_push(ad_tape *t, const ad__record_ops *ops, void *data, size_t by
   r->data = data;
   r->bytes = bytes;
   t->rec_bytes += bytes;
+  t->rec.records++;
   return AD_OK;
 }
 

@@ -109,6 +109,17 @@ void ad__set_message_prefix(const char *prefix);
 void ad__report(const ad_tape *t, int code, const char *msg);
 void ad__vformat(char *buf, size_t size, int code, const char *fmt, va_list ap);
 
+static inline ad_tape *ad__tape_of(ad__recorder *R) {
+  return (ad_tape *)(void *)((char *)R - offsetof(ad_tape, rec));
+}
+/* The fast path's argument limit: as much room as the block has for both
+ * statements and arguments (each inline statement has at least one argument). */
+static inline void ad__recorder_lim(ad__recorder *R) {
+  uint32_t rs = R->ns < R->ns_cap ? R->ns_cap - R->ns : 0, ra = R->na_cap - R->na;
+  R->lim = rs ? R->na + (rs < ra ? rs : ra) : 0;
+}
+/* Recompute the recorder's statement capacity (0 while not recording). */
+void ad__recorder_arm(ad_tape *t);
 /* Write the recorder's counters back to the current block. */
 static inline void ad__sync(ad_tape *t) {
   t->cur->ns = t->rec.ns;
