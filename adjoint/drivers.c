@@ -45,12 +45,16 @@ double ad_adjoint(const ad_tape *t, ad_real x) {
   if (!t) return 0.0;
   int c = check_use((ad_tape *)t, x, "ad_adjoint", "the value");
   if (c < 0) return NAN;
-  if (c == 0 || x.i >= t->adj_cap) return 0.0;
+  if (c == 0 || x.i >= t->adj_cap || x.i < t->adj_dirty) return 0.0;
   return t->adj[x.i];
 }
 
 void ad_adjoints_zero(ad_tape *t) {
-  if (t && t->adj) memset(t->adj, 0, t->adj_cap * sizeof(double));
+  if (!t || !t->adj) return;
+  /* Entries past the recording are zero already, or pending (dirty). */
+  size_t n = ad__max_size(t->adj_dirty, (size_t)t->rec.next + 1 < t->adj_cap ? (size_t)t->rec.next + 1 : t->adj_cap);
+  memset(t->adj, 0, n * sizeof(double));
+  t->adj_dirty = 0;
 }
 
 void ad_tangent_seed(ad_tape *t, ad_real x, double xdot) {
@@ -72,12 +76,15 @@ double ad_tangent(const ad_tape *t, ad_real y) {
   if (!t) return 0.0;
   int c = check_use((ad_tape *)t, y, "ad_tangent", "the value");
   if (c < 0) return NAN;
-  if (c == 0 || y.i >= t->tan_cap) return 0.0;
+  if (c == 0 || y.i >= t->tan_cap || y.i < t->tan_dirty) return 0.0;
   return t->tan[y.i];
 }
 
 void ad_tangents_zero(ad_tape *t) {
-  if (t && t->tan) memset(t->tan, 0, t->tan_cap * sizeof(double));
+  if (!t || !t->tan) return;
+  size_t n = ad__max_size(t->tan_dirty, (size_t)t->rec.next + 1 < t->tan_cap ? (size_t)t->rec.next + 1 : t->tan_cap);
+  memset(t->tan, 0, n * sizeof(double));
+  t->tan_dirty = 0;
 }
 
 int ad_gradient(ad_tape *t, ad_real y, size_t n, const ad_real *x, double *g) {

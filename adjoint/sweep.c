@@ -4,21 +4,38 @@
 
 #include "tape_impl.h"
 
-/* Statements s-1 down to stop of one block; *na is the argument cursor. The
- * zero test skips dead statements, which also keeps an infinite partial
- * (sqrt at 0) from turning an unused branch into NaN. */
+/* The partials of statements that store none, by kind, as arrays: the
+ * sweeps then read partials from one pointer whatever the kind, without a
+ * branch on it. */
+static double unit_partials[4][AD_STMT_MAX_ARGS];
+
+static void unit_partials_init(void) {
+  if (unit_partials[AD__KIND_PLUS][0] != 0.0) return;
+  for (unsigned j = 0; j < AD__MAX_ARGS; j++) {
+    unit_partials[AD__KIND_PLUS][j] = 1.0;
+    unit_partials[AD__KIND_DIFF][j] = j == 0 ? 1.0 : -1.0;
+    unit_partials[AD__KIND_MINUS][j] = -1.0;
+  }
+}
+
+/* Statements s-1 down to stop of one block; *na and *np are the argument and
+ * partial cursors. The zero test skips dead statements, which also keeps an
+ * infinite partial (sqrt at 0) from turning an unused branch into NaN. */
 static void reverse_run(double *restrict adj, ad_index base, const uint8_t *cnt, const ad_index *idx,
-                        const double *par, uint32_t s, uint32_t stop, uint32_t *na) {
-  uint32_t a = *na;
+                        const double *par, uint32_t s, uint32_t stop, uint32_t *na, uint32_t *np) {
+  uint32_t a = *na, p = *np;
   while (s > stop) {
     --s;
-    uint32_t c = cnt[s];
+    uint32_t c = cnt[s] & AD__MAX_ARGS, kind = cnt[s] >> 6;
     a -= c;
+    p -= kind == AD__KIND_GENERAL ? c : 0;
+    const double *d = kind == AD__KIND_GENERAL ? par + p : unit_partials[kind];
     double w = adj[(size_t)base + s + 1];
     if (w == 0.0) continue;
-    for (uint32_t j = a; j < a + c; j++) adj[idx[j]] += par[j] * w;
+    for (uint32_t j = 0; j < c; j++) adj[idx[a + j]] += d[j] * w;
   }
   *na = a;
+  *np = p;
 }
 
 static int run_record(ad_tape *t, ad__record *r, int reverse) {
@@ -64,11 +81,12 @@ int ad__sweep_forward(ad_tape *t) {
 
 static int reverse_body(ad_tape *t, ad_tape_pos lo) {
   int rc;
+  unit_partials_init();
   ad__sync(t);
   double *adj = t->adj;
   size_t ri = t->nrec;
   for (ad__block *b = t->cur; b; b = b->prev) {
-    uint32_t s = b->ns, na = b->na, s_lo = b->id == lo.block ? lo.ns : 0;
+    uint32_t s = b->ns, na = b->na, np = b->np, s_lo = b->id == lo.block ? lo.ns : 0;
     for (;;) {
       /* Records made after statement base+s ran after it forward: run them first. */
       while (ri > lo.records && t->recs[ri - 1].pos >= b->base + s) {
@@ -79,7 +97,7 @@ static int reverse_body(ad_tape *t, ad_tape_pos lo) {
       if (s == s_lo) break;
       uint32_t stop = s_lo;
       if (ri > lo.records && t->recs[ri - 1].pos > b->base + s_lo) stop = (uint32_t)(t->recs[ri - 1].pos - b->base);
-      reverse_run(adj, b->base, b->cnt, b->idx, b->par, s, stop, &na);
+      reverse_run(adj, b->base, b->cnt, b->idx, b->par, s, stop, &na, &np);
       s = stop;
     }
     if (b->id == lo.block) break;
@@ -92,25 +110,33 @@ static int reverse_body(ad_tape *t, ad_tape_pos lo) {
 }
 
 static void forward_run(double *restrict tan, ad_index base, const uint8_t *cnt, const ad_index *idx,
-                        const double *par, uint32_t s, uint32_t stop, uint32_t *na) {
-  uint32_t a = *na;
+                        const double *par, uint32_t s, uint32_t stop, uint32_t *na, uint32_t *np) {
+  uint32_t a = *na, p = *np;
   for (; s < stop; s++) {
-    uint32_t c = cnt[s];
+    uint32_t c = cnt[s] & AD__MAX_ARGS, kind = cnt[s] >> 6;
     if (c == 0) continue; /* an input or a received value keeps its seed */
-    double d = 0.0;
-    for (uint32_t j = a; j < a + c; j++) d += par[j] * tan[idx[j]];
-    tan[(size_t)base + s + 1] = d;
+    const double *d = kind == AD__KIND_GENERAL ? par + p : unit_partials[kind];
+    p += kind == AD__KIND_GENERAL ? c : 0;
+    /* A zero tangent contributes nothing, even through an infinite partial. */
+    double y = 0.0;
+    for (uint32_t j = 0; j < c; j++) {
+      double x = tan[idx[a + j]];
+      if (x != 0.0) y += d[j] * x;
+    }
+    tan[(size_t)base + s + 1] = y;
     a += c;
   }
   *na = a;
+  *np = p;
 }
 
 static int forward_body(ad_tape *t) {
   int rc;
+  unit_partials_init();
   ad__sync(t);
   size_t ri = 0;
   for (ad__block *b = t->head;; b = b->next) {
-    uint32_t s = 0, na = 0, s_hi = b->ns;
+    uint32_t s = 0, na = 0, np = 0, s_hi = b->ns;
     for (;;) {
       while (ri < t->nrec && t->recs[ri].pos <= b->base + s) {
         if ((rc = run_record(t, &t->recs[ri], 0)) != AD_OK) return rc;
@@ -119,7 +145,7 @@ static int forward_body(ad_tape *t) {
       if (s == s_hi) break;
       uint32_t stop = s_hi;
       if (ri < t->nrec && t->recs[ri].pos < b->base + s_hi) stop = (uint32_t)(t->recs[ri].pos - b->base);
-      forward_run(t->tan, b->base, b->cnt, b->idx, b->par, s, stop, &na);
+      forward_run(t->tan, b->base, b->cnt, b->idx, b->par, s, stop, &na, &np);
       s = stop;
     }
     if (b == t->cur) break;
@@ -134,17 +160,18 @@ static int forward_body(ad_tape *t) {
 void ad__sweep_reverse_vec(ad_tape *t, double *restrict adj, size_t w) {
   ad__sync(t);
   for (ad__block *b = t->cur; b; b = b->prev) {
-    uint32_t na = b->na;
+    uint32_t na = b->na, np = b->np;
     for (uint32_t s = b->ns; s-- > 0;) {
-      uint32_t c = b->cnt[s];
+      uint32_t c = b->cnt[s] & AD__MAX_ARGS, kind = b->cnt[s] >> 6;
       na -= c;
+      if (kind == AD__KIND_GENERAL) np -= c;
       const double *ws = adj + ((size_t)b->base + s + 1) * w;
       int nz = 0;
       for (size_t l = 0; l < w; l++) nz |= ws[l] != 0.0;
       if (!nz) continue;
-      for (uint32_t j = na; j < na + c; j++) {
-        double p = b->par[j];
-        double *x = adj + (size_t)b->idx[j] * w;
+      for (uint32_t j = 0; j < c; j++) {
+        double p = kind == AD__KIND_GENERAL ? b->par[np + j] : ad__unit(kind, j);
+        double *x = adj + (size_t)b->idx[na + j] * w;
         for (size_t l = 0; l < w; l++) x[l] += p * ws[l];
       }
     }
@@ -154,18 +181,20 @@ void ad__sweep_reverse_vec(ad_tape *t, double *restrict adj, size_t w) {
 void ad__sweep_forward_vec(ad_tape *t, double *restrict tan, size_t w) {
   ad__sync(t);
   for (ad__block *b = t->head;; b = b->next) {
-    uint32_t na = 0;
+    uint32_t na = 0, np = 0;
     for (uint32_t s = 0; s < b->ns; s++) {
-      uint32_t c = b->cnt[s];
+      uint32_t c = b->cnt[s] & AD__MAX_ARGS, kind = b->cnt[s] >> 6;
       if (c == 0) continue;
       double *y = tan + ((size_t)b->base + s + 1) * w;
       for (size_t l = 0; l < w; l++) y[l] = 0.0;
-      for (uint32_t j = na; j < na + c; j++) {
-        double p = b->par[j];
-        const double *x = tan + (size_t)b->idx[j] * w;
-        for (size_t l = 0; l < w; l++) y[l] += p * x[l];
+      for (uint32_t j = 0; j < c; j++) {
+        double p = kind == AD__KIND_GENERAL ? b->par[np + j] : ad__unit(kind, j);
+        const double *x = tan + (size_t)b->idx[na + j] * w;
+        for (size_t l = 0; l < w; l++)
+          if (x[l] != 0.0) y[l] += p * x[l];
       }
       na += c;
+      if (kind == AD__KIND_GENERAL) np += c;
     }
     if (b == t->cur) break;
   }

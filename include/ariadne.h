@@ -95,8 +95,8 @@ typedef struct ad_tape_options {
 typedef struct ad_tape_pos {
   uint64_t index;   /* handle of the last statement before the position */
   uint64_t records; /* number of special records before the position */
-  uint64_t block;   /* storage block */
-  uint32_t ns, na;  /* statements and arguments used in that block */
+  uint64_t block;       /* storage block */
+  uint32_t ns, na, np;  /* statements, arguments and stored partials used in that block */
 } ad_tape_pos;
 
 /* Error handler, called once when a tape (or, with tape NULL, a call that has
@@ -218,7 +218,10 @@ int ad_jacobian(ad_tape *tape, size_t m, const ad_real *y, size_t n, const ad_re
 /* Fused statements and preaccumulation                                      */
 /* ------------------------------------------------------------------------ */
 
-/* One tape statement each, however many arguments. */
+/* Arguments one statement can take. A fused statement with more active
+ * arguments is recorded as a chain of statements (the same derivative). */
+#define AD_STMT_MAX_ARGS 63
+/* One tape statement each, up to AD_STMT_MAX_ARGS active arguments. */
 ad_real ad_sum(size_t n, const ad_real *x);
 ad_real ad_lincomb(size_t n, const double *w, const ad_real *x);
 ad_real ad_dot(size_t n, const ad_real *a, const ad_real *b);
@@ -238,12 +241,24 @@ ad_real ad_stmt_end(ad_real result);
 /* Recording fast path (internal; used by the inline operations below)       */
 /* ------------------------------------------------------------------------ */
 
+/* A statement is one byte: its argument count (bits 0-5, at most 63) and its
+ * kind (bits 6-7). Kind 0 stores a partial per argument; the others store
+ * none: 1 = every partial is +1 (sums), 2 = +1 then -1 (a - b), 3 = every
+ * partial is -1. Sums and differences are most of a stencil's operations,
+ * and a partial is two thirds of an argument's bytes. */
+#define AD__MAX_ARGS ((unsigned)AD_STMT_MAX_ARGS)
+#define AD__KIND_GENERAL 0u
+#define AD__KIND_PLUS 1u
+#define AD__KIND_DIFF 2u
+#define AD__KIND_MINUS 3u
+
 typedef struct ad__recorder {
-  uint8_t *cnt;        /* argument count of each statement in the current block */
+  uint8_t *cnt;        /* statement bytes (count and kind) of the current block */
   ad_index *idx;       /* argument handles */
-  double *par;         /* partial derivatives */
+  double *par;         /* partial derivatives (kind 0 statements only) */
   uint32_t ns, ns_cap; /* statements used / available; ns_cap is 0 while not recording */
   uint32_t na, na_cap; /* arguments used / available in the current block */
+  uint32_t np;         /* partials used (never more than arguments) */
   uint32_t lim;        /* fast-path argument limit: na + room for statements and arguments, 0 if none */
   ad_index next;       /* handle of the last statement issued */
   uint32_t epoch;      /* recording identity, checked against handles */
@@ -294,14 +309,16 @@ static inline double ad__val_d(double x) { return x; }
 #define AD__STALE(x, ep) ((uint64_t)((x).e ^ (ep)) * (uint64_t)(x).i)
 #endif
 
-static inline ad_real ad__emit(ad__recorder *R, double v, uint32_t ns, uint32_t na0, uint32_t na) {
+static inline ad_real ad__emit(ad__recorder *R, double v, uint32_t ns, uint32_t na0, uint32_t na, uint32_t np,
+                               unsigned kind) {
   ad_real r;
   ad_index h = R->next + 1;
   uint32_t ep = R->epoch;
   uint8_t *cnt = R->cnt;
-  cnt[ns] = (uint8_t)(na - na0);
+  cnt[ns] = (uint8_t)((na - na0) | (kind << 6));
   R->ns = ns + 1;
   R->na = na;
+  R->np = np;
   R->next = h;
   r.v = v;
   r.i = h;
@@ -312,63 +329,109 @@ static inline ad_real ad__emit(ad__recorder *R, double v, uint32_t ns, uint32_t 
 static inline ad_real ad__op1(double v, ad_real a, double da, const char *op) {
   if (a.i == 0) return ad__const(v);
   ad__recorder *R = ad__rec;
-  uint32_t ns = R->ns, na = R->na;
+  uint32_t ns = R->ns, na = R->na, np = R->np;
   if (AD__UNLIKELY((na + 1 > R->lim) | (a.e != R->epoch))) {
     if (!ad__need(R, 1, &a, op)) return ad__const(v);
     ns = R->ns;
     na = R->na;
+    np = R->np;
   }
   R->idx[na] = a.i;
-  R->par[na] = da;
-  return ad__emit(R, v, ns, na, na + 1);
+  R->par[np] = da;
+  return ad__emit(R, v, ns, na, na + 1, np + 1, AD__KIND_GENERAL);
 }
 
 static inline ad_real ad__op2(double v, ad_real a, double da, ad_real b, double db, const char *op) {
   if ((a.i | b.i) == 0) return ad__const(v);
   ad__recorder *R = ad__rec;
-  uint32_t ns = R->ns, na = R->na, ep = R->epoch;
+  uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
   if (AD__UNLIKELY((na + 2 > R->lim) | ((AD__STALE(a, ep) | AD__STALE(b, ep)) != 0))) {
     ad_real ab[2] = {a, b};
     if (!ad__need(R, 2, ab, op)) return ad__const(v);
     ns = R->ns;
     na = R->na;
+    np = R->np;
   }
   ad_index *idx = R->idx;
   double *par = R->par;
+  uint32_t n = na, p = np;
+  idx[n] = a.i;
+  par[p] = da;
+  n += (a.i != 0);
+  p += (a.i != 0);
+  idx[n] = b.i;
+  par[p] = db;
+  n += (b.i != 0);
+  p += (b.i != 0);
+  return ad__emit(R, v, ns, na, n, p, AD__KIND_GENERAL);
+}
+
+/* a + b (kind PLUS) and a - b (kind DIFF, or PLUS / MINUS with a passive
+ * side): no partials stored. */
+static inline ad_real ad__op_pm(double v, ad_real a, ad_real b, int minus, const char *op) {
+  if ((a.i | b.i) == 0) return ad__const(v);
+  ad__recorder *R = ad__rec;
+  uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
+  if (AD__UNLIKELY((na + 2 > R->lim) | ((AD__STALE(a, ep) | AD__STALE(b, ep)) != 0))) {
+    ad_real ab[2] = {a, b};
+    if (!ad__need(R, 2, ab, op)) return ad__const(v);
+    ns = R->ns;
+    na = R->na;
+    np = R->np;
+  }
+  ad_index *idx = R->idx;
   uint32_t n = na;
   idx[n] = a.i;
-  par[n] = da;
   n += (a.i != 0);
   idx[n] = b.i;
-  par[n] = db;
   n += (b.i != 0);
-  return ad__emit(R, v, ns, na, n);
+  unsigned kind = !minus ? AD__KIND_PLUS : a.i == 0 ? AD__KIND_MINUS : b.i == 0 ? AD__KIND_PLUS : AD__KIND_DIFF;
+  return ad__emit(R, v, ns, na, n, np, kind);
+}
+
+/* One argument with partial +1 or -1. */
+static inline ad_real ad__op_unit(double v, ad_real a, int minus, const char *op) {
+  if (a.i == 0) return ad__const(v);
+  ad__recorder *R = ad__rec;
+  uint32_t ns = R->ns, na = R->na, np = R->np;
+  if (AD__UNLIKELY((na + 1 > R->lim) | (a.e != R->epoch))) {
+    if (!ad__need(R, 1, &a, op)) return ad__const(v);
+    ns = R->ns;
+    na = R->na;
+    np = R->np;
+  }
+  R->idx[na] = a.i;
+  return ad__emit(R, v, ns, na, na + 1, np, minus ? AD__KIND_MINUS : AD__KIND_PLUS);
 }
 
 static inline ad_real ad__op3(double v, ad_real a, double da, ad_real b, double db, ad_real c,
                               double dc, const char *op) {
   if ((a.i | b.i | c.i) == 0) return ad__const(v);
   ad__recorder *R = ad__rec;
-  uint32_t ns = R->ns, na = R->na, ep = R->epoch;
+  uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
   if (AD__UNLIKELY((na + 3 > R->lim) | ((AD__STALE(a, ep) | AD__STALE(b, ep) | AD__STALE(c, ep)) != 0))) {
     ad_real abc[3] = {a, b, c};
     if (!ad__need(R, 3, abc, op)) return ad__const(v);
     ns = R->ns;
     na = R->na;
+    np = R->np;
   }
   ad_index *idx = R->idx;
   double *par = R->par;
-  uint32_t n = na;
+  uint32_t n = na, p = np;
   idx[n] = a.i;
-  par[n] = da;
+  par[p] = da;
   n += (a.i != 0);
+  p += (a.i != 0);
   idx[n] = b.i;
-  par[n] = db;
+  par[p] = db;
   n += (b.i != 0);
+  p += (b.i != 0);
   idx[n] = c.i;
-  par[n] = dc;
+  par[p] = dc;
   n += (c.i != 0);
-  return ad__emit(R, v, ns, na, n);
+  p += (c.i != 0);
+  return ad__emit(R, v, ns, na, n, p, AD__KIND_GENERAL);
 }
 
 /* ad_custom: inline for the statement sizes a cell update has; larger ones
@@ -376,21 +439,22 @@ static inline ad_real ad__op3(double v, ad_real a, double da, ad_real b, double 
 ad_real ad__custom_n(double value, size_t n, const ad_real *args, const double *partials);
 static inline ad_real ad_custom(double value, size_t n, const ad_real *args, const double *partials) {
   ad__recorder *R = ad__rec;
-  uint32_t ns = R->ns, na = R->na, ep = R->epoch;
-  if (AD__UNLIKELY(n > 255 || na + n > R->lim)) return ad__custom_n(value, n, args, partials);
+  uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
+  if (AD__UNLIKELY(n > AD__MAX_ARGS || na + n > R->lim)) return ad__custom_n(value, n, args, partials);
   ad_index *idx = R->idx;
   double *par = R->par;
-  uint32_t m = na;
+  uint32_t m = na, p = np;
   uint64_t stale = 0;
   for (size_t k = 0; k < n; k++) {
     idx[m] = args[k].i;
-    par[m] = partials[k];
+    par[p] = partials[k];
     stale |= (uint64_t)AD__STALE(args[k], ep);
     m += (args[k].i != 0);
+    p += (args[k].i != 0);
   }
   if (AD__UNLIKELY(stale)) return ad__custom_n(value, n, args, partials);
   if (m == na) return ad__const(value);
-  return ad__emit(R, value, ns, na, m);
+  return ad__emit(R, value, ns, na, m, p, AD__KIND_GENERAL);
 }
 
 /* Preaccumulation region state of this thread (internal). */
@@ -398,7 +462,7 @@ typedef struct ad__region {
   int depth;
   ad__recorder *rec; /* recorder at the outermost begin; NULL if not recording */
   ad_index start;    /* last handle before the region */
-  uint32_t ns, na;   /* block position at the begin */
+  uint32_t ns, na, np; /* block position at the begin */
   uint8_t *cnt;      /* block at the begin */
   uint64_t records;
 } ad__region;
@@ -411,6 +475,7 @@ static inline void ad_stmt_begin(void) {
   ad__reg.start = R->next;
   ad__reg.ns = R->ns;
   ad__reg.na = R->na;
+  ad__reg.np = R->np;
   ad__reg.cnt = R->cnt;
   ad__reg.records = R->records;
 }
@@ -419,14 +484,14 @@ static inline void ad_stmt_begin(void) {
 /* Arithmetic                                                                */
 /* ------------------------------------------------------------------------ */
 
-static inline ad_real ad__add(ad_real a, ad_real b) { return ad__op2(a.v + b.v, a, 1.0, b, 1.0, "ad_add"); }
-static inline ad_real ad__sub(ad_real a, ad_real b) { return ad__op2(a.v - b.v, a, 1.0, b, -1.0, "ad_sub"); }
+static inline ad_real ad__add(ad_real a, ad_real b) { return ad__op_pm(a.v + b.v, a, b, 0, "ad_add"); }
+static inline ad_real ad__sub(ad_real a, ad_real b) { return ad__op_pm(a.v - b.v, a, b, 1, "ad_sub"); }
 static inline ad_real ad__mul(ad_real a, ad_real b) { return ad__op2(a.v * b.v, a, b.v, b, a.v, "ad_mul"); }
 static inline ad_real ad__div(ad_real a, ad_real b) {
   double inv = 1.0 / b.v, r = a.v / b.v;
   return ad__op2(r, a, inv, b, -r * inv, "ad_div");
 }
-static inline ad_real ad__neg(ad_real a) { return ad__op1(-a.v, a, -1.0, "ad_neg"); }
+static inline ad_real ad__neg(ad_real a) { return ad__op_unit(-a.v, a, 1, "ad_neg"); }
 
 /* Either argument may be ad_real or any arithmetic type. */
 #define ad_add(a, b) ad__add(ad__lift(a), ad__lift(b))
@@ -544,11 +609,11 @@ static inline ad_real ad__fabs(ad_real a) {
  * on a tie the first argument gets it. A NaN argument is ignored as in C. */
 static inline ad_real ad__fmin(ad_real a, ad_real b) {
   int first = (a.v <= b.v) || isnan(b.v);
-  return first ? ad__op1(a.v, a, 1.0, "ad_fmin") : ad__op1(b.v, b, 1.0, "ad_fmin");
+  return first ? ad__op_unit(a.v, a, 0, "ad_fmin") : ad__op_unit(b.v, b, 0, "ad_fmin");
 }
 static inline ad_real ad__fmax(ad_real a, ad_real b) {
   int first = (a.v >= b.v) || isnan(b.v);
-  return first ? ad__op1(a.v, a, 1.0, "ad_fmax") : ad__op1(b.v, b, 1.0, "ad_fmax");
+  return first ? ad__op_unit(a.v, a, 0, "ad_fmax") : ad__op_unit(b.v, b, 0, "ad_fmax");
 }
 static inline ad_real ad__fma(ad_real a, ad_real b, ad_real c) {
   return ad__op3(fma(a.v, b.v, c.v), a, b.v, b, a.v, c, 1.0, "ad_fma");

@@ -4,7 +4,7 @@
 
 #include "tape_impl.h"
 
-#define MAX_STMT_ARGS 255u
+#define MAX_STMT_ARGS AD__MAX_ARGS
 
 
 static int scratch(ad_tape *t, size_t n) {
@@ -22,9 +22,10 @@ static int scratch(ad_tape *t, size_t n) {
   return AD_OK;
 }
 
-/* Push one statement with k validated active arguments. More than 255
- * arguments become a chain of statements, each taking the previous one as an
- * argument with partial 1: the same derivative, one byte per argument count. */
+/* Push one statement with k validated active arguments (par NULL: every
+ * partial is +1, stored as a PLUS statement). More than 63 arguments become a
+ * chain of statements, each taking the previous one as an argument with
+ * partial 1: the same derivative, one byte per statement. */
 static ad_real emit(ad__recorder *R, double value, size_t k, const ad_index *idx, const double *par,
                     const char *op) {
   ad_real r = ad__const(value);
@@ -35,16 +36,19 @@ static ad_real emit(ad__recorder *R, double value, size_t k, const ad_index *idx
     uint32_t room = prev ? MAX_STMT_ARGS - 1 : MAX_STMT_ARGS;
     uint32_t m = (k - done) < room ? (uint32_t)(k - done) : room;
     if (!ad__need(R, m + (prev != 0), NULL, op)) return r;
-    uint32_t na = R->na;
+    uint32_t na = R->na, np = R->np;
     if (prev) {
-      R->idx[na] = prev;
-      R->par[na] = 1.0;
-      na++;
+      R->idx[na++] = prev;
+      if (par) R->par[np++] = 1.0;
     }
     memcpy(R->idx + na, idx + done, m * sizeof(ad_index));
-    memcpy(R->par + na, par + done, m * sizeof(double));
-    R->cnt[R->ns++] = (uint8_t)(na + m - R->na);
+    if (par) {
+      memcpy(R->par + np, par + done, m * sizeof(double));
+      np += m;
+    }
+    R->cnt[R->ns++] = (uint8_t)((na + m - R->na) | ((par ? AD__KIND_GENERAL : AD__KIND_PLUS) << 6));
     R->na = na + m;
+    R->np = np;
     prev = ++R->next;
     done += m;
   }
@@ -80,8 +84,8 @@ static int gather_add(gather *g, ad_real x, double p) {
   return 1;
 }
 
-static ad_real gather_emit(gather *g, double value) {
-  return emit(g->R, value, g->k, g->t->sc_idx, g->t->sc_par, g->op);
+static ad_real gather_emit(gather *g, double value, int unit) {
+  return emit(g->R, value, g->k, g->t->sc_idx, unit ? NULL : g->t->sc_par, g->op);
 }
 
 ad_real ad_sum(size_t n, const ad_real *x) {
@@ -91,7 +95,7 @@ ad_real ad_sum(size_t n, const ad_real *x) {
   if (!gather_start(&g, n, "ad_sum")) return ad__const(v);
   for (size_t k = 0; k < n; k++)
     if (!gather_add(&g, x[k], 1.0)) return ad__const(v);
-  return gather_emit(&g, v);
+  return gather_emit(&g, v, 1);
 }
 
 ad_real ad_lincomb(size_t n, const double *w, const ad_real *x) {
@@ -101,7 +105,7 @@ ad_real ad_lincomb(size_t n, const double *w, const ad_real *x) {
   if (!gather_start(&g, n, "ad_lincomb")) return ad__const(v);
   for (size_t k = 0; k < n; k++)
     if (!gather_add(&g, x[k], w[k])) return ad__const(v);
-  return gather_emit(&g, v);
+  return gather_emit(&g, v, 0);
 }
 
 ad_real ad_dot(size_t n, const ad_real *a, const ad_real *b) {
@@ -111,17 +115,17 @@ ad_real ad_dot(size_t n, const ad_real *a, const ad_real *b) {
   if (!gather_start(&g, 2 * n, "ad_dot")) return ad__const(v);
   for (size_t k = 0; k < n; k++)
     if (!gather_add(&g, a[k], b[k].v) || !gather_add(&g, b[k], a[k].v)) return ad__const(v);
-  return gather_emit(&g, v);
+  return gather_emit(&g, v, 0);
 }
 
 /* The general path of the inline ad_custom: not recording, stale handles, a
- * full block, or more than 255 arguments. */
+ * full block, or more than 63 arguments. */
 ad_real ad__custom_n(double value, size_t n, const ad_real *args, const double *partials) {
   gather g;
   if (!gather_start(&g, n, "ad_custom")) return ad__const(value);
   for (size_t k = 0; k < n; k++)
     if (!gather_add(&g, args[k], partials[k])) return ad__const(value);
-  return gather_emit(&g, value);
+  return gather_emit(&g, value, 0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -146,8 +150,11 @@ static int stmt_end_small(ad__recorder *R, const ad__region *g, ad_real result, 
   const ad_index *idx = R->idx;
   const double *par = R->par;
   /* statement s of the block has handle start + 1 + (s - g->ns) */
-  uint32_t s = g->ns + (uint32_t)len, a = R->na;
-  for (uint32_t q = R->ns; q > s; q--) a -= cnt[q - 1];
+  uint32_t s = g->ns + (uint32_t)len, a = R->na, p = R->np;
+  for (uint32_t q = R->ns; q > s; q--) {
+    a -= cnt[q - 1] & AD__MAX_ARGS;
+    if (!(cnt[q - 1] >> 6)) p -= cnt[q - 1];
+  }
   if (a - g->na > 4 * SMALL) return 0;
   /* loc[len] is a sink for outside arguments, so the inner loop has no
    * branch on where an argument comes from; outside (handle, partial) pairs
@@ -160,13 +167,14 @@ static int stmt_end_small(ad__recorder *R, const ad__region *g, ad_real result, 
   size_t no = 0;
   while (s > g->ns) {
     s--;
-    uint32_t c = cnt[s];
+    uint32_t c = cnt[s] & AD__MAX_ARGS, kind = cnt[s] >> 6;
     a -= c;
+    if (kind == AD__KIND_GENERAL) p -= c;
     double w = loc[s - g->ns];
     if (w == 0.0) continue; /* a dead intermediate: no 0 * inf */
     for (uint32_t j = 0; j < c; j++) {
       ad_index h = idx[a + j];
-      double d = par[a + j] * w;
+      double d = kind == AD__KIND_GENERAL ? par[p + j] * w : ad__unit(kind, j) * w;
       int inside = h > start;
       loc[inside ? h - start - 1 : len] += d;
       oh[no] = h;
@@ -188,19 +196,20 @@ static int stmt_end_small(ad__recorder *R, const ad__region *g, ad_real result, 
       opar[q] += od[i];
     }
   }
-  if (k > 255) return 0;
+  if (k > AD__MAX_ARGS) return 0;
   /* Replace the region by one statement. */
-  uint32_t na = g->na;
+  uint32_t na = g->na, np = g->np;
   memcpy(R->idx + na, oidx, k * sizeof *oidx);
-  memcpy(R->par + na, opar, k * sizeof *opar);
+  memcpy(R->par + np, opar, k * sizeof *opar);
   R->next = start;
   R->ns = g->ns;
   R->na = na;
+  R->np = np;
   if (k == 0) { /* every path to an outside value had a zero partial */
     *out = ad__new_input(ad__tape_of(R), result.v);
     return 1;
   }
-  *out = ad__emit(R, result.v, g->ns, na, na + (uint32_t)k);
+  *out = ad__emit(R, result.v, g->ns, na, na + (uint32_t)k, np + (uint32_t)k, AD__KIND_GENERAL);
   return 1;
 }
 
@@ -223,8 +232,11 @@ static ad_real stmt_end_general(ad_tape *t, ad_tape_pos p, ad_real result) {
   ad__sync(t);
   ad__block *b = t->cur;
   while (b->base >= result.i) b = b->prev;
-  uint32_t na = b->na;
-  for (uint32_t s = b->ns; s > (uint32_t)(result.i - b->base); s--) na -= b->cnt[s - 1];
+  uint32_t na = b->na, np = b->np;
+  for (uint32_t s = b->ns; s > (uint32_t)(result.i - b->base); s--) {
+    na -= b->cnt[s - 1] & AD__MAX_ARGS;
+    if (!(b->cnt[s - 1] >> 6)) np -= b->cnt[s - 1];
+  }
   uint32_t s = (uint32_t)(result.i - b->base);
   for (;;) {
     uint32_t lo = b->id == p.block ? p.ns : 0;
@@ -233,13 +245,14 @@ static ad_real stmt_end_general(ad_tape *t, ad_tape_pos p, ad_real result) {
     const double *par = b->par;
     while (s > lo) {
       s--;
-      uint32_t c = cnt[s];
+      uint32_t c = cnt[s] & AD__MAX_ARGS, kind = cnt[s] >> 6;
       na -= c;
+      if (kind == AD__KIND_GENERAL) np -= c;
       double w = loc[b->base + s + 1];
       if (w == 0.0) continue;
-      for (uint32_t j = na; j < na + c; j++) {
-        ad_index h = idx[j];
-        double d = par[j] * w;
+      for (uint32_t j = 0; j < c; j++) {
+        ad_index h = idx[na + j];
+        double d = (kind == AD__KIND_GENERAL ? par[np + j] : ad__unit(kind, j)) * w;
         if (h > start) {
           loc[h] += d;
           continue;
@@ -259,6 +272,7 @@ static ad_real stmt_end_general(ad_tape *t, ad_tape_pos p, ad_real result) {
     b = b->prev;
     s = b->ns;
     na = b->na;
+    np = b->np;
   }
   ad_tape_reset_to(t, p);
   if (k == 0) return ad__new_input(t, result.v);
@@ -275,12 +289,13 @@ ad_real ad_stmt_end(ad_real result) {
   if (R->next == g->start) return result;
   if (result.i != 0 && (result.e != R->epoch || result.i > R->next)) return result; /* stale: reported when used */
   ad_tape *t = ad__tape_of(R);
-  ad_tape_pos p = {g->start, g->records, 0, g->ns, g->na};
+  ad_tape_pos p = {g->start, g->records, 0, g->ns, g->na, g->np};
   if (result.i <= g->start) {
     /* The result does not come from the region: drop the region's work. */
     if (R->cnt == g->cnt && R->records == g->records) {
       R->ns = g->ns;
       R->na = g->na;
+      R->np = g->np;
       R->next = g->start;
       return result;
     }

@@ -57,11 +57,10 @@ void ad__free(ad_tape *t, void *p, size_t size) {
 }
 
 /* Grow by allocate-copy-free rather than realloc so that every byte goes
- * through the tape's allocator and limit, and a failure leaves *arr intact. */
-int ad__grow(ad_tape *t, void **arr, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap) return AD_OK;
-  size_t ncap = *cap ? *cap : 64;
-  while (ncap < need) ncap = ncap < SIZE_MAX / 2 ? ncap * 2 : need;
+ * through the tape's allocator and limit, and a failure leaves *arr intact.
+ * ad__grow_to sets the capacity exactly; ad__grow doubles. */
+int ad__grow_to(ad_tape *t, void **arr, size_t *cap, size_t ncap, size_t elem) {
+  if (ncap <= *cap) return AD_OK;
   if (ncap > SIZE_MAX / elem) {
     ad__fail(t, AD_ERR_NOMEM, "array of %zu elements is too large", ncap);
     return AD_ERR_NOMEM;
@@ -74,6 +73,13 @@ int ad__grow(ad_tape *t, void **arr, size_t *cap, size_t need, size_t elem) {
   *arr = p;
   *cap = ncap;
   return AD_OK;
+}
+
+int ad__grow(ad_tape *t, void **arr, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return AD_OK;
+  size_t ncap = *cap ? *cap : 64;
+  while (ncap < need) ncap = ncap < SIZE_MAX / 2 ? ncap * 2 : need;
+  return ad__grow_to(t, arr, cap, ncap, elem);
 }
 
 static size_t block_bytes(uint32_t ns, uint32_t na) {
@@ -97,7 +103,7 @@ static ad__block *block_new(ad_tape *t) {
 /* Point the recorder at block b, whose first statement follows handle `base`.
  * The statement capacity is cut so that the index limit is hit exactly at a
  * block's end, where the slow path checks it. */
-static void recorder_enter(ad_tape *t, ad__block *b, uint32_t ns, uint32_t na) {
+static void recorder_enter(ad_tape *t, ad__block *b, uint32_t ns, uint32_t na, uint32_t np) {
   ad__recorder *R = &t->rec;
   t->cur = b;
   R->cnt = b->cnt;
@@ -105,6 +111,7 @@ static void recorder_enter(ad_tape *t, ad__block *b, uint32_t ns, uint32_t na) {
   R->par = b->par;
   R->ns = ns;
   R->na = na;
+  R->np = np;
   R->na_cap = b->na_alloc;
   ad__recorder_arm(t);
 }
@@ -136,8 +143,8 @@ static int block_advance(ad_tape *t) {
     t->cur->next = b;
   }
   b->base = t->rec.next;
-  b->ns = b->na = 0;
-  recorder_enter(t, b, 0, 0);
+  b->ns = b->na = b->np = 0;
+  recorder_enter(t, b, 0, 0, 0);
   return 1;
 }
 
@@ -205,7 +212,7 @@ ad_tape *ad_tape_create_with(const ad_tape_options *opts) {
     return NULL;
   }
   t->rec.epoch = new_epoch();
-  recorder_enter(t, t->head, 0, 0);
+  recorder_enter(t, t->head, 0, 0, 0);
   return t;
 }
 
@@ -274,8 +281,9 @@ void ad_tape_reset(ad_tape *t) {
   if (!t) return;
   records_clear(t, 0);
   if (t->ext_ops && t->ext_ops->reset) t->ext_ops->reset(t, t->ext_ctx);
-  if (t->adj) memset(t->adj, 0, t->adj_cap * sizeof(double));
-  if (t->tan) memset(t->tan, 0, t->tan_cap * sizeof(double));
+  size_t used = (size_t)t->rec.next + 1;
+  if (t->adj) t->adj_dirty = ad__max_size(t->adj_dirty, used < t->adj_cap ? used : t->adj_cap);
+  if (t->tan) t->tan_dirty = ad__max_size(t->tan_dirty, used < t->tan_cap ? used : t->tan_cap);
   t->err = t->pending = AD_OK;
   t->msg[0] = t->pmsg[0] = '\0';
   t->rec.next = 0;
@@ -283,8 +291,8 @@ void ad_tape_reset(ad_tape *t) {
   t->rec.epoch = new_epoch();
   t->rec.active = t->recording;
   t->head->base = 0;
-  t->head->ns = t->head->na = 0;
-  recorder_enter(t, t->head, 0, 0);
+  t->head->ns = t->head->na = t->head->np = 0;
+  recorder_enter(t, t->head, 0, 0, 0);
 }
 
 void ad_tape_set_memory_limit(ad_tape *t, size_t bytes) {
@@ -304,6 +312,7 @@ ad_tape_pos ad_tape_position(const ad_tape *t) {
   p.block = t->cur->id;
   p.ns = t->rec.ns;
   p.na = t->rec.na;
+  p.np = t->rec.np;
   return p;
 }
 
@@ -333,7 +342,7 @@ int ad_tape_reset_to(ad_tape *t, ad_tape_pos p) {
   }
   t->rec.next = (ad_index)p.index;
   t->rec.records = p.records;
-  recorder_enter(t, b, p.ns, p.na);
+  recorder_enter(t, b, p.ns, p.na, p.np);
   return AD_OK;
 }
 
@@ -391,19 +400,27 @@ int ad__record_push(ad_tape *t, const ad__record_ops *ops, void *data, size_t by
 /* Adjoint and tangent vectors                                               */
 /* ------------------------------------------------------------------------ */
 
-int ad__adjoints_ready(ad_tape *t) {
-  void *a = t->adj;
-  int rc = ad__grow(t, &a, &t->adj_cap, (size_t)t->rec.next + 1, sizeof(double));
-  t->adj = a;
-  return rc;
+/* The adjoint and tangent vectors grow to the exact size the recording
+ * needs (they are sized after recording, so doubling would only waste). */
+static int vector_ready(ad_tape *t, double **v, size_t *cap, size_t *dirty) {
+  size_t need = (size_t)t->rec.next + 1;
+  if (need > *cap) {
+    void *a = *v;
+    size_t c = *cap;
+    size_t want = (need + 1023) & ~(size_t)1023;
+    if (ad__grow_to(t, &a, &c, want, sizeof(double)) != AD_OK) return AD_ERR_NOMEM;
+    *v = a;
+    *cap = c;
+  }
+  if (*dirty) {
+    memset(*v, 0, *dirty * sizeof(double));
+    *dirty = 0;
+  }
+  return AD_OK;
 }
 
-int ad__tangents_ready(ad_tape *t) {
-  void *a = t->tan;
-  int rc = ad__grow(t, &a, &t->tan_cap, (size_t)t->rec.next + 1, sizeof(double));
-  t->tan = a;
-  return rc;
-}
+int ad__adjoints_ready(ad_tape *t) { return vector_ready(t, &t->adj, &t->adj_cap, &t->adj_dirty); }
+int ad__tangents_ready(ad_tape *t) { return vector_ready(t, &t->tan, &t->tan_cap, &t->tan_dirty); }
 
 int ad__handle_check(const ad_tape *t, ad_real x) {
   if (x.i == 0) return 0;
@@ -418,16 +435,18 @@ int ad__handle_check(const ad_tape *t, ad_real x) {
 int ad_tape_stats(const ad_tape *t, ad_stats *s) {
   if (!t || !s) return AD_ERR_ARG;
   memset(s, 0, sizeof *s);
-  uint64_t args = 0;
+  uint64_t args = 0, pars = 0;
   for (const ad__block *b = t->head; b; b = b->next) {
     args += b == t->cur ? t->rec.na : b->na;
+    pars += b == t->cur ? t->rec.np : b->np;
     if (b == t->cur) break;
   }
   s->statements = t->rec.next;
   s->arguments = args;
   s->records = t->nrec;
   s->blocks = t->cur->id + 1;
-  s->bytes_used = (size_t)s->statements + (size_t)args * (sizeof(double) + sizeof(ad_index)) +
+  /* one byte per statement, a handle per argument, a double per stored partial */
+  s->bytes_used = (size_t)s->statements + (size_t)args * sizeof(ad_index) + (size_t)pars * sizeof(double) +
                   t->nrec * sizeof(ad__record) + t->rec_bytes;
   s->bytes_adjoints = (t->adj_cap + t->tan_cap) * sizeof(double);
   s->bytes_reserved = t->bytes_alloc - s->bytes_adjoints;

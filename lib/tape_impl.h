@@ -12,7 +12,7 @@ typedef struct ad__block {
   struct ad__block *prev, *next;
   uint64_t id;            /* position in the tape's block list, from 0 */
   ad_index base;          /* handle of the statement before the block's first */
-  uint32_t ns, na;        /* used; for the current block the recorder holds the truth */
+  uint32_t ns, na, np;    /* used; for the current block the recorder holds the truth */
   uint32_t ns_alloc, na_alloc;
   uint8_t *cnt;
   ad_index *idx;
@@ -69,6 +69,10 @@ struct ad_tape {
   size_t adj_cap;
   double *tan; /* tangents */
   size_t tan_cap;
+  /* Leading entries left over from a recording that was reset: they read as
+   * zero and are cleared when the vector is next needed, so that a reset
+   * costs nothing in proportion to the tape. */
+  size_t adj_dirty, tan_dirty;
 
   /* scratch for fused statements and preaccumulation */
   ad_index *sc_idx;
@@ -96,6 +100,7 @@ void *ad__alloc(ad_tape *t, size_t size);
 void ad__free(ad_tape *t, void *p, size_t size);
 /* Grow *arr (elements of `elem` bytes, zero-filled) to at least `need` elements. */
 int ad__grow(ad_tape *t, void **arr, size_t *cap, size_t need, size_t elem);
+int ad__grow_to(ad_tape *t, void **arr, size_t *cap, size_t ncap, size_t elem);
 
 /* Sticky error: the first one wins; recording stops. */
 void ad__fail(ad_tape *t, int code, const char *fmt, ...);
@@ -109,6 +114,11 @@ void ad__set_message_prefix(const char *prefix);
 void ad__report(const ad_tape *t, int code, const char *msg);
 void ad__vformat(char *buf, size_t size, int code, const char *fmt, va_list ap);
 
+/* The partial of argument j of a statement of a kind without stored partials. */
+static inline double ad__unit(uint32_t kind, uint32_t j) {
+  return kind == AD__KIND_PLUS || (kind == AD__KIND_DIFF && j == 0) ? 1.0 : -1.0;
+}
+static inline size_t ad__max_size(size_t a, size_t b) { return a > b ? a : b; }
 static inline ad_tape *ad__tape_of(ad__recorder *R) {
   return (ad_tape *)(void *)((char *)R - offsetof(ad_tape, rec));
 }
@@ -124,6 +134,7 @@ void ad__recorder_arm(ad_tape *t);
 static inline void ad__sync(ad_tape *t) {
   t->cur->ns = t->rec.ns;
   t->cur->na = t->rec.na;
+  t->cur->np = t->rec.np;
 }
 /* Ensure the adjoint (tangent) vector covers every handle issued. */
 int ad__adjoints_ready(ad_tape *t);

@@ -477,7 +477,7 @@ static void test_index_limit(uint64_t limit, int small_blocks) {
   if (limit >= 8) check_usable(t);
 
   /* A fused statement at the limit: with limit - 1 handles issued, a sum
-   * of up to 255 values is one statement and fits; a longer one needs a
+   * of up to AD_STMT_MAX_ARGS values is one statement and fits; a longer one needs a
    * chain of statements and does not. */
   ad_tape_reset(t);
   ad_tape_begin(t);
@@ -490,7 +490,7 @@ static void test_index_limit(uint64_t limit, int small_blocks) {
   CHECK_SAME(ad_value(sum), (double)m * ((double)m - 1) / 2);
   CHECK_INT(ad_tape_stats(t, &s), AD_OK);
   CHECK(s.statements <= limit);
-  if (m > 255) {
+  if (m > AD_STMT_MAX_ARGS) {
     CHECK_INT(ad_tape_error(t), AD_ERR_INDEX_OVERFLOW);
   } else {
     CHECK_INT(ad_tape_error(t), AD_OK);

@@ -124,7 +124,7 @@ static void program_make(program *p, unsigned long long seed, size_t n, size_t m
     in->list = (uint32_t)p->nlist;
     if ((in->op == OP_SUM || in->op == OP_LINCOMB || in->op == OP_DOT) && p->nlist + 2 * 6 > cap) in->op = OP_AVG;
     if (in->op == OP_SUM || in->op == OP_LINCOMB || in->op == OP_DOT) {
-      /* Mostly short; now and then more than 255 entries, which the library
+      /* Mostly short; now and then more than AD_STMT_MAX_ARGS entries, which the library
        * splits into chained statements. */
       in->k = 1 + check_rng_below(&r, 6);
       if (big_k && check_rng_below(&r, 1000) == 0 && p->nlist + 2 * big_k < cap) in->k = (uint32_t)big_k;
@@ -418,7 +418,7 @@ int main(void) {
   ad_tape_destroy(tape);
 
   /* Long programs on tapes with the smallest blocks: hundreds of blocks,
-   * fused statements of more than 255 arguments, regions that straddle
+   * fused statements of more than AD_STMT_MAX_ARGS arguments, regions that straddle
    * block boundaries. */
   ad_tape_options o;
   ad_tape_options_default(&o);

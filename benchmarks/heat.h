@@ -1,0 +1,63 @@
+/*
+ * The reference benchmark kernel: nonlinear 2-D reaction-diffusion, explicit,
+ * on an n x n grid for `steps` steps with fixed boundary values,
+ *
+ *   v = x + c*(uN + uS + uW + uE - 4*x) + dt*x*(1 - x) + 0.01*sin(x),  x = u[i][j],
+ *   J = sum_k u_T[k]^2,  gradient dJ/du0,  u0[k] = 0.5 + 0.4*sin(0.37*k).
+ *
+ * This header is shared by the driver (heat.c), the Ariadne variants
+ * (heat_ariadne.c, compiled once active and once passive) and the ADOL-C
+ * variant (heat_adolc.cpp), so it is plain C that C++ also accepts.
+ */
+#ifndef ARIADNE_BENCH_HEAT_H
+#define ARIADNE_BENCH_HEAT_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HEAT_C 0.2
+#define HEAT_DT 0.1
+#define HEAT_SIN_WEIGHT 0.01
+
+/* What one run of a variant (record and reverse once) reports. */
+typedef struct heat_result {
+  double J;           /* the objective computed by the variant */
+  double reset_s;     /* part of record_s spent forgetting the previous recording */
+  double record_s;    /* forward run that records (or stores states) */
+  double reverse_s;   /* reverse sweep and gradient extraction */
+  double tape_bytes;  /* bytes the reverse sweep reads: tape, stored states or taylors */
+  double extra_bytes; /* variant specific: ADOL-C taylor bytes, Ariadne adjoint vector bytes */
+  double statements;  /* tape statements (Ariadne) or operations (ADOL-C); 0 if none */
+  double arguments;   /* tape arguments (Ariadne) or locations (ADOL-C); 0 if none */
+  int in_memory;      /* 1 if the whole tape stayed in memory */
+  int rc;             /* 0 on success */
+  char msg[200];      /* what went wrong when rc != 0 */
+} heat_result;
+
+/* Ariadne variants; `mode` is one of these. */
+enum { HEAT_MODE_OP = 0, HEAT_MODE_STMT = 1, HEAT_MODE_CUSTOM = 2 };
+
+/* heat_ariadne.c compiled active. The context keeps the tape and the arrays
+ * between repetitions, as a user that takes many gradients would. */
+typedef struct heat_ad heat_ad;
+heat_ad *heat_ariadne_create(int n);
+void heat_ariadne_destroy(heat_ad *h);
+int heat_ariadne_run(heat_ad *h, int mode, int n, int steps, const double *u0, double *grad, heat_result *out);
+
+/* heat_ariadne.c compiled with ARIADNE_PASSIVE: the same source as plain
+ * double arithmetic; grad is left untouched. */
+heat_ad *heat_passive_create(int n);
+void heat_passive_destroy(heat_ad *h);
+int heat_passive_run(heat_ad *h, int mode, int n, int steps, const double *u0, double *grad, heat_result *out);
+
+/* heat_adolc.cpp, built only when ADOL-C is found (HEAT_HAVE_ADOLC). */
+int heat_adolc_run(int n, int steps, const double *u0, double *grad, heat_result *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
