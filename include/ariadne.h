@@ -210,8 +210,9 @@ void ad_tangents_zero(ad_tape *tape);
  * are zeroed first. A passive y gives AD_ERR_PASSIVE and g = 0. */
 int ad_gradient(ad_tape *tape, ad_real y, size_t n, const ad_real *x, double *g);
 /* Jacobian dy/dx, row-major m x n. Chooses vector-mode reverse sweeps
- * (m <= n) or vector-mode tangent sweeps (m > n). Passive outputs give zero
- * rows and passive inputs zero columns. */
+ * (m <= n) or vector-mode tangent sweeps (m > n). The x must be independent
+ * variables (from ad_input): a tangent sweep recomputes every other value.
+ * Passive outputs give zero rows and passive inputs zero columns. */
 int ad_jacobian(ad_tape *tape, size_t m, const ad_real *y, size_t n, const ad_real *x, double *J);
 
 /* ------------------------------------------------------------------------ */
@@ -516,8 +517,13 @@ static inline ad_real ad__tan(ad_real a) {
   return ad__op1(t, a, 1.0 + t * t, "ad_tan");
 }
 /* asin, acos: derivative +-inf at +-1 (the exact one-sided limit), NaN outside [-1, 1]. */
-static inline ad_real ad__asin(ad_real a) { return ad__op1(asin(a.v), a, 1.0 / sqrt(1.0 - a.v * a.v), "ad_asin"); }
-static inline ad_real ad__acos(ad_real a) { return ad__op1(acos(a.v), a, -1.0 / sqrt(1.0 - a.v * a.v), "ad_acos"); }
+/* (1 - a)(1 + a) rather than 1 - a^2: no cancellation near +-1. */
+static inline ad_real ad__asin(ad_real a) {
+  return ad__op1(asin(a.v), a, 1.0 / sqrt((1.0 - a.v) * (1.0 + a.v)), "ad_asin");
+}
+static inline ad_real ad__acos(ad_real a) {
+  return ad__op1(acos(a.v), a, -1.0 / sqrt((1.0 - a.v) * (1.0 + a.v)), "ad_acos");
+}
 static inline ad_real ad__atan(ad_real a) { return ad__op1(atan(a.v), a, 1.0 / (1.0 + a.v * a.v), "ad_atan"); }
 /* atan2(y, x): at the origin, where it is not differentiable, both partials are 0. */
 static inline ad_real ad__atan2(ad_real y, ad_real x) {
@@ -536,7 +542,8 @@ static inline ad_real ad__tanh(ad_real a) {
   double t = tanh(a.v), c = fabs(t) < 0.9 ? 0.0 : cosh(a.v);
   return ad__op1(t, a, c == 0.0 ? 1.0 - t * t : 1.0 / (c * c), "ad_tanh");
 }
-static inline ad_real ad__asinh(ad_real a) { return ad__op1(asinh(a.v), a, 1.0 / sqrt(a.v * a.v + 1.0), "ad_asinh"); }
+/* hypot(a, 1) = sqrt(a^2 + 1) without overflow for large |a|. */
+static inline ad_real ad__asinh(ad_real a) { return ad__op1(asinh(a.v), a, 1.0 / hypot(a.v, 1.0), "ad_asinh"); }
 /* acosh: derivative +inf at 1, NaN below 1. */
 static inline ad_real ad__acosh(ad_real a) {
   return ad__op1(acosh(a.v), a, 1.0 / (sqrt(a.v - 1.0) * sqrt(a.v + 1.0)), "ad_acosh");
@@ -544,7 +551,7 @@ static inline ad_real ad__acosh(ad_real a) {
 /* atanh: derivative +inf at +-1, NaN outside. */
 static inline ad_real ad__atanh(ad_real a) {
   double r = atanh(a.v);
-  return ad__op1(r, a, isnan(r) ? r : 1.0 / (1.0 - a.v * a.v), "ad_atanh");
+  return ad__op1(r, a, isnan(r) ? r : 1.0 / ((1.0 - a.v) * (1.0 + a.v)), "ad_atanh");
 }
 static inline ad_real ad__exp(ad_real a) {
   double e = exp(a.v);
