@@ -120,6 +120,16 @@ void ad_error_handler_print(const ad_tape *tape, int code, const char *message, 
 int ad_last_error(void);
 void ad_clear_last_error(void);
 
+/* Callbacks of an external function: see ad_external. */
+typedef struct ad_external_ops {
+  int (*reverse)(void *ud, size_t nin, const double *x, double *xbar, size_t nout, const double *y,
+                 const double *ybar);
+  int (*forward)(void *ud, size_t nin, const double *x, const double *xdot, size_t nout, const double *y,
+                 double *ydot);
+  void (*destroy)(void *ud);
+  const char *name; /* for messages; may be NULL */
+} ad_external_ops;
+
 #ifndef ARIADNE_PASSIVE
 
 /* The active scalar: a value and a handle on the tape that recorded it.
@@ -237,6 +247,34 @@ ad_real ad_dot(size_t n, const ad_real *a, const ad_real *b);
  * as recorded. */
 /* void ad_stmt_begin(void) is inline, below. */
 ad_real ad_stmt_end(ad_real result);
+
+/* ------------------------------------------------------------------------ */
+/* External functions                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* A piece of code with its own derivative instead of a taped one: a linear
+ * solve, a library call. The user computes the outputs (passive values) and
+ * calls ad_external, which makes each output a new active value depending on
+ * the inputs through the callbacks. Sweeps call them at the record's place:
+ *
+ *   reverse: xbar[i] += sum_j ybar[j] * dy_j/dx_i   (xbar arrives zeroed;
+ *            Ariadne adds it to the inputs' adjoints afterwards)
+ *   forward: ydot[j]  = sum_i dy_j/dx_i * xdot[i]   (optional; without it
+ *            ad_forward on the tape fails with AD_ERR_STATE)
+ *
+ * x and y are copies of the input and output values at the call. Callbacks
+ * return 0 on success; anything else fails the sweep with AD_ERR_CALLBACK.
+ * They may call MPI (plain or ad_mpi_*) and may record and sweep a nested
+ * tape of their own. `destroy` (optional) frees `ud` when the record goes
+ * (tape reset or destroyed), or at once if nothing was recorded. The ops
+ * struct is declared above (it is shared with the passive build). */
+
+/* Record an external function with inputs in[0..nin) and outputs
+ * out[0..nout) (their values set by the caller; their handles are replaced).
+ * If no input is active or no tape records, the outputs stay passive.
+ * Returns AD_OK, AD_ERR_ARG (no reverse callback, NULL arrays), or the tape's
+ * error. `ops` must stay valid while the record lives (a static struct). */
+int ad_external(const ad_external_ops *ops, void *ud, size_t nin, const ad_real *in, size_t nout, ad_real *out);
 
 /* ------------------------------------------------------------------------ */
 /* Recording fast path (internal; used by the inline operations below)       */
@@ -761,6 +799,12 @@ static inline double ad_custom(double v, size_t n, const double *a, const double
 }
 static inline void ad_stmt_begin(void) {}
 static inline double ad_stmt_end(double r) { return r; }
+static inline int ad_external(const ad_external_ops *ops, void *ud, size_t nin, const double *in, size_t nout,
+                              double *out) {
+  (void)nin; (void)in; (void)nout; (void)out;
+  if (ops && ops->destroy) ops->destroy(ud);
+  return AD_OK;
+}
 
 #define ad_add(a, b) ((double)(a) + (double)(b))
 #define ad_sub(a, b) ((double)(a) - (double)(b))
