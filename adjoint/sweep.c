@@ -61,7 +61,11 @@ static int sweep_begin(ad_tape *t, int reverse) {
 }
 
 static int sweep_end(ad_tape *t, int reverse, int rc) {
-  return t->ext_ops ? t->ext_ops->sweep_end(t, t->ext_ctx, reverse, rc) : rc;
+  rc = t->ext_ops ? t->ext_ops->sweep_end(t, t->ext_ctx, reverse, rc) : rc;
+  /* A failure inside the sweep is reported by its return value; it must not
+   * fail the next sweep too (its message stays readable). */
+  t->pending = AD_OK;
+  return rc;
 }
 
 static int reverse_body(ad_tape *t, ad_tape_pos lo);

@@ -274,6 +274,22 @@ void ad_tape_end(ad_tape *t) {
   t->prev_tape = NULL;
 }
 
+static int64_t agree_identity(int64_t v) { return v; }
+int ad__process_rank;
+int64_t (*ad__agree_min)(int64_t v) = agree_identity;
+
+ad__suspended ad__suspend(void) {
+  ad__suspended s = {ad__rec, current_tape};
+  ad__rec = &idle_recorder;
+  current_tape = NULL;
+  return s;
+}
+
+void ad__resume(ad__suspended s) {
+  ad__rec = s.rec;
+  current_tape = s.tape;
+}
+
 int ad_tape_is_recording(const ad_tape *t) { return t && t->recording && current_tape == t; }
 ad_tape *ad_tape_current(void) { return current_tape; }
 

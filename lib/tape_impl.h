@@ -110,6 +110,18 @@ void ad__pending(ad_tape *t, int code, const char *fmt, ...);
 void ad__fail_notape(int code, const char *fmt, ...);
 /* Message prefix, e.g. "[3] " set by the MPI layer; "" by default. */
 void ad__set_message_prefix(const char *prefix);
+/* Suspend recording on this thread (passive re-runs inside a sweep or a
+ * recording) and resume it. */
+typedef struct ad__suspended {
+  ad__recorder *rec;
+  ad_tape *tape;
+} ad__suspended;
+ad__suspended ad__suspend(void);
+void ad__resume(ad__suspended s);
+/* This process's rank and a minimum over all ranks, set by the MPI layer
+ * (rank 0 and the identity without it); used by resumable checkpointing. */
+extern int ad__process_rank;
+extern int64_t (*ad__agree_min)(int64_t v);
 /* Report through the error handler (used by the MPI layer too). */
 void ad__report(const ad_tape *t, int code, const char *msg);
 void ad__vformat(char *buf, size_t size, int code, const char *fmt, va_list ap);

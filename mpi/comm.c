@@ -45,7 +45,12 @@ static void kmap_free(ad__kmap *m) {
   memset(m, 0, sizeof *m);
 }
 
-/* MPI_Finalize deletes MPI_COMM_SELF's attributes first: free everything. */
+/* MPI_Finalize deletes MPI_COMM_SELF's attributes first: free everything.
+ * Every other communicator's attribute is deleted here too, MPI_COMM_WORLD's
+ * included: MPI_Finalize deletes MPI_COMM_WORLD's attributes later, and its
+ * callback must not find a pointer to the info freed below. MPI_COMM_SELF's
+ * own attribute is gone already, since MPI deletes its attributes in the
+ * reverse order of setting and ours was set after the one that calls this. */
 static int self_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
   (void)comm;
   (void)keyval;
@@ -54,7 +59,7 @@ static int self_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
   for (ad__comm *c = comms, *n; c; c = n) {
     n = c->next;
     if (!c->freed) {
-      if (c->user != MPI_COMM_WORLD && c->user != MPI_COMM_SELF) MPI_Comm_delete_attr(c->user, comm_keyval);
+      if (c->user != MPI_COMM_SELF) MPI_Comm_delete_attr(c->user, comm_keyval);
       if (!c->freed) comm_release(c);
     }
     kmap_free(&c->sendk);
@@ -67,6 +72,12 @@ static int self_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
   if (comm_keyval != MPI_KEYVAL_INVALID) MPI_Comm_free_keyval(&comm_keyval);
   initialized = 0;
   return MPI_SUCCESS;
+}
+
+static int64_t agree_min_world(int64_t v) {
+  int64_t out = v;
+  MPI_Allreduce(&v, &out, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+  return out;
 }
 
 int ad__mpi_setup(void) {
@@ -95,6 +106,10 @@ int ad__mpi_setup(void) {
   char prefix[32];
   snprintf(prefix, sizeof prefix, "[%d] ", wrank);
   ad__set_message_prefix(prefix);
+  /* Resumable checkpointing names its files by rank and makes every rank
+   * resume at the same point. */
+  ad__process_rank = wrank;
+  ad__agree_min = agree_min_world;
   const char *env = getenv("ARIADNE_MPI_TIMEOUT");
   if (env && atof(env) > 0) timeout_s = atof(env);
   initialized = 1;

@@ -1,0 +1,832 @@
+/* Checkpointed time loops: the driver that runs a schedule (adjoint/
+ * schedule.c) against snapshots in memory or in per-rank files, and records
+ * the loop as one record whose reverse and tangent actions re-run it.
+ *
+ * A loop of l steps is split into segments [b_j, b_j+1): one segment for the
+ * binomial and store-all schedules, one per disk snapshot (multistage) or per
+ * kept snapshot (online). The reverse action reverses the segments from the
+ * last to the first, each with a binomial schedule; with the binomial
+ * schedule, the forward run already executed the schedule's forward part, so
+ * the reverse picks it up where it stopped (revolve's count of advances).
+ *
+ * Resumable runs (multistage with `resumable`) keep, per rank, the segment
+ * base states, the final state, and the adjoint at the last finished segment
+ * boundary, each in a file with a header and checksum, plus a manifest. A
+ * run started again with the same arguments skips what the files cover. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <ariadne_checkpoint.h>
+
+#include "tape_impl.h"
+
+void ad_ckpt_options_default(ad_ckpt_options *o) {
+  memset(o, 0, sizeof *o);
+  o->schedule = AD_CKPT_BINOMIAL;
+  o->snapshots = 10;
+  o->disk_snapshots = 10;
+  o->rank = -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The loop's record                                                         */
+/* ------------------------------------------------------------------------ */
+
+typedef struct state_buf {
+  double *v;
+  unsigned char *p;
+} state_buf;
+
+typedef struct ckpt {
+  ad_ckpt_options o;
+  char *dir;
+  ad_ckpt_step step;
+  void *ud;
+  size_t n, pb;
+  int64_t l;
+  ad_index *in, *out;
+
+  state_buf work;    /* the working state */
+  state_buf turn;    /* binomial: the state at step l-1, kept by the forward run */
+  state_buf *slots;  /* the schedule's snapshots in memory */
+  int nslots;
+  state_buf *bases;  /* online: segment base states in memory */
+  int64_t *bnd;      /* segment boundaries b_0 = 0 < ... < b_nseg = l */
+  int nseg;
+
+  ad_revolve *rv;    /* binomial: the schedule, paused at its first reversal */
+  int fresh;         /* the forward run's snapshots are intact */
+  int resumed_forward;
+  ad_real *xs;       /* n active values for the step function */
+  double *lam;       /* adjoint (or tangent) of the working state */
+  unsigned char *ptmp;
+  ad_tape *scratch;
+  int rank;
+  uint64_t fp;       /* fingerprint of the run (resumable) */
+  ad_ckpt_stats st;
+} ckpt;
+
+static void stats_publish(ckpt *c) {
+  if (c->o.stats) *c->o.stats = c->st;
+}
+
+static int state_alloc(ckpt *c, state_buf *s) {
+  if (s->v) return AD_OK;
+  s->v = malloc((c->n ? c->n : 1) * sizeof(double));
+  s->p = malloc(c->pb ? c->pb : 1);
+  if (!s->v || !s->p) {
+    free(s->v);
+    free(s->p);
+    s->v = NULL;
+    s->p = NULL;
+    return AD_ERR_NOMEM;
+  }
+  c->st.snapshot_bytes += c->n * sizeof(double) + c->pb;
+  return AD_OK;
+}
+
+static void state_copy(ckpt *c, state_buf *dst, const state_buf *src) {
+  memcpy(dst->v, src->v, c->n * sizeof(double));
+  if (c->pb) memcpy(dst->p, src->p, c->pb);
+}
+
+static void state_free(state_buf *s) {
+  free(s->v);
+  free(s->p);
+  s->v = NULL;
+  s->p = NULL;
+}
+
+static void ckpt_free(ckpt *c) {
+  if (!c) return;
+  state_free(&c->work);
+  state_free(&c->turn);
+  for (int i = 0; i < c->nslots; i++) state_free(&c->slots[i]);
+  free(c->slots);
+  for (int i = 0; c->bases && i < c->nseg; i++) state_free(&c->bases[i]);
+  free(c->bases);
+  free(c->bnd);
+  ad_revolve_destroy(c->rv);
+  free(c->xs);
+  free(c->lam);
+  free(c->ptmp);
+  free(c->in);
+  free(c->dir);
+  ad_tape_destroy(c->scratch);
+  free(c);
+}
+
+/* A message for the tape (or, without one, for ad_last_error). */
+static int fail(ad_tape *t, int code, const char *fmt, ...) {
+  char buf[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (t)
+    ad__pending(t, code, "%s", buf);
+  else
+    ad__fail_notape(code, "%s", buf);
+  return code;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Running steps                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Call the step function; check its result and that the sizes stay. */
+static int call_step(ckpt *c, ad_tape *t, int64_t i, ad_real *x, unsigned char *p, int *last) {
+  size_t n = c->n, pb = c->pb;
+  int rc = c->step(c->ud, i, &n, x, &pb, p);
+  if (rc < 0) return fail(t, AD_ERR_CALLBACK, "ad_checkpoint_loop: the step function failed (%d) in step %lld", rc, (long long)i);
+  if (n != c->n || pb != c->pb)
+    return fail(t, AD_ERR_CALLBACK,
+                "ad_checkpoint_loop: step %lld changed the state size from %zu to %zu values and %zu to %zu bytes",
+                (long long)i, c->n, n, c->pb, pb);
+  if (last) *last = rc == AD_CKPT_LAST;
+  return AD_OK;
+}
+
+/* Advance the working state passively from step `from` to `to`. Recording is
+ * suspended, so nothing is taped whatever tape is current. */
+static int advance(ckpt *c, ad_tape *t, int64_t from, int64_t to) {
+  ad__suspended s = ad__suspend();
+  int rc = AD_OK;
+  for (int64_t i = from; i < to && rc == AD_OK; i++) {
+    for (size_t k = 0; k < c->n; k++) c->xs[k] = ad__const(c->work.v[k]);
+    rc = call_step(c, t, i, c->xs, c->work.p, NULL);
+    for (size_t k = 0; k < c->n; k++) c->work.v[k] = c->xs[k].v;
+  }
+  ad__resume(s);
+  return rc;
+}
+
+static int scratch_ready(ckpt *c) {
+  if (!c->scratch) c->scratch = ad_tape_create();
+  if (!c->scratch) return AD_ERR_NOMEM;
+  ad_tape_reset(c->scratch);
+  return AD_OK;
+}
+
+/* Record step i from the working state on the scratch tape. Inputs are the
+ * first n statements, so input k has handle k + 1. */
+static int tape_step(ckpt *c, ad_tape *t, int64_t i) {
+  int rc = scratch_ready(c);
+  if (rc != AD_OK) return rc;
+  ad__suspended s = ad__suspend();
+  ad_tape_begin(c->scratch);
+  for (size_t k = 0; k < c->n; k++) c->xs[k] = ad_input(c->work.v[k]);
+  if (c->pb) memcpy(c->ptmp, c->work.p, c->pb);
+  rc = call_step(c, t, i, c->xs, c->ptmp, NULL);
+  ad_tape_end(c->scratch);
+  ad__resume(s);
+  if (rc == AD_OK && ad_tape_error(c->scratch) != AD_OK) {
+    ad__pending(t, ad_tape_error(c->scratch), "ad_checkpoint_loop: taping step %lld: %s", (long long)i,
+                ad_tape_error_message(c->scratch));
+    rc = ad_tape_error(c->scratch);
+  }
+  ad_stats st;
+  ad_tape_stats(c->scratch, &st);
+  if (st.bytes_reserved > c->st.scratch_bytes) c->st.scratch_bytes = st.bytes_reserved;
+  c->st.taped++;
+  return rc;
+}
+
+/* lam <- (d step_i / d state)^T lam, from the working state at step i. */
+static int reverse_step(ckpt *c, ad_tape *t, int64_t i) {
+  int rc = tape_step(c, t, i);
+  if (rc != AD_OK) return rc;
+  ad_tape *sc = c->scratch;
+  if ((rc = ad__adjoints_ready(sc)) != AD_OK) return rc;
+  ad_adjoints_zero(sc);
+  for (size_t k = 0; k < c->n; k++) {
+    ad_real y = c->xs[k];
+    if (y.i) sc->adj[y.i] += c->lam[k];
+  }
+  ad_tape_pos start;
+  memset(&start, 0, sizeof start);
+  rc = ad__sweep_reverse(sc, start);
+  if (rc != AD_OK) {
+    ad__pending(t, rc, "ad_checkpoint_loop: sweeping step %lld: %s", (long long)i, ad_tape_error_message(sc));
+    return rc;
+  }
+  for (size_t k = 0; k < c->n; k++) c->lam[k] = sc->adj[k + 1];
+  return AD_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Files                                                                     */
+/* ------------------------------------------------------------------------ */
+
+#define FILE_MAGIC 0x314e4441494441ull /* "ADIADN1" */
+
+typedef struct file_head {
+  uint64_t magic, fp, kind, index, n, pb, step, sum;
+} file_head;
+
+static uint64_t fnv(uint64_t h, const void *data, size_t size) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < size; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+#define FNV0 0xcbf29ce484222325ull
+
+static char *path(const ckpt *c, const char *what, long long k) {
+  size_t len = strlen(c->dir) + 64;
+  char *s = malloc(len);
+  if (s) snprintf(s, len, "%s/ariadne-r%d-%s-%lld.dat", c->dir, c->rank, what, k);
+  return s;
+}
+
+/* Write a file atomically: a temporary file, flushed, then renamed. */
+static int file_write(ckpt *c, ad_tape *t, const char *what, long long k, uint64_t kind, int64_t step,
+                      const double *v, size_t nv, const unsigned char *p, size_t np) {
+  char *fn = path(c, what, k), *tmp = fn ? malloc(strlen(fn) + 8) : NULL;
+  if (!fn || !tmp) {
+    free(fn);
+    return AD_ERR_NOMEM;
+  }
+  sprintf(tmp, "%s.tmp", fn);
+  file_head h = {FILE_MAGIC, c->fp, kind, (uint64_t)k, nv, np, (uint64_t)step, 0};
+  h.sum = fnv(fnv(FNV0, v, nv * sizeof(double)), p, np);
+  FILE *f = fopen(tmp, "wb");
+  int ok = f && fwrite(&h, sizeof h, 1, f) == 1 && (nv == 0 || fwrite(v, sizeof(double), nv, f) == nv) &&
+           (np == 0 || fwrite(p, 1, np, f) == np);
+  if (f) ok = (fflush(f) == 0) & ok;
+  if (f) ok = (fsync(fileno(f)) == 0) & ok;
+  if (f) ok = (fclose(f) == 0) & ok;
+  if (ok) ok = rename(tmp, fn) == 0;
+  int rc = AD_OK;
+  if (!ok) {
+    rc = fail(t, AD_ERR_IO, "ad_checkpoint_loop: cannot write %s: %s", fn, strerror(errno));
+    remove(tmp);
+  } else {
+    c->st.disk_writes++;
+  }
+  free(fn);
+  free(tmp);
+  return rc;
+}
+
+/* Read a file written by file_write; a missing file gives AD_ERR_IO, a file
+ * that fails its header or checksum AD_ERR_CORRUPT. *missing tells which. */
+static int file_read(ckpt *c, ad_tape *t, const char *what, long long k, uint64_t kind, int64_t *step, double *v,
+                     size_t nv, unsigned char *p, size_t np, int *missing) {
+  char *fn = path(c, what, k);
+  if (!fn) return AD_ERR_NOMEM;
+  if (missing) *missing = 0;
+  FILE *f = fopen(fn, "rb");
+  if (!f) {
+    int rc = AD_ERR_IO;
+    if (missing) /* the caller expected it might be absent */
+      *missing = 1;
+    else
+      rc = fail(t, AD_ERR_IO, "ad_checkpoint_loop: cannot read %s: %s", fn, strerror(errno));
+    free(fn);
+    return rc;
+  }
+  file_head h;
+  int ok = fread(&h, sizeof h, 1, f) == 1 && h.magic == FILE_MAGIC && h.fp == c->fp && h.kind == kind &&
+           h.index == (uint64_t)k && h.n == nv && h.pb == np;
+  ok = ok && (nv == 0 || fread(v, sizeof(double), nv, f) == nv) && (np == 0 || fread(p, 1, np, f) == np);
+  ok = ok && fgetc(f) == EOF && h.sum == fnv(fnv(FNV0, v, nv * sizeof(double)), p, np);
+  fclose(f);
+  int rc = AD_OK;
+  if (!ok)
+    rc = fail(t, AD_ERR_CORRUPT, "ad_checkpoint_loop: %s is corrupt or belongs to another run", fn);
+  else {
+    c->st.disk_reads++;
+    if (step) *step = (int64_t)h.step;
+  }
+  free(fn);
+  return rc;
+}
+
+static void file_remove(ckpt *c, const char *what, long long k) {
+  char *fn = path(c, what, k);
+  if (fn) remove(fn);
+  free(fn);
+}
+
+/* The manifest: the run's fingerprint and how far it got. */
+typedef struct manifest {
+  uint64_t magic, fp, steps, nseg, forward_done, segments_done, seed_sum;
+} manifest;
+
+static int manifest_write(ckpt *c, ad_tape *t, const manifest *m) {
+  return file_write(c, t, "manifest", 0, 9, 0, (const double *)(const void *)m, sizeof *m / sizeof(double), NULL, 0);
+}
+
+/* 1 a manifest of this run, 0 none, -1 another run's, -2 corrupt. */
+static int manifest_read(ckpt *c, manifest *m) {
+  char *fn = path(c, "manifest", 0);
+  if (!fn) return 0;
+  FILE *f = fopen(fn, "rb");
+  free(fn);
+  if (!f) return 0;
+  file_head h;
+  int ok = fread(&h, sizeof h, 1, f) == 1 && fread(m, sizeof *m, 1, f) == 1 && fgetc(f) == EOF;
+  fclose(f);
+  if (!ok || h.magic != FILE_MAGIC || m->magic != FILE_MAGIC || h.sum != fnv(FNV0, m, sizeof *m)) return -2;
+  return h.fp == c->fp && m->fp == c->fp ? 1 : -1;
+}
+
+/* Remove this rank's files of any run (a foreign run being replaced). */
+static void files_clear(ckpt *c, int64_t nseg_hint) {
+  file_remove(c, "manifest", 0);
+  file_remove(c, "final", 0);
+  for (long long k = 0; k <= nseg_hint + 1; k++) {
+    file_remove(c, "base", k);
+    file_remove(c, "adj", k);
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Forward run                                                               */
+/* ------------------------------------------------------------------------ */
+
+static int slots_ready(ckpt *c, int n) {
+  if (c->nslots >= n) return AD_OK;
+  state_buf *s = realloc(c->slots, (size_t)n * sizeof *s);
+  if (!s) return AD_ERR_NOMEM;
+  memset(s + c->nslots, 0, (size_t)(n - c->nslots) * sizeof *s);
+  c->slots = s;
+  c->nslots = n;
+  return AD_OK;
+}
+
+/* Execute a schedule action (not REVERSE) with segment offset b. */
+static int act(ckpt *c, ad_tape *t, ad_ckpt_action a, int64_t b) {
+  int rc;
+  switch (a.op) {
+  case AD_CKPT_ADVANCE:
+    c->st.advances += a.to - a.step;
+    return advance(c, t, b + a.step, b + a.to);
+  case AD_CKPT_STORE:
+    if ((rc = slots_ready(c, a.slot + 1)) != AD_OK || (rc = state_alloc(c, &c->slots[a.slot])) != AD_OK) return rc;
+    state_copy(c, &c->slots[a.slot], &c->work);
+    c->st.stores++;
+    return AD_OK;
+  case AD_CKPT_RESTORE:
+    state_copy(c, &c->work, &c->slots[a.slot]);
+    c->st.restores++;
+    return AD_OK;
+  default:
+    return AD_OK;
+  }
+}
+
+/* Binomial forward run: the schedule's actions up to its first reversal,
+ * which needs the state at l-1: keep it, and make the output with one more
+ * step. */
+static int forward_binomial(ckpt *c, ad_tape *t) {
+  ad_revolve_destroy(c->rv);
+  int snaps = c->o.schedule == AD_CKPT_STORE_ALL ? (int)(c->l < 1 ? 1 : c->l) : c->o.snapshots;
+  c->rv = ad_revolve_create(c->l, snaps);
+  if (!c->rv) return AD_ERR_NOMEM;
+  for (;;) {
+    ad_ckpt_action a = ad_revolve_next(c->rv);
+    if (a.op == AD_CKPT_REVERSE) break;
+    int rc = act(c, t, a, 0);
+    if (rc != AD_OK) return rc;
+  }
+  int rc = state_alloc(c, &c->turn);
+  if (rc != AD_OK) return rc;
+  state_copy(c, &c->turn, &c->work);
+  c->st.output_steps++;
+  return advance(c, t, c->l - 1, c->l);
+}
+
+/* Segment boundaries for multistage: nseg segments of nearly equal length. */
+static int segments_even(ckpt *c, int nseg) {
+  if (nseg > c->l) nseg = (int)c->l;
+  if (nseg < 1) nseg = 1;
+  free(c->bnd);
+  c->bnd = malloc((size_t)(nseg + 1) * sizeof *c->bnd);
+  if (!c->bnd) return AD_ERR_NOMEM;
+  for (int j = 0; j <= nseg; j++) c->bnd[j] = (int64_t)((__int128)c->l * j / nseg);
+  c->nseg = nseg;
+  return AD_OK;
+}
+
+/* Multistage forward run: write each segment's base state to disk on the way. */
+static int forward_multistage(ckpt *c, ad_tape *t) {
+  int rc;
+  for (int j = 0; j < c->nseg; j++) {
+    if ((rc = file_write(c, t, "base", j, 1, c->bnd[j], c->work.v, c->n, c->work.p, c->pb)) != AD_OK) return rc;
+    int64_t end = c->bnd[j + 1];
+    if (j == c->nseg - 1) end--; /* the last step makes the output */
+    c->st.advances += end - c->bnd[j];
+    if ((rc = advance(c, t, c->bnd[j], end)) != AD_OK) return rc;
+  }
+  c->st.output_steps++;
+  return advance(c, t, c->l - 1, c->l);
+}
+
+/* Online forward run: the length is found by running. Bases are kept every
+ * d steps in at most `snapshots` slots; when they fill, every other one is
+ * dropped and d doubles. */
+static int forward_online(ckpt *c, ad_tape *t, int record) {
+  int cap = c->o.snapshots, nb = 0, rc;
+  int64_t d = 1, *pos = malloc((size_t)cap * sizeof *pos);
+  state_buf *b = calloc((size_t)cap, sizeof *b);
+  if (!pos || !b) {
+    free(pos);
+    free(b);
+    return AD_ERR_NOMEM;
+  }
+  int last = 0;
+  int64_t i = 0;
+  rc = AD_OK;
+  ad__suspended s = ad__suspend();
+  for (; !last && rc == AD_OK; i++) {
+    if (i % d == 0) {
+      if (nb == cap) { /* thin: keep the even ones */
+        int w = 0;
+        for (int r = 0; r < nb; r++) {
+          if (r % 2 == 0) {
+            state_buf keep = b[r];
+            b[r] = b[w];
+            b[w] = keep;
+            pos[w++] = pos[r];
+          }
+        }
+        nb = w;
+        d *= 2;
+      }
+      if (i % d == 0) {
+        if ((rc = state_alloc(c, &b[nb])) != AD_OK) break;
+        state_copy(c, &b[nb], &c->work);
+        pos[nb++] = i;
+        c->st.stores++;
+      }
+    }
+    for (size_t k = 0; k < c->n; k++) c->xs[k] = ad__const(c->work.v[k]);
+    rc = call_step(c, t, i, c->xs, c->work.p, &last);
+    for (size_t k = 0; k < c->n; k++) c->work.v[k] = c->xs[k].v;
+    c->st.advances++;
+  }
+  ad__resume(s);
+  c->l = i;
+  c->st.steps = i;
+  c->st.advances--; /* the last step made the output */
+  c->st.output_steps++;
+  if (rc == AD_OK && record) {
+    c->nseg = nb;
+    c->bnd = malloc((size_t)(nb + 1) * sizeof *c->bnd);
+    if (!c->bnd) rc = AD_ERR_NOMEM;
+    for (int j = 0; rc == AD_OK && j < nb; j++) c->bnd[j] = pos[j];
+    if (rc == AD_OK) c->bnd[nb] = c->l;
+    for (int j = nb; j < cap; j++) state_free(&b[j]); /* dropped by thinning */
+    c->bases = b;
+    b = NULL;
+  }
+  if (b)
+    for (int j = 0; j < cap; j++) state_free(&b[j]);
+  free(b);
+  free(pos);
+  return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reverse and tangent actions                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Reverse one segment [b, e) whose base state is the working state. */
+static int reverse_segment(ckpt *c, ad_tape *t, int64_t b, int64_t e, int snaps) {
+  ad_revolve *rv = ad_revolve_create(e - b, snaps < 1 ? 1 : snaps);
+  if (!rv) return AD_ERR_NOMEM;
+  int rc = AD_OK;
+  for (;;) {
+    ad_ckpt_action a = ad_revolve_next(rv);
+    if (a.op == AD_CKPT_DONE) break;
+    rc = a.op == AD_CKPT_REVERSE ? reverse_step(c, t, b + a.step) : act(c, t, a, b);
+    if (rc != AD_OK) break;
+  }
+  ad_revolve_destroy(rv);
+  return rc;
+}
+
+static uint64_t seed_sum(const ckpt *c) { return fnv(FNV0, c->lam, c->n * sizeof(double)); }
+
+static int reverse_multistage(ckpt *c, ad_tape *t) {
+  int rc, start = 0; /* segments already done, from the end */
+  manifest m;
+  memset(&m, 0, sizeof m);
+  if (c->o.resumable) {
+    int64_t have = manifest_read(c, &m) == 1 && m.seed_sum == seed_sum(c) && m.forward_done ? (int64_t)m.segments_done : 0;
+    /* Every rank must resume at the same segment, with its adjoint there:
+     * ranks keep the last two, and a kill leaves them at most one apart. */
+    int64_t k = ad__agree_min(have);
+    if (k > 0) {
+      int missing = 0;
+      rc = file_read(c, t, "adj", k, 2, NULL, c->lam, c->n, NULL, 0, &missing);
+      if (rc == AD_ERR_CORRUPT) return rc;
+      if (!ad__agree_min(rc == AD_OK)) {
+        k = 0;
+        for (size_t q = 0; q < c->n; q++) c->lam[q] = t->adj[c->out[q]]; /* start over from the seed */
+      }
+    }
+    start = (int)k;
+    c->st.resumed_segments += start;
+    m.magic = FILE_MAGIC;
+    m.fp = c->fp;
+    m.steps = (uint64_t)c->l;
+    m.nseg = (uint64_t)c->nseg;
+    m.forward_done = 1;
+    m.seed_sum = seed_sum(c);
+    m.segments_done = (uint64_t)start;
+    if (start == 0 && (rc = manifest_write(c, t, &m)) != AD_OK) return rc;
+  }
+  for (int j = c->nseg - 1 - start; j >= 0; j--) {
+    int64_t step;
+    if ((rc = file_read(c, t, "base", j, 1, &step, c->work.v, c->n, c->work.p, c->pb, NULL)) != AD_OK) return rc;
+    if (step != c->bnd[j])
+      return fail(t, AD_ERR_CORRUPT, "ad_checkpoint_loop: base state %d is at the wrong step", j);
+    if ((rc = reverse_segment(c, t, c->bnd[j], c->bnd[j + 1], c->o.snapshots)) != AD_OK) return rc;
+    if (c->o.resumable) {
+      long long done = c->nseg - j;
+      if ((rc = file_write(c, t, "adj", done, 2, c->bnd[j], c->lam, c->n, NULL, 0)) != AD_OK) return rc;
+      m.segments_done = (uint64_t)done;
+      if ((rc = manifest_write(c, t, &m)) != AD_OK) return rc;
+      if (done >= 2) file_remove(c, "adj", done - 2);
+    }
+    stats_publish(c);
+  }
+  return AD_OK;
+}
+
+static int forward_again(ckpt *c, ad_tape *t);
+
+static int ckpt_reverse(ad_tape *t, void *data) {
+  ckpt *c = data;
+  int rc;
+  for (size_t k = 0; k < c->n; k++) {
+    c->lam[k] = t->adj[c->out[k]];
+    t->adj[c->out[k]] = 0.0;
+  }
+  if (!c->fresh && (rc = forward_again(c, t)) != AD_OK) return rc;
+  c->fresh = 0;
+  switch (c->o.schedule) {
+  case AD_CKPT_BINOMIAL:
+  case AD_CKPT_STORE_ALL:
+    /* Pick the schedule up at its first reversal, from the kept state. */
+    state_copy(c, &c->work, &c->turn);
+    if ((rc = reverse_step(c, t, c->l - 1)) != AD_OK) return rc;
+    for (;;) {
+      ad_ckpt_action a = ad_revolve_next(c->rv);
+      if (a.op == AD_CKPT_DONE) break;
+      rc = a.op == AD_CKPT_REVERSE ? reverse_step(c, t, a.step) : act(c, t, a, 0);
+      if (rc != AD_OK) return rc;
+    }
+    break;
+  case AD_CKPT_MULTISTAGE:
+    if ((rc = reverse_multistage(c, t)) != AD_OK) return rc;
+    break;
+  case AD_CKPT_ONLINE:
+    for (int j = c->nseg - 1; j >= 0; j--) {
+      state_copy(c, &c->work, &c->bases[j]);
+      c->st.restores++;
+      int snaps = c->o.snapshots - j;
+      if ((rc = reverse_segment(c, t, c->bnd[j], c->bnd[j + 1], snaps)) != AD_OK) return rc;
+    }
+    break;
+  }
+  for (size_t k = 0; k < c->n; k++)
+    if (c->in[k]) t->adj[c->in[k]] += c->lam[k];
+  stats_publish(c);
+  return AD_OK;
+}
+
+/* The forward run again, for a second sweep: the first one used up the
+ * snapshots. The initial state is kept by every schedule: slot 0, disk base
+ * 0, or online base 0. */
+static int forward_again(ckpt *c, ad_tape *t) {
+  switch (c->o.schedule) {
+  case AD_CKPT_BINOMIAL:
+  case AD_CKPT_STORE_ALL:
+    state_copy(c, &c->work, &c->slots[0]);
+    return forward_binomial(c, t);
+  default:
+    return AD_OK; /* disk and online bases survive a sweep */
+  }
+}
+
+/* Tangent: run the loop forward from the initial state, taping each step
+ * and pushing the tangents through it. */
+static int ckpt_forward(ad_tape *t, void *data) {
+  ckpt *c = data;
+  int rc;
+  for (size_t k = 0; k < c->n; k++) c->lam[k] = c->in[k] ? t->tan[c->in[k]] : 0.0;
+  switch (c->o.schedule) {
+  case AD_CKPT_MULTISTAGE:
+    rc = file_read(c, t, "base", 0, 1, NULL, c->work.v, c->n, c->work.p, c->pb, NULL);
+    if (rc != AD_OK) return rc;
+    break;
+  case AD_CKPT_ONLINE:
+    state_copy(c, &c->work, &c->bases[0]);
+    break;
+  default:
+    if (!c->fresh && (rc = forward_again(c, t)) != AD_OK) return rc;
+    state_copy(c, &c->work, &c->slots[0]);
+  }
+  for (int64_t i = 0; i < c->l; i++) {
+    if ((rc = tape_step(c, t, i)) != AD_OK) return rc;
+    ad_tape *sc = c->scratch;
+    if ((rc = ad__tangents_ready(sc)) != AD_OK) return rc;
+    ad_tangents_zero(sc);
+    for (size_t k = 0; k < c->n; k++) sc->tan[k + 1] = c->lam[k];
+    if ((rc = ad__sweep_forward(sc)) != AD_OK) {
+      ad__pending(t, rc, "ad_checkpoint_loop: tangent of step %lld: %s", (long long)i, ad_tape_error_message(sc));
+      return rc;
+    }
+    for (size_t k = 0; k < c->n; k++) {
+      c->lam[k] = c->xs[k].i ? sc->tan[c->xs[k].i] : 0.0;
+      c->work.v[k] = c->xs[k].v;
+    }
+    if (c->pb) memcpy(c->work.p, c->ptmp, c->pb);
+  }
+  for (size_t k = 0; k < c->n; k++) t->tan[c->out[k]] = c->lam[k];
+  /* The snapshots were not touched, except the working state. */
+  return AD_OK;
+}
+
+static void ckpt_destroy(void *data) {
+  ckpt *c = data;
+  if (c->o.schedule == AD_CKPT_MULTISTAGE && !c->o.resumable) files_clear(c, c->nseg);
+  ckpt_free(c);
+}
+
+static const ad__record_ops ckpt_ops = {"checkpointed loop", ckpt_reverse, ckpt_forward, ckpt_destroy};
+
+/* ------------------------------------------------------------------------ */
+/* Entry point                                                               */
+/* ------------------------------------------------------------------------ */
+
+static int bad_options(ad_tape *t, const ad_ckpt_options *o, size_t n) {
+  const char *why = NULL;
+  if (o->schedule < AD_CKPT_BINOMIAL || o->schedule > AD_CKPT_ONLINE) why = "unknown schedule";
+  else if (o->schedule != AD_CKPT_ONLINE && o->steps < 0) why = "a negative number of steps";
+  else if (o->schedule != AD_CKPT_STORE_ALL && o->snapshots < 1) why = "zero snapshots (at least 1 is needed)";
+  else if (o->schedule == AD_CKPT_ONLINE && o->snapshots < 2) why = "the online schedule needs at least 2 snapshots";
+  else if (o->schedule == AD_CKPT_MULTISTAGE && o->disk_snapshots < 1) why = "zero disk snapshots";
+  else if (o->schedule == AD_CKPT_MULTISTAGE && !o->dir) why = "the multistage schedule needs a directory";
+  else if (o->resumable && o->schedule != AD_CKPT_MULTISTAGE) why = "only the multistage schedule is resumable";
+  else if (n > SIZE_MAX / 4 / sizeof(double)) why = "a state too large";
+  return why ? fail(t, AD_ERR_ARG, "ad_checkpoint_loop: %s", why) : AD_OK;
+}
+
+/* A plain loop: no tape records, or the state is passive. */
+static int plain_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, size_t n, ad_real *state, size_t pb,
+                      void *pstate, ad_tape *t) {
+  int last = 0;
+  for (int64_t i = 0; !last && (o->schedule == AD_CKPT_ONLINE || i < o->steps); i++) {
+    size_t n1 = n, p1 = pb;
+    int rc = step(ud, i, &n1, state, &p1, pstate);
+    if (rc < 0) return fail(t, AD_ERR_CALLBACK, "ad_checkpoint_loop: the step function failed (%d) in step %lld", rc, (long long)i);
+    if (n1 != n || p1 != pb)
+      return fail(t, AD_ERR_CALLBACK, "ad_checkpoint_loop: step %lld changed the state size", (long long)i);
+    last = o->schedule == AD_CKPT_ONLINE && rc == AD_CKPT_LAST;
+  }
+  return AD_OK;
+}
+
+static int sticky(ad_tape *t, int rc) {
+  if (t && rc != AD_OK && t->err == AD_OK) {
+    /* Keep the detailed message: move the pending one into the sticky slot. */
+    char msg[sizeof t->msg];
+    snprintf(msg, sizeof msg, "%s", t->pmsg[0] ? t->pmsg : ad_strerror(rc));
+    t->pending = AD_OK;
+    ad__fail(t, rc, "%s", msg + (strncmp(msg, "ariadne: ", 9) == 0 ? 9 : 0));
+  }
+  return rc;
+}
+
+int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, size_t n, ad_real *state, size_t pb,
+                       void *pstate) {
+  ad_tape *t = ad_tape_current(); /* the recording tape, possibly in error; NULL if none records */
+  if (t && !t->recording) t = NULL;
+  if (!o || !step || (n && !state) || (pb && !pstate))
+    return sticky(t, fail(t, AD_ERR_ARG, "ad_checkpoint_loop: a NULL argument"));
+  int rc = bad_options(t, o, n);
+  if (rc != AD_OK) return sticky(t, rc);
+  if (t && t->err != AD_OK) return t->err;
+  int active = 0;
+  for (size_t k = 0; t && k < n; k++) active |= state[k].i != 0;
+  if (!t || !active) return sticky(t, plain_loop(o, step, ud, n, state, pb, pstate, t));
+  for (size_t k = 0; k < n; k++)
+    if (ad__handle_check(t, state[k]) < 0)
+      return sticky(t, fail(t, AD_ERR_STALE_HANDLE, "ad_checkpoint_loop: state element %zu has a stale handle", k));
+
+  ckpt *c = calloc(1, sizeof *c);
+  if (!c) return sticky(t, AD_ERR_NOMEM);
+  c->o = *o;
+  c->step = step;
+  c->ud = ud;
+  c->n = n;
+  c->pb = pb;
+  c->l = o->schedule == AD_CKPT_ONLINE ? 0 : o->steps;
+  c->st.steps = c->l;
+  c->rank = o->rank >= 0 ? o->rank : ad__process_rank;
+  c->dir = o->dir ? strdup(o->dir) : NULL;
+  c->o.dir = c->dir;
+  c->in = malloc(2 * (n ? n : 1) * sizeof *c->in);
+  c->xs = malloc((n ? n : 1) * sizeof *c->xs);
+  c->lam = malloc((n ? n : 1) * sizeof *c->lam);
+  c->ptmp = malloc(pb ? pb : 1);
+  if (!c->in || !c->xs || !c->lam || !c->ptmp || (o->dir && !c->dir) || state_alloc(c, &c->work) != AD_OK) {
+    ckpt_free(c);
+    return sticky(t, AD_ERR_NOMEM);
+  }
+  c->out = c->in + n;
+  for (size_t k = 0; k < n; k++) {
+    c->in[k] = state[k].i;
+    c->work.v[k] = state[k].v;
+  }
+  if (pb) memcpy(c->work.p, pstate, pb);
+
+  if (o->schedule == AD_CKPT_MULTISTAGE) {
+    struct stat sb;
+    if (stat(c->dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+      rc = fail(t, AD_ERR_IO, "ad_checkpoint_loop: %s is not a directory", c->dir);
+      ckpt_free(c);
+      return sticky(t, rc);
+    }
+    /* The run's fingerprint: its arguments and its initial state. */
+    int64_t key[6] = {o->steps, (int64_t)n, (int64_t)pb, o->snapshots, o->disk_snapshots, c->rank};
+    c->fp = fnv(fnv(fnv(FNV0, key, sizeof key), c->work.v, n * sizeof(double)), c->work.p, pb);
+    rc = segments_even(c, o->disk_snapshots);
+    if (rc == AD_OK && o->resumable) {
+      manifest m;
+      int mr = manifest_read(c, &m);
+      if (mr == -2 || (mr == -1 && !o->replace_foreign)) {
+        rc = fail(t, AD_ERR_CORRUPT,
+                  "ad_checkpoint_loop: %s holds a checkpoint manifest that is %s (set replace_foreign, or use an "
+                  "empty directory)",
+                  c->dir, mr == -2 ? "corrupt" : "of another run");
+      } else if (mr == -1) {
+        files_clear(c, c->nseg);
+        c->st.replaced_foreign = 1;
+      }
+      /* Skip the forward run if every rank has it on disk. */
+      int64_t have = rc == AD_OK && mr == 1 && m.forward_done;
+      if (rc == AD_OK && ad__agree_min(have)) {
+        rc = file_read(c, t, "final", 0, 3, NULL, c->work.v, n, c->work.p, pb, NULL);
+        if (rc == AD_OK) c->resumed_forward = 1;
+      }
+    }
+  }
+  if (rc == AD_OK && !c->resumed_forward) {
+    switch (o->schedule) {
+    case AD_CKPT_BINOMIAL:
+    case AD_CKPT_STORE_ALL:
+      rc = c->l > 0 ? forward_binomial(c, t) : AD_OK;
+      break;
+    case AD_CKPT_MULTISTAGE:
+      rc = c->l > 0 ? forward_multistage(c, t) : AD_OK;
+      if (rc == AD_OK && o->resumable) {
+        rc = file_write(c, t, "final", 0, 3, c->l, c->work.v, n, c->work.p, pb);
+        manifest m = {FILE_MAGIC, c->fp, (uint64_t)c->l, (uint64_t)c->nseg, 1, 0, 0};
+        if (rc == AD_OK) rc = manifest_write(c, t, &m);
+      }
+      break;
+    case AD_CKPT_ONLINE:
+      rc = forward_online(c, t, 1);
+      break;
+    }
+  }
+  c->fresh = 1;
+  stats_publish(c);
+  if (rc != AD_OK) {
+    ckpt_free(c);
+    return sticky(t, rc);
+  }
+  if (pb) memcpy(pstate, c->work.p, pb);
+  if (c->l == 0) { /* no step: the state is unchanged */
+    ckpt_free(c);
+    return AD_OK;
+  }
+  size_t bytes = sizeof *c + c->st.snapshot_bytes;
+  double *final = malloc((n ? n : 1) * sizeof *final);
+  if (!final) {
+    ckpt_free(c);
+    return sticky(t, AD_ERR_NOMEM);
+  }
+  memcpy(final, c->work.v, n * sizeof *final);
+  if ((rc = ad__record_push(t, &ckpt_ops, c, bytes)) != AD_OK) {
+    free(final);
+    return rc; /* ckpt_destroy has run */
+  }
+  for (size_t k = 0; k < n; k++) {
+    state[k] = ad__new_input(t, final[k]);
+    c->out[k] = state[k].i;
+  }
+  free(final);
+  return ad_tape_error(t);
+}

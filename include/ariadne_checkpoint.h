@@ -1,0 +1,165 @@
+/*
+ * Ariadne checkpointing: the gradient of a long time loop with the memory of
+ * a few stored states.
+ *
+ * ad_checkpoint_loop runs `steps` steps of a user step function that advances
+ * an ad_real state (plus an optional passive state given as bytes). Called
+ * while a tape records, the whole loop becomes one record: the forward run
+ * is passive (nothing is taped) and stores snapshots; the record's reverse
+ * action follows a checkpointing schedule that restores snapshots, re-runs
+ * steps passively, records one step at a time on a scratch tape and sweeps
+ * it, so the tape never holds more than one step.
+ *
+ * Schedules:
+ * - AD_CKPT_BINOMIAL: revolve (Griewank & Walther 2000), the least number of
+ *   recomputed steps for `snapshots` stored states; the count equals
+ *   ad_revolve_optimum(steps, snapshots).
+ * - AD_CKPT_MULTISTAGE: `disk_snapshots` states written to files in `dir`
+ *   during the forward run (written once, read once), and binomial
+ *   checkpointing with `snapshots` states in memory between two of them.
+ *   With `resumable`, the progress of the reverse run is kept on disk too.
+ * - AD_CKPT_STORE_ALL: every state in memory; no recomputation (baseline).
+ * - AD_CKPT_ONLINE: the number of steps is not known in advance: the step
+ *   function returns AD_CKPT_LAST after the last step. Snapshots are kept
+ *   evenly spaced in `snapshots` slots, thinned as the loop grows.
+ *
+ * Rules for the step function:
+ * - It advances state[0..n) and pstate[0..pbytes) in place by step `step`
+ *   (0-based) and is deterministic: the same inputs give the same outputs,
+ *   since steps are re-run.
+ * - Every active value a step depends on must be part of the state: values
+ *   recorded outside the loop are not visible on the scratch tape (using one
+ *   is reported as a stale handle).
+ * - It may call ad_mpi_* (halo exchanges, reductions): every rank follows the
+ *   same deterministic schedule, so communication matches; disk files are per
+ *   rank.
+ * - It returns 0 (AD_CKPT_LAST in online mode after the last step), or any
+ *   negative value to fail: the loop stops with AD_ERR_CALLBACK.
+ * - It must not change *n or *pbytes (a changed size is an error).
+ */
+#ifndef ARIADNE_CHECKPOINT_H
+#define ARIADNE_CHECKPOINT_H
+
+#include "ariadne.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AD_CKPT_LAST 1
+
+typedef int (*ad_ckpt_step)(void *ud, int64_t step, size_t *n, ad_real *state, size_t *pbytes, void *pstate);
+
+typedef enum ad_ckpt_schedule {
+  AD_CKPT_BINOMIAL = 0,
+  AD_CKPT_MULTISTAGE = 1,
+  AD_CKPT_STORE_ALL = 2,
+  AD_CKPT_ONLINE = 3
+} ad_ckpt_schedule;
+
+/* Figures of one checkpointed loop, updated by the forward run and by every
+ * sweep through its record. */
+typedef struct ad_ckpt_stats {
+  int64_t steps;          /* steps of the loop */
+  int64_t advances;       /* passive step evaluations directed by the schedule, forward run
+                             included, the run's last step (which makes the output) not:
+                             revolve's count, = ad_revolve_optimum for AD_CKPT_BINOMIAL */
+  int64_t output_steps;   /* passive steps that only make the loop's output (1 per forward run) */
+  int64_t taped;          /* steps recorded on the scratch tape and swept */
+  int64_t stores, restores;
+  int64_t disk_writes, disk_reads;
+  int64_t resumed_segments; /* segments skipped because a previous run had done them */
+  size_t snapshot_bytes;  /* memory held by snapshots, at the peak */
+  size_t scratch_bytes;   /* tape memory of one taped step, at the peak */
+  int replaced_foreign;   /* files of another run were found in dir and replaced */
+} ad_ckpt_stats;
+
+typedef struct ad_ckpt_options {
+  ad_ckpt_schedule schedule;
+  int64_t steps;         /* number of steps (not used by AD_CKPT_ONLINE) */
+  int snapshots;         /* states kept in memory (>= 1; >= 2 for AD_CKPT_ONLINE) */
+  int disk_snapshots;    /* AD_CKPT_MULTISTAGE: states written to dir (>= 1) */
+  const char *dir;       /* AD_CKPT_MULTISTAGE: an existing, writable directory */
+  int resumable;         /* AD_CKPT_MULTISTAGE: keep the adjoint progress on disk */
+  int replace_foreign;   /* files of a different run in dir: replace them (1) or fail (0) */
+  int rank;              /* for file names; -1: the MPI rank if the MPI layer runs, else 0 */
+  ad_ckpt_stats *stats;  /* optional: filled in and kept up to date while the tape lives */
+} ad_ckpt_options;
+
+void ad_ckpt_options_default(ad_ckpt_options *o);
+
+/* Run the loop. state[0..n) is updated to the final state (fresh handles on
+ * a recording tape) and pstate to the final passive state. Without a
+ * recording tape, or with a passive state, it is a plain loop.
+ * Returns AD_OK, AD_ERR_ARG (bad options, e.g. zero snapshots, with the
+ * reason in the tape's message or ad_last_error()), AD_ERR_CALLBACK (the step
+ * failed or changed the state size), AD_ERR_IO (a snapshot file could not be
+ * written or read), AD_ERR_CORRUPT (files in dir that fail their checksums,
+ * or belong to another run while replace_foreign is 0), AD_ERR_NOMEM. On a
+ * recording tape the error is also the tape's, so later sweeps report it;
+ * ad_tape_reset makes the tape usable again. */
+#ifndef ARIADNE_PASSIVE
+int ad_checkpoint_loop(const ad_ckpt_options *opts, ad_ckpt_step step, void *ud, size_t n, ad_real *state,
+                       size_t pbytes, void *pstate);
+#else
+/* Passive build: the plain loop. */
+static inline int ad_checkpoint_loop(const ad_ckpt_options *opts, ad_ckpt_step step, void *ud, size_t n,
+                                     ad_real *state, size_t pbytes, void *pstate) {
+  for (int64_t i = 0; opts->schedule == AD_CKPT_ONLINE || i < opts->steps; i++) {
+    size_t n1 = n, p1 = pbytes;
+    int rc = step(ud, i, &n1, state, &p1, pstate);
+    if (rc < 0 || n1 != n || p1 != pbytes) return AD_ERR_CALLBACK;
+    if (rc == AD_CKPT_LAST && opts->schedule == AD_CKPT_ONLINE) break;
+  }
+  return AD_OK;
+}
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* The binomial schedule as a state machine                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Actions over step numbers; where snapshots live is the caller's business.
+ * ADVANCE: run the working state from `step` to `to` (to - step steps).
+ * STORE: keep the working state (at `step`) in snapshot `slot`.
+ * RESTORE: make snapshot `slot` (state at `step`) the working state.
+ * REVERSE: record step `step` from the working state and sweep it; the
+ *          working state is used up.
+ * DONE: every step is reversed. */
+typedef enum ad_ckpt_op {
+  AD_CKPT_ADVANCE,
+  AD_CKPT_STORE,
+  AD_CKPT_RESTORE,
+  AD_CKPT_REVERSE,
+  AD_CKPT_DONE
+} ad_ckpt_op;
+
+typedef struct ad_ckpt_action {
+  ad_ckpt_op op;
+  int64_t step, to;
+  int slot;
+} ad_ckpt_action;
+
+typedef struct ad_revolve ad_revolve;
+
+/* A schedule for reversing `steps` steps with `snaps` snapshots (the initial
+ * state's included). NULL for snaps < 1, steps < 0, or no memory. */
+ad_revolve *ad_revolve_create(int64_t steps, int snaps);
+void ad_revolve_destroy(ad_revolve *r);
+ad_ckpt_action ad_revolve_next(ad_revolve *r);
+/* Steps advanced so far. */
+int64_t ad_revolve_advances(const ad_revolve *r);
+/* The state as bytes and back, for a run that must survive being killed. */
+size_t ad_revolve_state_size(const ad_revolve *r);
+int ad_revolve_save(const ad_revolve *r, void *buf, size_t size);
+ad_revolve *ad_revolve_load(const void *buf, size_t size);
+/* The binomial optimum t(l, s) = r l - C(s + r, s + 1), r the least integer
+ * with C(s + r, s) >= l: advances needed to reverse l steps with s snapshots.
+ * -1 if it does not fit in 64 bits or s < 1. */
+int64_t ad_revolve_optimum(int64_t steps, int snaps);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ARIADNE_CHECKPOINT_H */
