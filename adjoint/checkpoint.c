@@ -520,18 +520,30 @@ static int reverse_multistage(ckpt *c, ad_tape *t) {
   manifest m;
   memset(&m, 0, sizeof m);
   if (c->o.resumable) {
-    int64_t have = manifest_read(c, &m) == 1 && m.seed_sum == seed_sum(c) && m.forward_done ? (int64_t)m.segments_done : 0;
+    /* The seed's checksum identifies the sweep; take it before a resumed
+     * adjoint replaces the seed, so that every manifest of this sweep
+     * carries the same one and a run killed twice still resumes. */
+    uint64_t seed = seed_sum(c);
+    int64_t have = manifest_read(c, &m) == 1 && m.seed_sum == seed && m.forward_done ? (int64_t)m.segments_done : 0;
     /* Every rank must resume at the same segment, with its adjoint there:
      * ranks keep the last two, and a kill leaves them at most one apart. */
     int64_t k = ad__agree_min(have);
     if (k > 0) {
+      /* Read into the working state (free until the first base state is
+       * read), so that the seed is still there if some rank cannot resume. */
       int missing = 0;
-      rc = file_read(c, t, "adj", k, 2, NULL, c->lam, c->n, NULL, 0, &missing);
+      rc = file_read(c, t, "adj", k, 2, NULL, c->work.v, c->n, NULL, 0, &missing);
+      /* Every rank takes part in the agreement whatever its own read gave,
+       * so that the collective calls match: 1 all read, 0 some file is
+       * missing (start over), -1 some file is corrupt (every rank fails:
+       * the others would wait for it in the sweep). */
+      int64_t all = ad__agree_min(rc == AD_OK ? 1 : rc == AD_ERR_CORRUPT ? -1 : 0);
       if (rc == AD_ERR_CORRUPT) return rc;
-      if (!ad__agree_min(rc == AD_OK)) {
-        k = 0;
-        for (size_t q = 0; q < c->n; q++) c->lam[q] = t->adj[c->out[q]]; /* start over from the seed */
-      }
+      if (all < 0) return fail(t, AD_ERR_CORRUPT, "ad_checkpoint_loop: another rank's adjoint file is corrupt");
+      if (all > 0)
+        memcpy(c->lam, c->work.v, c->n * sizeof(double));
+      else
+        k = 0; /* start over from the seed */
     }
     start = (int)k;
     c->st.resumed_segments += start;
@@ -540,7 +552,7 @@ static int reverse_multistage(ckpt *c, ad_tape *t) {
     m.steps = (uint64_t)c->l;
     m.nseg = (uint64_t)c->nseg;
     m.forward_done = 1;
-    m.seed_sum = seed_sum(c);
+    m.seed_sum = seed;
     m.segments_done = (uint64_t)start;
     if (start == 0 && (rc = manifest_write(c, t, &m)) != AD_OK) return rc;
   }
@@ -697,13 +709,18 @@ static int plain_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, siz
   return AD_OK;
 }
 
+/* Make a failure of the forward run the tape's sticky error, keeping the
+ * detailed (pending) message as it is. */
 static int sticky(ad_tape *t, int rc) {
   if (t && rc != AD_OK && t->err == AD_OK) {
-    /* Keep the detailed message: move the pending one into the sticky slot. */
-    char msg[sizeof t->msg];
-    snprintf(msg, sizeof msg, "%s", t->pmsg[0] ? t->pmsg : ad_strerror(rc));
+    if (t->pmsg[0])
+      memcpy(t->msg, t->pmsg, sizeof t->msg);
+    else
+      snprintf(t->msg, sizeof t->msg, "ariadne: ad_checkpoint_loop: %s", ad_strerror(rc));
     t->pending = AD_OK;
-    ad__fail(t, rc, "%s", msg + (strncmp(msg, "ariadne: ", 9) == 0 ? 9 : 0));
+    t->err = rc;
+    t->rec.active = 0;
+    ad__recorder_arm(t);
   }
   return rc;
 }
@@ -733,7 +750,7 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
   c->pb = pb;
   c->l = o->schedule == AD_CKPT_ONLINE ? 0 : o->steps;
   c->st.steps = c->l;
-  c->rank = o->rank >= 0 ? o->rank : ad__process_rank;
+  c->rank = o->rank >= 0 ? o->rank : ad__process_rank();
   c->dir = o->dir ? strdup(o->dir) : NULL;
   c->o.dir = c->dir;
   c->in = malloc(2 * (n ? n : 1) * sizeof *c->in);
@@ -774,10 +791,18 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
         files_clear(c, c->nseg);
         c->st.replaced_foreign = 1;
       }
-      /* Skip the forward run if every rank has it on disk. */
-      int64_t have = rc == AD_OK && mr == 1 && m.forward_done;
-      if (rc == AD_OK && ad__agree_min(have)) {
+      /* Skip the forward run if every rank has it on disk. A rank that
+       * failed still takes part (-1), so that the collective calls match and
+       * every rank fails with it instead of waiting for it. */
+      int64_t have = rc != AD_OK ? -1 : mr == 1 && m.forward_done;
+      int64_t all = ad__agree_min(have);
+      if (rc == AD_OK && all < 0)
+        rc = fail(t, AD_ERR_CORRUPT, "ad_checkpoint_loop: another rank's checkpoint manifest is corrupt or of another run");
+      if (all > 0) {
         rc = file_read(c, t, "final", 0, 3, NULL, c->work.v, n, c->work.p, pb, NULL);
+        int64_t read = ad__agree_min(rc == AD_OK);
+        if (rc == AD_OK && !read)
+          rc = fail(t, AD_ERR_CORRUPT, "ad_checkpoint_loop: another rank cannot read its final state");
         if (rc == AD_OK) c->resumed_forward = 1;
       }
     }

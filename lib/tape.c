@@ -275,7 +275,8 @@ void ad_tape_end(ad_tape *t) {
 }
 
 static int64_t agree_identity(int64_t v) { return v; }
-int ad__process_rank;
+static int rank_zero(void) { return 0; }
+int (*ad__process_rank)(void) = rank_zero;
 int64_t (*ad__agree_min)(int64_t v) = agree_identity;
 
 ad__suspended ad__suspend(void) {

@@ -120,7 +120,7 @@ ad__suspended ad__suspend(void);
 void ad__resume(ad__suspended s);
 /* This process's rank and a minimum over all ranks, set by the MPI layer
  * (rank 0 and the identity without it); used by resumable checkpointing. */
-extern int ad__process_rank;
+extern int (*ad__process_rank)(void);
 extern int64_t (*ad__agree_min)(int64_t v);
 /* Report through the error handler (used by the MPI layer too). */
 void ad__report(const ad_tape *t, int code, const char *msg);

@@ -501,13 +501,18 @@ static int allgatherv_any(const void *sendbuf, int sendcount, void *recvbuf, con
     return MPI_ERR_NO_MEM;
   }
   ad__pack(src, nin, sv);
-  if (inplace) memcpy(rv + displs[me], sv, (size_t)nin * sizeof(double));
+  /* The own contribution always goes in place: by MPI's definition the same
+   * operation, and some MPI libraries (MPICH 4.0) put a separate one at
+   * displacement 0 instead of displs[rank] on a one-rank communicator. A
+   * count that does not match recvcounts[rank] is left to MPI to report. */
+  int own = inplace || sendcount == recvcounts[me];
+  if (own) memcpy(rv + displs[me], sv, (size_t)nin * sizeof(double));
   ad__mrec *r = x.t ? ad__mrec_push(x.t, AD__M_ALLGATHERV, x.c, nin, tot) : NULL;
   if (r) {
     ad__handles(x.t, src, nin, r->in, fn);
     if (!(r->cnt = icopy(recvcounts, p)) || !(r->dsp = icopy(displs, p))) ad__fail(x.t, AD_ERR_NOMEM, "%s: no memory", fn);
   }
-  rc = MPI_Allgatherv(inplace ? MPI_IN_PLACE : sv, sendcount, MPI_DOUBLE, rv, recvcounts, displs, MPI_DOUBLE, comm);
+  rc = MPI_Allgatherv(own ? MPI_IN_PLACE : sv, sendcount, MPI_DOUBLE, rv, recvcounts, displs, MPI_DOUBLE, comm);
   if (rc == MPI_SUCCESS) slot_unpack(r ? x.t : NULL, recvbuf, recvcounts, displs, p, rv, r ? r->out : NULL);
   ad__mpi_counters.forward_bytes += (uint64_t)nin * sizeof(double);
   free(sv);
@@ -640,7 +645,7 @@ static void scale(double *b, const double *w, int n) {
 int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
   MPI_Comm pc = r->c->priv;
   int p = r->c->size, me = r->c->rank, rc = AD_OK, e;
-  MPI_Request q;
+  MPI_Request q = MPI_REQUEST_NULL, q2 = MPI_REQUEST_NULL;
   uint64_t *bytes = &ad__mpi_counters.adjoint_bytes;
   double *a = NULL, *b = NULL;
   switch (r->kind) {
@@ -692,11 +697,10 @@ int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
     if (!(a = dbuf((size_t)n)) || !(b = dbuf((size_t)2 * (size_t)n))) break;
     if (r->nout) ad__adj_take(t, r->out, n, a);
     *bytes += 2 * (uint64_t)n * sizeof(double);
-    MPI_Request qq[2];
-    e = MPI_Iallreduce(a, b, n, MPI_DOUBLE, MPI_SUM, pc, &qq[0]);
-    if (e == MPI_SUCCESS) e = MPI_Iscan(a, b + n, n, MPI_DOUBLE, MPI_SUM, pc, &qq[1]);
-    rc = nbwait(t, e, &qq[0], "the adjoint of a scan");
-    if (rc == AD_OK) rc = ad__mpi_wait(t, &qq[1], MPI_STATUS_IGNORE, "the adjoint of a scan");
+    e = MPI_Iallreduce(a, b, n, MPI_DOUBLE, MPI_SUM, pc, &q);
+    if (e == MPI_SUCCESS) e = MPI_Iscan(a, b + n, n, MPI_DOUBLE, MPI_SUM, pc, &q2);
+    rc = nbwait(t, e, &q, "the adjoint of a scan");
+    if (rc == AD_OK) rc = ad__mpi_wait(t, &q2, MPI_STATUS_IGNORE, "the adjoint of a scan");
     if (rc == AD_OK) {
       for (int i = 0; i < n; i++) b[i] = b[i] - b[n + i] + (r->kind == AD__M_SCAN ? a[i] : 0.0);
       ad__adj_add(t, r->in, n, b, NULL);
@@ -742,7 +746,7 @@ int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
         free(pk);
       }
     }
-    free(rcnt);
+    if (q == MPI_REQUEST_NULL) free(rcnt); /* else MPI may still read it (see below) */
     break;
   }
   case AD__M_ALLGATHERV: {
@@ -777,6 +781,9 @@ int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
   }
   if (rc == AD_OK && (!a || (!b && r->kind != AD__M_BCAST && r->kind != AD__M_REDUCE && r->kind != AD__M_ALLREDUCE)))
     rc = AD_ERR_NOMEM;
+  /* A collective that timed out is still pending and MPI may still use its
+   * buffers when the other ranks arrive: they are given up for good. */
+  if (!ad__mpi_abandon(&q, 0) || !ad__mpi_abandon(&q2, 0)) a = b = NULL;
   free(a);
   free(b);
   return rc;
@@ -785,7 +792,7 @@ int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
 int ad__coll_forward(ad_tape *t, ad__mrec *r) {
   MPI_Comm pc = r->c->priv;
   int p = r->c->size, me = r->c->rank, rc = AD_OK, e;
-  MPI_Request q;
+  MPI_Request q = MPI_REQUEST_NULL;
   uint64_t *bytes = &ad__mpi_counters.tangent_bytes;
   double *a = NULL, *b = NULL;
   switch (r->kind) {
@@ -800,7 +807,7 @@ int ad__coll_forward(ad_tape *t, ad__mrec *r) {
     }
     rc = nbwait(t, MPI_Ibcast(a, n, MPI_DOUBLE, r->root, pc, &q), &q, "the tangent of a bcast");
     if (rc == AD_OK && me != r->root) ad__tan_set(t, r->out, n, a);
-    free(a);
+    if (ad__mpi_abandon(&q, 0)) free(a); /* else still pending: see the end of this function */
     return rc;
   }
   case AD__M_REDUCE:
@@ -878,7 +885,8 @@ int ad__coll_forward(ad_tape *t, ad__mrec *r) {
     if (!(a = dbuf((size_t)r->nin)) || !(b = dbuf((size_t)ext))) break;
     ad__tan_get(t, r->in, r->nin, a);
     *bytes += (uint64_t)r->nin * sizeof(double);
-    rc = nbwait(t, MPI_Iallgatherv(a, r->nin, MPI_DOUBLE, b, r->cnt, r->dsp, MPI_DOUBLE, pc, &q), &q,
+    memcpy(b + r->dsp[me], a, (size_t)r->nin * sizeof(double)); /* in place, as in the forward call */
+    rc = nbwait(t, MPI_Iallgatherv(MPI_IN_PLACE, r->nin, MPI_DOUBLE, b, r->cnt, r->dsp, MPI_DOUBLE, pc, &q), &q,
                 "the tangent of an allgather");
     if (rc == AD_OK) {
       double *pk = dbuf((size_t)r->nout);
@@ -913,6 +921,9 @@ int ad__coll_forward(ad_tape *t, ad__mrec *r) {
     return AD_ERR_STATE;
   }
   if (rc == AD_OK && (!a || !b)) rc = AD_ERR_NOMEM;
+  /* A collective that timed out is still pending and MPI may still use its
+   * buffers when the other ranks arrive: they are given up for good. */
+  if (!ad__mpi_abandon(&q, 0)) a = b = NULL;
   free(a);
   free(b);
   return rc;

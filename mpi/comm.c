@@ -17,6 +17,7 @@ static int comm_keyval = MPI_KEYVAL_INVALID;
 static int self_keyval = MPI_KEYVAL_INVALID;
 static ad__comm *comms;
 static double timeout_s = 60.0;
+static int timeout_set; /* ad_mpi_set_timeout was called: the environment does not override it */
 static int tag_low_bits, tag_k_bits, handshake_tag;
 
 /* ------------------------------------------------------------------------ */
@@ -74,10 +75,26 @@ static int self_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
   return MPI_SUCCESS;
 }
 
+static int world_rank;
+
 static int64_t agree_min_world(int64_t v) {
+  if (!initialized && ad__mpi_setup() != MPI_SUCCESS) return v; /* no MPI: one process */
   int64_t out = v;
   MPI_Allreduce(&v, &out, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
   return out;
+}
+
+static int process_rank_world(void) {
+  if (!initialized && ad__mpi_setup() != MPI_SUCCESS) return 0;
+  return world_rank;
+}
+
+/* Resumable checkpointing may run before any wrapper has set the layer up
+ * (a loop's first halo exchange comes after its files are named): give it
+ * the rank and the agreement from the start. */
+__attribute__((constructor)) static void checkpoint_hooks(void) {
+  ad__process_rank = process_rank_world;
+  ad__agree_min = agree_min_world;
 }
 
 int ad__mpi_setup(void) {
@@ -108,10 +125,9 @@ int ad__mpi_setup(void) {
   ad__set_message_prefix(prefix);
   /* Resumable checkpointing names its files by rank and makes every rank
    * resume at the same point. */
-  ad__process_rank = wrank;
-  ad__agree_min = agree_min_world;
+  world_rank = wrank;
   const char *env = getenv("ARIADNE_MPI_TIMEOUT");
-  if (env && atof(env) > 0) timeout_s = atof(env);
+  if (env && atof(env) > 0 && !timeout_set) timeout_s = atof(env);
   initialized = 1;
   return MPI_SUCCESS;
 }
@@ -122,7 +138,10 @@ MPI_Datatype ad_mpi_real_datatype(void) {
 }
 
 void ad_mpi_set_timeout(double seconds) {
-  if (seconds > 0) timeout_s = seconds;
+  if (seconds > 0) {
+    timeout_s = seconds;
+    timeout_set = 1;
+  }
 }
 
 void ad_mpi_stats_get(ad_mpi_stats *out) {
@@ -299,13 +318,20 @@ typedef struct tape_ctx {
   size_t nlazy, caplazy;
 } tape_ctx;
 
+/* Complete the sweep's sends. After a failure (this sweep's or an earlier
+ * send's) a send is only tested, not waited for: its partner may be gone. A
+ * send that is still pending keeps its buffer, which MPI may still read. */
 static void lazy_finish(ad_tape *t, tape_ctx *x, int *rc) {
   for (size_t i = 0; i < x->nlazy; i++) {
     if (x->lazy[i] != MPI_REQUEST_NULL) {
-      int r = ad__mpi_wait(t, &x->lazy[i], MPI_STATUS_IGNORE, "an adjoint or tangent send to complete");
-      if (r != AD_OK && *rc == AD_OK) *rc = r;
+      if (*rc == AD_OK) {
+        *rc = ad__mpi_wait(t, &x->lazy[i], MPI_STATUS_IGNORE, "an adjoint or tangent send to complete");
+      } else {
+        int done = 0;
+        MPI_Test(&x->lazy[i], &done, MPI_STATUS_IGNORE);
+      }
     }
-    free(x->lazy_buf[i]);
+    if (ad__mpi_abandon(&x->lazy[i], 0)) free(x->lazy_buf[i]);
   }
   x->nlazy = 0;
 }
@@ -314,10 +340,15 @@ static int handshake(ad_tape *t, tape_ctx *x, int status, int *peer_status, int 
   int rc = AD_OK;
   size_t n = x->n;
   MPI_Request *req = malloc((2 * n + 1) * sizeof *req);
-  int *in = malloc((n + 1) * sizeof *in);
-  if (!req || !in) {
+  char *is_recv = malloc(2 * n + 1);
+  /* in[0, n): what the partners say; in[n, 2n): what this rank says. Both
+   * live on the heap, so that a handshake that gives up can leave them to
+   * MPI (see below). */
+  int *in = malloc((2 * n + 1) * sizeof *in);
+  if (!req || !in || !is_recv) {
     free(req);
     free(in);
+    free(is_recv);
     return AD_ERR_NOMEM;
   }
   size_t nr = 0;
@@ -328,13 +359,21 @@ static int handshake(ad_tape *t, tape_ctx *x, int status, int *peer_status, int 
         ad__pending(t, AD_ERR_MPI, "a communicator used on this tape was freed before the sweep");
       break;
     }
-    in[i] = status;
+    in[i] = in[n + i] = status;
     int e;
     if (p->peer < 0) {
-      e = MPI_Iallreduce(MPI_IN_PLACE, &in[i], 1, MPI_INT, MPI_MIN, p->c->priv, &req[nr++]);
+      is_recv[nr] = 0;
+      e = MPI_Iallreduce(MPI_IN_PLACE, &in[i], 1, MPI_INT, MPI_MIN, p->c->priv, &req[nr]);
+      if (e == MPI_SUCCESS) nr++;
     } else {
-      e = MPI_Isend(&status, 1, MPI_INT, p->peer, handshake_tag, p->c->priv, &req[nr++]);
-      if (e == MPI_SUCCESS) e = MPI_Irecv(&in[i], 1, MPI_INT, p->peer, handshake_tag, p->c->priv, &req[nr++]);
+      is_recv[nr] = 0;
+      e = MPI_Isend(&in[n + i], 1, MPI_INT, p->peer, handshake_tag, p->c->priv, &req[nr]);
+      if (e == MPI_SUCCESS) {
+        nr++;
+        is_recv[nr] = 1;
+        e = MPI_Irecv(&in[i], 1, MPI_INT, p->peer, handshake_tag, p->c->priv, &req[nr]);
+        if (e == MPI_SUCCESS) nr++;
+      }
     }
     if (e != MPI_SUCCESS) {
       rc = ad__mpi_fail(t, e, "the sweep handshake");
@@ -348,8 +387,14 @@ static int handshake(ad_tape *t, tape_ctx *x, int status, int *peer_status, int 
       *peer_rank = x->notes[i].peer;
     }
   }
+  /* A partner that never started its sweep leaves operations pending, which
+   * MPI may still complete when it starts late: the receives are cancelled,
+   * the sends and reductions keep `in` for good. */
+  int keep = 0;
+  for (size_t i = 0; i < nr; i++) keep |= !ad__mpi_abandon(&req[i], is_recv[i]);
   free(req);
-  free(in);
+  free(is_recv);
+  if (!keep) free(in);
   return rc;
 }
 
@@ -528,6 +573,16 @@ int ad__mpi_wait(ad_tape *t, MPI_Request *r, MPI_Status *st, const char *what) {
   }
 }
 
+int ad__mpi_abandon(MPI_Request *r, int is_recv) {
+  if (*r == MPI_REQUEST_NULL) return 1;
+  if (is_recv) {
+    MPI_Cancel(r);
+    MPI_Wait(r, MPI_STATUS_IGNORE);
+    return 1;
+  }
+  return 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Buffers and vectors                                                       */
 /* ------------------------------------------------------------------------ */
@@ -583,11 +638,9 @@ void ad__tan_set(ad_tape *t, const ad_index *h, int n, const double *buf) {
 
 static void mrec_destroy(void *data) {
   ad__mrec *r = data;
-  if (r->sreq != MPI_REQUEST_NULL) {
-    /* A sweep that failed half-way left an operation behind. */
-    MPI_Cancel(&r->sreq);
-    MPI_Request_free(&r->sreq);
-  }
+  /* A sweep that failed half-way left a receive behind: cancel it before
+   * its buffer goes. */
+  ad__mpi_abandon(&r->sreq, 1);
   if (r->link) r->link->link = NULL;
   free(r->sbuf);
   free(r->in);

@@ -44,7 +44,9 @@ static int sweep_recv(ad_tape *t, const ad__mrec *r, double *buf, int n, int pee
   MPI_Request q;
   int e = MPI_Irecv(buf, n, MPI_DOUBLE, peer, ad__sweep_tag(tag, k), r->c->priv, &q);
   if (e != MPI_SUCCESS) return ad__mpi_fail(t, e, "posting a sweep receive");
-  return ad__mpi_wait(t, &q, MPI_STATUS_IGNORE, what);
+  int rc = ad__mpi_wait(t, &q, MPI_STATUS_IGNORE, what);
+  ad__mpi_abandon(&q, 1); /* after a timeout: the caller frees buf */
+  return rc;
 }
 
 static double *scratch(int n) { return malloc((size_t)(n > 0 ? n : 1) * sizeof(double)); }
@@ -84,6 +86,7 @@ int ad__p2p_reverse(ad_tape *t, ad__mrec *r) {
       return AD_ERR_MPI;
     }
     if (r->sreq != MPI_REQUEST_NULL) rc = ad__mpi_wait(t, &r->sreq, MPI_STATUS_IGNORE, "the adjoint of an isend message");
+    ad__mpi_abandon(&r->sreq, 1); /* after a timeout, before sbuf goes */
     if (rc == AD_OK && r->sbuf) ad__adj_add(t, r->in, r->nin, r->sbuf, NULL);
     free(r->sbuf);
     r->sbuf = NULL;
@@ -98,7 +101,10 @@ int ad__p2p_reverse(ad_tape *t, ad__mrec *r) {
     if (!(buf = scratch(r->nout > r->nin ? r->nout : r->nin))) return AD_ERR_NOMEM;
     ad__adj_take(t, r->out, r->nout, buf);
     rc = sweep_isend(t, r, buf, r->nout, r->rpeer, r->rtag, r->rk, bytes, 1);
-    if (rc == AD_OK && r->nin) {
+    /* An empty message still has an adjoint message, which the partner
+     * sends: receive it whatever the count (sweep_recv skips a half that was
+     * not active). */
+    if (rc == AD_OK) {
       rc = sweep_recv(t, r, buf, r->nin, r->peer, r->tag, r->k, "the adjoint of a sendrecv message");
       if (rc == AD_OK) ad__adj_add(t, r->in, r->nin, buf, NULL);
     }
@@ -144,6 +150,7 @@ int ad__p2p_forward(ad_tape *t, ad__mrec *r) {
     ad__mrec *s = r->link;
     if (!s || !s->sbuf) return AD_OK;
     if (s->sreq != MPI_REQUEST_NULL) rc = ad__mpi_wait(t, &s->sreq, MPI_STATUS_IGNORE, "the tangent of an irecv message");
+    ad__mpi_abandon(&s->sreq, 1); /* after a timeout, before sbuf goes */
     if (rc == AD_OK) ad__tan_set(t, r->out, r->nout, s->sbuf);
     free(s->sbuf);
     s->sbuf = NULL;
@@ -153,7 +160,7 @@ int ad__p2p_forward(ad_tape *t, ad__mrec *r) {
     if (!(buf = scratch(r->nout > r->nin ? r->nout : r->nin))) return AD_ERR_NOMEM;
     ad__tan_get(t, r->in, r->nin, buf);
     rc = sweep_isend(t, r, buf, r->nin, r->peer, r->tag, r->k, bytes, 1);
-    if (rc == AD_OK && r->nout) {
+    if (rc == AD_OK) { /* empty messages too, as in the reverse sweep */
       rc = sweep_recv(t, r, buf, r->nout, r->rpeer, r->rtag, r->rk, "the tangent of a sendrecv message");
       if (rc == AD_OK) ad__tan_set(t, r->out, r->nout, buf);
     }
@@ -234,6 +241,22 @@ static int received(const MPI_Status *st) {
   return n == MPI_UNDEFINED ? 0 : n;
 }
 
+/* An active receive that failed with MPI error `rc`. A truncated message was
+ * taken off the wire all the same: count it in its stream, so that later
+ * messages keep their sequence numbers, and note its sender, so that the
+ * sender's sweep learns of this rank's error in the handshake instead of
+ * waiting for it. Any other failure took no message. */
+static void recv_failed(ad__comm *c, ad_tape *seen, uint64_t post, int rc, const MPI_Status *st) {
+  int cls = MPI_ERR_OTHER;
+  MPI_Error_class(rc, &cls);
+  if (cls == MPI_ERR_TRUNCATE && st->MPI_SOURCE >= 0) {
+    ad__recv_complete(c, post, st->MPI_SOURCE, st->MPI_TAG);
+    ad__mpi_note_peer(seen, c, st->MPI_SOURCE);
+  } else {
+    ad__recv_complete(c, post, -2, -2);
+  }
+}
+
 int ad_mpi_recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status *status) {
   if (!is_real(type) || source == MPI_PROC_NULL) return MPI_Recv(buf, count, type == AD_MPI_REAL ? MPI_DOUBLE : type, source, tag, comm, status);
   if (count < 0) return MPI_ERR_COUNT;
@@ -244,10 +267,11 @@ int ad_mpi_recv(void *buf, int count, MPI_Datatype type, int source, int tag, MP
   double *v = scratch(count);
   if (!v) return MPI_ERR_NO_MEM;
   MPI_Status st;
+  st.MPI_SOURCE = st.MPI_TAG = -1;
   uint64_t post = ad__recv_post(c, source, tag);
   int rc = MPI_Recv(v, count, MPI_DOUBLE, source, tag, comm, &st);
   if (rc != MPI_SUCCESS) {
-    ad__recv_complete(c, post, -2, -2);
+    recv_failed(c, seen, post, rc, &st);
     free(v);
     return ad__mpi_forward_error(seen, rc, "ad_mpi_recv");
   }
@@ -288,11 +312,12 @@ int ad_mpi_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, i
     if (active_send) ad__handles(t, sendbuf, sendcount, r->in, "ad_mpi_sendrecv");
   }
   MPI_Status st;
+  st.MPI_SOURCE = st.MPI_TAG = -1;
   int rc = MPI_Sendrecv(sa ? sv : sendbuf, sendcount, sa ? MPI_DOUBLE : sendtype, dest, sendtag, ra ? (void *)rv : recvbuf,
                         recvcount, ra ? MPI_DOUBLE : recvtype, source, recvtag, comm, &st);
   free(sv);
   if (rc != MPI_SUCCESS) {
-    if (active_recv) ad__recv_complete(c, post, -2, -2);
+    if (active_recv) recv_failed(c, seen, post, rc, &st);
     free(rv);
     return ad__mpi_forward_error(seen, rc, "ad_mpi_sendrecv");
   }
@@ -540,18 +565,40 @@ static void slot_complete(int s, const MPI_Status *st) {
   slot_free(s);
 }
 
+/* The request in slot s failed with error rc and MPI has freed it: retire
+ * the slot (see recv_failed). */
+static void slot_failed(int s, int rc, const MPI_Status *st) {
+  rslot *q = &slots[s];
+  if (q->active && q->is_recv) {
+    ad_tape *seen;
+    ad__mpi_tape(&seen);
+    recv_failed(q->c, seen, q->post, rc, st);
+  }
+  slot_free(s);
+}
+
+/* A completion call failed for the single request q in slot s: report it on
+ * the tape, and retire the slot if MPI is done with the request. */
+static int single_failed(ad_mpi_request *q, int s, int rc, const MPI_Status *st, const char *fn) {
+  ad_tape *seen;
+  ad__mpi_tape(&seen);
+  ad__mpi_forward_error(seen, rc, fn);
+  if (slots[s].mpi == MPI_REQUEST_NULL) {
+    slot_failed(s, rc, st);
+    req_clear(q);
+  }
+  return rc;
+}
+
 int ad_mpi_wait(ad_mpi_request *request, MPI_Status *status) {
   int c = req_check(request);
   if (c < 0) return req_misuse("ad_mpi_wait");
   if (c == 0) return MPI_Wait(&request->mpi, status);
   int s = request->slot;
   MPI_Status st;
+  st.MPI_SOURCE = st.MPI_TAG = -1;
   int rc = MPI_Wait(&slots[s].mpi, &st);
-  if (rc != MPI_SUCCESS) {
-    ad_tape *seen;
-    ad__mpi_tape(&seen);
-    return ad__mpi_forward_error(seen, rc, "ad_mpi_wait");
-  }
+  if (rc != MPI_SUCCESS) return single_failed(request, s, rc, &st, "ad_mpi_wait");
   slot_complete(s, &st);
   req_clear(request);
   if (status != MPI_STATUS_IGNORE) *status = st;
@@ -564,12 +611,9 @@ int ad_mpi_test(ad_mpi_request *request, int *flag, MPI_Status *status) {
   if (c == 0) return MPI_Test(&request->mpi, flag, status);
   int s = request->slot;
   MPI_Status st;
+  st.MPI_SOURCE = st.MPI_TAG = -1;
   int rc = MPI_Test(&slots[s].mpi, flag, &st);
-  if (rc != MPI_SUCCESS) {
-    ad_tape *seen;
-    ad__mpi_tape(&seen);
-    return ad__mpi_forward_error(seen, rc, "ad_mpi_test");
-  }
+  if (rc != MPI_SUCCESS) return single_failed(request, s, rc, &st, "ad_mpi_test");
   if (!*flag) return MPI_SUCCESS;
   slot_complete(s, &st);
   req_clear(request);
@@ -595,6 +639,30 @@ static void finish_one(ad_mpi_request *q, MPI_Request mr, const MPI_Status *st) 
   req_clear(q);
 }
 
+/* Waitall or testall failed with MPI_ERR_IN_STATUS: finish the requests that
+ * completed, retire those that failed, leave the pending ones pending, and
+ * pass the statuses (with their MPI_ERROR fields) on. */
+static void finish_in_status(int count, ad_mpi_request reqs[], MPI_Request *mr, const int *live, MPI_Status *st,
+                             MPI_Status *statuses) {
+  for (int i = 0; i < count; i++) {
+    if (statuses != MPI_STATUSES_IGNORE) statuses[i] = st[i];
+    if (!live[i] || mr[i] != MPI_REQUEST_NULL) continue;
+    if (st[i].MPI_ERROR == MPI_SUCCESS) {
+      finish_one(&reqs[i], mr[i], &st[i]);
+    } else {
+      slots[reqs[i].slot].mpi = MPI_REQUEST_NULL;
+      slot_failed(reqs[i].slot, st[i].MPI_ERROR, &st[i]);
+      req_clear(&reqs[i]);
+    }
+  }
+}
+
+static int in_status(int rc) {
+  int cls = rc;
+  MPI_Error_class(rc, &cls);
+  return cls == MPI_ERR_IN_STATUS;
+}
+
 int ad_mpi_waitall(int count, ad_mpi_request reqs[], MPI_Status *statuses) {
   if (count < 0) return MPI_ERR_COUNT;
   MPI_Request *mr = malloc((size_t)(count ? count : 1) * sizeof *mr);
@@ -613,6 +681,7 @@ int ad_mpi_waitall(int count, ad_mpi_request reqs[], MPI_Status *statuses) {
     ad_tape *seen;
     ad__mpi_tape(&seen);
     ad__mpi_forward_error(seen, rc, "ad_mpi_waitall");
+    if (in_status(rc)) finish_in_status(count, reqs, mr, live, st, statuses);
   }
   free(mr);
   free(st);
@@ -637,6 +706,7 @@ int ad_mpi_testall(int count, ad_mpi_request reqs[], int *flag, MPI_Status *stat
     ad_tape *seen;
     ad__mpi_tape(&seen);
     ad__mpi_forward_error(seen, rc, "ad_mpi_testall");
+    if (in_status(rc)) finish_in_status(count, reqs, mr, live, st, statuses);
   }
   free(mr);
   free(st);
@@ -648,6 +718,7 @@ int ad_mpi_waitany(int count, ad_mpi_request reqs[], int *index, MPI_Status *sta
   MPI_Request *mr = malloc((size_t)(count ? count : 1) * sizeof *mr);
   int rc = mr ? gather_reqs(count, reqs, mr, "ad_mpi_waitany") : MPI_ERR_NO_MEM;
   MPI_Status st;
+  st.MPI_SOURCE = st.MPI_TAG = -1;
   if (rc == MPI_SUCCESS) rc = MPI_Waitany(count, mr, index, &st);
   if (rc == MPI_SUCCESS && *index != MPI_UNDEFINED) {
     finish_one(&reqs[*index], mr[*index], &st);
@@ -656,6 +727,13 @@ int ad_mpi_waitany(int count, ad_mpi_request reqs[], int *index, MPI_Status *sta
     ad_tape *seen;
     ad__mpi_tape(&seen);
     ad__mpi_forward_error(seen, rc, "ad_mpi_waitany");
+    /* The request that failed is named by index and freed by MPI. */
+    int i = *index;
+    if (i >= 0 && i < count && reqs[i].slot >= 0 && mr[i] == MPI_REQUEST_NULL) {
+      slots[reqs[i].slot].mpi = MPI_REQUEST_NULL;
+      slot_failed(reqs[i].slot, rc, &st);
+      req_clear(&reqs[i]);
+    }
   }
   free(mr);
   return rc;
