@@ -53,9 +53,13 @@ typedef struct ad_mpi_request {
 } ad_mpi_request;
 #define AD_MPI_REQUEST_NULL {MPI_REQUEST_NULL, -1, 0u}
 
-/* Communication statistics of this process: bytes of ad_real values handed
- * to MPI as send data by the forward wrappers, by reverse sweeps and by
- * tangent sweeps (handshakes and bookkeeping not counted). */
+/* Communication statistics of this process: payload bytes of ad_real values
+ * sent by the forward wrappers, by reverse sweeps and by tangent sweeps
+ * (handshakes and bookkeeping not counted). Point-to-point messages count
+ * their data (nothing for MPI_PROC_NULL); a collective counts what this rank
+ * would send to the others if it were made of direct messages, so that,
+ * summed over the ranks, a reverse sweep moves exactly the bytes of the
+ * forward run it reverses. */
 typedef struct ad_mpi_stats {
   uint64_t forward_bytes;
   uint64_t adjoint_bytes;

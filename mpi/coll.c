@@ -147,6 +147,63 @@ static void to_packed(const double *laid, const int *cnt, const int *dsp, int n,
   }
 }
 
+/* Payload statistics. Counted as the values a rank would send to other
+ * ranks if every collective were made of direct messages: a collective and
+ * its adjoint (a broadcast and a reduction, a gather and a scatter, ...)
+ * then move the same total, as the point-to-point ones do, whatever
+ * algorithm MPI uses underneath. */
+static int64_t others(const int *cnt, int p, int skip) {
+  int64_t s = 0;
+  for (int j = 0; j < p; j++)
+    if (j != skip) s += cnt[j];
+  return s;
+}
+
+static uint64_t payload(int kind, int adjoint, int me, int p, int root, int64_t nown, const int *cnt,
+                        const int *cnt2) {
+  int64_t v = 0;
+  switch (kind) {
+  case AD__M_BCAST:
+    v = adjoint ? (me == root ? 0 : nown) : (me == root ? (int64_t)(p - 1) * nown : 0);
+    break;
+  case AD__M_REDUCE:
+    v = adjoint ? (me == root ? (int64_t)(p - 1) * nown : 0) : (me == root ? 0 : nown);
+    break;
+  case AD__M_ALLREDUCE:
+  case AD__M_RSB:
+    v = (int64_t)(p - 1) * nown;
+    break;
+  case AD__M_SCAN:
+  case AD__M_EXSCAN:
+    v = adjoint ? (int64_t)me * nown : (int64_t)(p - 1 - me) * nown;
+    break;
+  case AD__M_GATHERV:
+    v = adjoint ? (me == root ? others(cnt, p, root) : 0) : (me == root ? 0 : nown);
+    break;
+  case AD__M_SCATTERV:
+    v = adjoint ? (me == root ? 0 : nown) : (me == root ? others(cnt, p, root) : 0);
+    break;
+  case AD__M_ALLGATHERV:
+    v = adjoint ? others(cnt, p, me) : (int64_t)(p - 1) * nown;
+    break;
+  case AD__M_ALLTOALLV:
+    v = others(adjoint ? cnt2 : cnt, p, me);
+    break;
+  default:
+    break;
+  }
+  return (uint64_t)v * sizeof(double);
+}
+
+/* The same for a record in a sweep (tangents move like the forward call). */
+static uint64_t record_payload(const ad__mrec *r, int adjoint) {
+  int me = r->c->rank, p = r->c->size;
+  int64_t nown = r->nin;
+  if (r->kind == AD__M_BCAST) nown = me == r->root ? r->nin : r->nout;
+  if (r->kind == AD__M_RSB || r->kind == AD__M_SCATTERV) nown = r->count;
+  return payload(r->kind, adjoint, me, p, r->root, nown, r->cnt, r->cnt2);
+}
+
 static int fwd_fail(coll *x, int rc, const char *fn) { return ad__mpi_forward_error(x->seen, rc, fn); }
 
 /* ------------------------------------------------------------------------ */
@@ -178,12 +235,12 @@ int ad_mpi_bcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm 
     if (r) ad__handles(x.t, buffer, count, r->in, "ad_mpi_bcast");
   }
   rc = MPI_Bcast(v, count, MPI_DOUBLE, root, comm);
+  ad__mpi_counters.forward_bytes += payload(AD__M_BCAST, 0, x.c->rank, x.c->size, root, count, NULL, NULL);
   if (rc == MPI_SUCCESS && !me) {
     if (r && !(r->out = calloc((size_t)(count ? count : 1), sizeof *r->out))) ad__fail(x.t, AD_ERR_NOMEM, "ad_mpi_bcast: no memory");
     if (r && r->out) r->nout = count;
     ad__unpack(r && r->out ? x.t : NULL, buffer, count, v, r && r->out ? r->out : NULL);
   }
-  if (me) ad__mpi_counters.forward_bytes += (uint64_t)count * sizeof(double);
   free(v);
   return rc == MPI_SUCCESS ? rc : fwd_fail(&x, rc, "ad_mpi_bcast");
 }
@@ -226,8 +283,9 @@ static int reduce_any(const void *sendbuf, void *recvbuf, int count, MPI_Op op, 
     rc = MPI_Allreduce(v, res, count, MPI_DOUBLE, op, comm);
   else
     rc = MPI_Reduce(v, gets ? res : NULL, count, MPI_DOUBLE, op, root, comm);
+  ad__mpi_counters.forward_bytes +=
+      payload(all ? AD__M_ALLREDUCE : AD__M_REDUCE, 0, x.c->rank, x.c->size, root, count, NULL, NULL);
   if (rc == MPI_SUCCESS && gets) ad__unpack(r ? x.t : NULL, recvbuf, count, res, r ? r->out : NULL);
-  ad__mpi_counters.forward_bytes += (uint64_t)count * sizeof(double);
   free(v);
   free(res);
   free(w);
@@ -271,8 +329,8 @@ int ad_mpi_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcoun
       ad__handles(x.t, src, n, r->in, "ad_mpi_reduce_scatter_block");
     }
     rc = MPI_Reduce_scatter_block(v, res, recvcount, MPI_DOUBLE, op, comm);
+    ad__mpi_counters.forward_bytes += payload(AD__M_RSB, 0, x.c->rank, x.c->size, 0, recvcount, NULL, NULL);
     if (rc == MPI_SUCCESS) ad__unpack(r ? x.t : NULL, recvbuf, recvcount, res, r ? r->out : NULL);
-    ad__mpi_counters.forward_bytes += (uint64_t)n * sizeof(double);
   }
   free(v);
   free(res);
@@ -304,8 +362,8 @@ static int scan_any(const void *sendbuf, void *recvbuf, int count, MPI_Datatype 
   ad__mrec *r = x.t ? ad__mrec_push(x.t, ex ? AD__M_EXSCAN : AD__M_SCAN, x.c, count, gets ? count : 0) : NULL;
   if (r) ad__handles(x.t, src, count, r->in, fn);
   rc = ex ? MPI_Exscan(v, res, count, MPI_DOUBLE, MPI_SUM, comm) : MPI_Scan(v, res, count, MPI_DOUBLE, MPI_SUM, comm);
+  ad__mpi_counters.forward_bytes += payload(AD__M_SCAN, 0, x.c->rank, x.c->size, 0, count, NULL, NULL);
   if (rc == MPI_SUCCESS && gets) ad__unpack(r ? x.t : NULL, recvbuf, count, res, r ? r->out : NULL);
-  ad__mpi_counters.forward_bytes += (uint64_t)count * sizeof(double);
   free(v);
   free(res);
   return rc == MPI_SUCCESS ? rc : fwd_fail(&x, rc, fn);
@@ -353,8 +411,8 @@ static int gatherv_any(const void *sendbuf, int sendcount, void *recvbuf, const 
     if (me && (!(r->cnt = icopy(recvcounts, p)) || !(r->dsp = icopy(displs, p)))) ad__fail(x.t, AD_ERR_NOMEM, "%s: no memory", fn);
   }
   rc = MPI_Gatherv(inplace ? MPI_IN_PLACE : sv, sendcount, MPI_DOUBLE, rv, recvcounts, displs, MPI_DOUBLE, root, comm);
+  ad__mpi_counters.forward_bytes += payload(AD__M_GATHERV, 0, x.c->rank, p, root, nin, recvcounts, NULL);
   if (rc == MPI_SUCCESS && me) slot_unpack(r ? x.t : NULL, recvbuf, recvcounts, displs, p, rv, r ? r->out : NULL);
-  ad__mpi_counters.forward_bytes += (uint64_t)(inplace ? 0 : nin) * sizeof(double);
   free(sv);
   free(rv);
   return rc == MPI_SUCCESS ? rc : fwd_fail(&x, rc, fn);
@@ -437,8 +495,8 @@ static int scatterv_any(const void *sendbuf, const int *sendcounts, const int *d
     }
   }
   rc = MPI_Scatterv(sv, sendcounts, displs, MPI_DOUBLE, inplace ? MPI_IN_PLACE : rv, recvcount, MPI_DOUBLE, root, comm);
+  ad__mpi_counters.forward_bytes += payload(AD__M_SCATTERV, 0, x.c->rank, p, root, recvcount, sendcounts, NULL);
   if (rc == MPI_SUCCESS && !inplace) ad__unpack(r ? x.t : NULL, recvbuf, recvcount, rv, r ? r->out : NULL);
-  if (me) ad__mpi_counters.forward_bytes += (uint64_t)nin * sizeof(double);
   free(sv);
   free(rv);
   free(cnt);
@@ -513,8 +571,8 @@ static int allgatherv_any(const void *sendbuf, int sendcount, void *recvbuf, con
     if (!(r->cnt = icopy(recvcounts, p)) || !(r->dsp = icopy(displs, p))) ad__fail(x.t, AD_ERR_NOMEM, "%s: no memory", fn);
   }
   rc = MPI_Allgatherv(own ? MPI_IN_PLACE : sv, sendcount, MPI_DOUBLE, rv, recvcounts, displs, MPI_DOUBLE, comm);
+  ad__mpi_counters.forward_bytes += payload(AD__M_ALLGATHERV, 0, me, p, 0, nin, recvcounts, NULL);
   if (rc == MPI_SUCCESS) slot_unpack(r ? x.t : NULL, recvbuf, recvcounts, displs, p, rv, r ? r->out : NULL);
-  ad__mpi_counters.forward_bytes += (uint64_t)nin * sizeof(double);
   free(sv);
   free(rv);
   return rc == MPI_SUCCESS ? rc : fwd_fail(&x, rc, fn);
@@ -586,8 +644,8 @@ static int alltoallv_any(const void *sendbuf, const int *scnt, const int *sdsp, 
       slot_handles(x.t, sendbuf, scnt, sdsp, p, r->in, fn);
   }
   rc = MPI_Alltoallv(sv, scnt, sdsp, MPI_DOUBLE, rv, rcnt, rdsp, MPI_DOUBLE, comm);
+  ad__mpi_counters.forward_bytes += payload(AD__M_ALLTOALLV, 0, x.c->rank, p, 0, 0, scnt, rcnt);
   if (rc == MPI_SUCCESS) slot_unpack(r ? x.t : NULL, recvbuf, rcnt, rdsp, p, rv, r ? r->out : NULL);
-  ad__mpi_counters.forward_bytes += (uint64_t)nin * sizeof(double);
   free(sv);
   free(rv);
   return rc == MPI_SUCCESS ? rc : fwd_fail(&x, rc, fn);
@@ -644,9 +702,9 @@ static void scale(double *b, const double *w, int n) {
 
 int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
   MPI_Comm pc = r->c->priv;
+  ad__mpi_counters.adjoint_bytes += record_payload(r, 1);
   int p = r->c->size, me = r->c->rank, rc = AD_OK, e;
   MPI_Request q = MPI_REQUEST_NULL, q2 = MPI_REQUEST_NULL;
-  uint64_t *bytes = &ad__mpi_counters.adjoint_bytes;
   double *a = NULL, *b = NULL;
   switch (r->kind) {
   case AD__M_BARRIER:
@@ -659,7 +717,6 @@ int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
       if (rc == AD_OK) ad__adj_add(t, r->in, n, a, NULL);
     } else {
       ad__adj_take(t, r->out, n, a);
-      *bytes += (uint64_t)n * sizeof(double);
       rc = nbwait(t, MPI_Ireduce(a, NULL, n, MPI_DOUBLE, MPI_SUM, r->root, pc, &q), &q, "the adjoint of a bcast");
     }
     break;
@@ -670,10 +727,8 @@ int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
     if (!(a = dbuf((size_t)n))) return AD_ERR_NOMEM;
     if (r->nout) ad__adj_take(t, r->out, n, a);
     if (r->kind == AD__M_REDUCE) {
-      if (me == r->root) *bytes += (uint64_t)n * sizeof(double);
       e = MPI_Ibcast(a, n, MPI_DOUBLE, r->root, pc, &q);
     } else {
-      *bytes += (uint64_t)n * sizeof(double);
       e = MPI_Iallreduce(MPI_IN_PLACE, a, n, MPI_DOUBLE, MPI_SUM, pc, &q);
     }
     rc = nbwait(t, e, &q, "the adjoint of a reduction");
@@ -683,7 +738,6 @@ int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
   case AD__M_RSB: {
     if (!(a = dbuf((size_t)r->count)) || !(b = dbuf((size_t)r->nin))) break;
     ad__adj_take(t, r->out, r->count, a);
-    *bytes += (uint64_t)r->count * sizeof(double);
     rc = nbwait(t, MPI_Iallgather(a, r->count, MPI_DOUBLE, b, r->count, MPI_DOUBLE, pc, &q), &q,
                 "the adjoint of a reduce_scatter_block");
     if (rc == AD_OK) ad__adj_add(t, r->in, r->nin, b, r->w);
@@ -696,7 +750,6 @@ int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
     int n = r->nin;
     if (!(a = dbuf((size_t)n)) || !(b = dbuf((size_t)2 * (size_t)n))) break;
     if (r->nout) ad__adj_take(t, r->out, n, a);
-    *bytes += 2 * (uint64_t)n * sizeof(double);
     e = MPI_Iallreduce(a, b, n, MPI_DOUBLE, MPI_SUM, pc, &q);
     if (e == MPI_SUCCESS) e = MPI_Iscan(a, b + n, n, MPI_DOUBLE, MPI_SUM, pc, &q2);
     rc = nbwait(t, e, &q, "the adjoint of a scan");
@@ -717,7 +770,6 @@ int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
       ad__adj_take(t, r->out, r->nout, pk);
       to_layout(pk, r->cnt, r->dsp, p, a);
       free(pk);
-      *bytes += (uint64_t)r->nout * sizeof(double);
     }
     rc = nbwait(t, MPI_Iscatterv(a, r->cnt, r->dsp, MPI_DOUBLE, b, r->nin, MPI_DOUBLE, r->root, pc, &q), &q,
                 "the adjoint of a gather");
@@ -729,7 +781,6 @@ int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
     int *rcnt = NULL;
     if (!(a = dbuf((size_t)r->nout)) || !(b = dbuf((size_t)ext))) break;
     ad__adj_take(t, r->out, r->nout, a);
-    *bytes += (uint64_t)r->nout * sizeof(double);
     if (root) {
       /* The in-place root's own slot has count 0 in r->cnt but MPI still
        * expects the original layout: send nothing for it. */
@@ -752,7 +803,6 @@ int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
   case AD__M_ALLGATHERV: {
     if (!(a = dbuf((size_t)r->nout)) || !(b = dbuf((size_t)r->nin))) break;
     ad__adj_take(t, r->out, r->nout, a); /* packed in rank order: what reduce_scatter wants */
-    *bytes += (uint64_t)r->nout * sizeof(double);
     rc = nbwait(t, MPI_Ireduce_scatter(a, b, r->cnt, MPI_DOUBLE, MPI_SUM, pc, &q), &q, "the adjoint of an allgather");
     if (rc == AD_OK) ad__adj_add(t, r->in, r->nin, b, NULL);
     break;
@@ -766,7 +816,6 @@ int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
     }
     ad__adj_take(t, r->out, r->nout, pk);
     to_layout(pk, r->cnt2, r->dsp2, p, a);
-    *bytes += (uint64_t)r->nout * sizeof(double);
     rc = nbwait(t, MPI_Ialltoallv(a, r->cnt2, r->dsp2, MPI_DOUBLE, b, r->cnt, r->dsp, MPI_DOUBLE, pc, &q), &q,
                 "the adjoint of an alltoall");
     if (rc == AD_OK) {
@@ -791,9 +840,9 @@ int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
 
 int ad__coll_forward(ad_tape *t, ad__mrec *r) {
   MPI_Comm pc = r->c->priv;
+  ad__mpi_counters.tangent_bytes += record_payload(r, 0);
   int p = r->c->size, me = r->c->rank, rc = AD_OK, e;
   MPI_Request q = MPI_REQUEST_NULL;
-  uint64_t *bytes = &ad__mpi_counters.tangent_bytes;
   double *a = NULL, *b = NULL;
   switch (r->kind) {
   case AD__M_BARRIER:
@@ -803,7 +852,6 @@ int ad__coll_forward(ad_tape *t, ad__mrec *r) {
     if (!(a = dbuf((size_t)n))) return AD_ERR_NOMEM;
     if (me == r->root) {
       ad__tan_get(t, r->in, n, a);
-      *bytes += (uint64_t)n * sizeof(double);
     }
     rc = nbwait(t, MPI_Ibcast(a, n, MPI_DOUBLE, r->root, pc, &q), &q, "the tangent of a bcast");
     if (rc == AD_OK && me != r->root) ad__tan_set(t, r->out, n, a);
@@ -816,7 +864,6 @@ int ad__coll_forward(ad_tape *t, ad__mrec *r) {
     if (!(a = dbuf((size_t)n)) || !(b = dbuf((size_t)n))) break;
     ad__tan_get(t, r->in, n, a);
     scale(a, r->w, n);
-    *bytes += (uint64_t)n * sizeof(double);
     if (r->kind == AD__M_REDUCE)
       e = MPI_Ireduce(a, b, n, MPI_DOUBLE, MPI_SUM, r->root, pc, &q);
     else
@@ -829,7 +876,6 @@ int ad__coll_forward(ad_tape *t, ad__mrec *r) {
     if (!(a = dbuf((size_t)r->nin)) || !(b = dbuf((size_t)r->count))) break;
     ad__tan_get(t, r->in, r->nin, a);
     scale(a, r->w, r->nin);
-    *bytes += (uint64_t)r->nin * sizeof(double);
     rc = nbwait(t, MPI_Ireduce_scatter_block(a, b, r->count, MPI_DOUBLE, MPI_SUM, pc, &q), &q,
                 "the tangent of a reduce_scatter_block");
     if (rc == AD_OK) ad__tan_set(t, r->out, r->count, b);
@@ -840,7 +886,6 @@ int ad__coll_forward(ad_tape *t, ad__mrec *r) {
     int n = r->nin;
     if (!(a = dbuf((size_t)n)) || !(b = dbuf((size_t)n))) break;
     ad__tan_get(t, r->in, n, a);
-    *bytes += (uint64_t)n * sizeof(double);
     e = r->kind == AD__M_SCAN ? MPI_Iscan(a, b, n, MPI_DOUBLE, MPI_SUM, pc, &q)
                               : MPI_Iexscan(a, b, n, MPI_DOUBLE, MPI_SUM, pc, &q);
     rc = nbwait(t, e, &q, "the tangent of a scan");
@@ -851,7 +896,6 @@ int ad__coll_forward(ad_tape *t, ad__mrec *r) {
     int root = me == r->root, ext = root ? extent(r->cnt, r->dsp, p) : 0;
     if (!(a = dbuf((size_t)r->nin)) || !(b = dbuf((size_t)ext))) break;
     ad__tan_get(t, r->in, r->nin, a);
-    *bytes += (uint64_t)r->nin * sizeof(double);
     rc = nbwait(t, MPI_Igatherv(a, r->nin, MPI_DOUBLE, b, r->cnt, r->dsp, MPI_DOUBLE, r->root, pc, &q), &q,
                 "the tangent of a gather");
     if (rc == AD_OK && root) {
@@ -873,7 +917,6 @@ int ad__coll_forward(ad_tape *t, ad__mrec *r) {
       ad__tan_get(t, r->in, r->nin, pk);
       to_layout(pk, r->cnt, r->dsp, p, a);
       free(pk);
-      *bytes += (uint64_t)r->nin * sizeof(double);
     }
     e = MPI_Iscatterv(a, r->cnt, r->dsp, MPI_DOUBLE, r->inplace ? MPI_IN_PLACE : b, r->count, MPI_DOUBLE, r->root, pc, &q);
     rc = nbwait(t, e, &q, "the tangent of a scatter");
@@ -884,7 +927,6 @@ int ad__coll_forward(ad_tape *t, ad__mrec *r) {
     int ext = extent(r->cnt, r->dsp, p);
     if (!(a = dbuf((size_t)r->nin)) || !(b = dbuf((size_t)ext))) break;
     ad__tan_get(t, r->in, r->nin, a);
-    *bytes += (uint64_t)r->nin * sizeof(double);
     memcpy(b + r->dsp[me], a, (size_t)r->nin * sizeof(double)); /* in place, as in the forward call */
     rc = nbwait(t, MPI_Iallgatherv(MPI_IN_PLACE, r->nin, MPI_DOUBLE, b, r->cnt, r->dsp, MPI_DOUBLE, pc, &q), &q,
                 "the tangent of an allgather");
@@ -907,7 +949,6 @@ int ad__coll_forward(ad_tape *t, ad__mrec *r) {
     }
     ad__tan_get(t, r->in, r->nin, pk);
     to_layout(pk, r->cnt, r->dsp, p, a);
-    *bytes += (uint64_t)r->nin * sizeof(double);
     rc = nbwait(t, MPI_Ialltoallv(a, r->cnt, r->dsp, MPI_DOUBLE, b, r->cnt2, r->dsp2, MPI_DOUBLE, pc, &q), &q,
                 "the tangent of an alltoall");
     if (rc == AD_OK) {

@@ -202,7 +202,7 @@ static int send_any(send_fn fn, const char *name, const void *buf, int count, MP
   int rc = fn(v, count, MPI_DOUBLE, dest, tag, comm);
   free(v);
   if (rc != MPI_SUCCESS) return ad__mpi_forward_error(seen, rc, name);
-  ad__mpi_counters.forward_bytes += (uint64_t)count * sizeof(double);
+  if (dest != MPI_PROC_NULL) ad__mpi_counters.forward_bytes += (uint64_t)count * sizeof(double);
   return MPI_SUCCESS;
 }
 
@@ -321,7 +321,7 @@ int ad_mpi_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, i
     free(rv);
     return ad__mpi_forward_error(seen, rc, "ad_mpi_sendrecv");
   }
-  if (sa) ad__mpi_counters.forward_bytes += (uint64_t)sendcount * sizeof(double);
+  if (active_send) ad__mpi_counters.forward_bytes += (uint64_t)sendcount * sizeof(double);
   if (ra) {
     int n = received(&st);
     if (active_recv) {
@@ -477,8 +477,8 @@ int ad_mpi_isend(const void *buf, int count, MPI_Datatype type, int dest, int ta
       }
     }
     rc = MPI_Isend(q->v, count, MPI_DOUBLE, dest, tag, comm, &q->mpi);
-    if (rc == MPI_SUCCESS) ad__mpi_counters.forward_bytes += (uint64_t)count * sizeof(double);
-    else ad__mpi_forward_error(seen, rc, "ad_mpi_isend");
+    if (rc != MPI_SUCCESS) ad__mpi_forward_error(seen, rc, "ad_mpi_isend");
+    else if (dest != MPI_PROC_NULL) ad__mpi_counters.forward_bytes += (uint64_t)count * sizeof(double);
   }
   if (rc != MPI_SUCCESS) {
     slot_free(s);

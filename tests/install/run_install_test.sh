@@ -1,25 +1,31 @@
 #!/bin/sh
 # Install a built Ariadne into a fresh prefix, then build and run a consumer
 # against it twice: as a CMake project (find_package(Ariadne)) and with a
-# plain compiler command line from pkg-config. Arguments are NAME=VALUE:
+# plain compiler command line from pkg-config. With the MPI layer (mpicc=
+# given), an MPI consumer too, run on 2 ranks both ways. Arguments are NAME=VALUE:
 #   cmake=  the cmake executable          build=  Ariadne's build tree
 #   work=   scratch directory (wiped)     source= the consumer project
 #   cc=     C compiler                    config= build configuration
 #   libdir= CMAKE_INSTALL_LIBDIR          sanitize= extra compile/link flags
 #   mpicc=  MPI C compiler wrapper, if Ariadne was built with MPI (may be empty)
+#   mpiexec= MPI launcher (required with mpicc=)
 # Exits 0 on success, 77 (skipped) if only pkg-config is missing, 1 otherwise.
 set -eu
 
-cmake=cmake build='' work='' source='' cc=cc config=Release libdir=lib sanitize='' mpicc=''
+cmake=cmake build='' work='' source='' cc=cc config=Release libdir=lib sanitize='' mpicc='' mpiexec=''
 for arg in "$@"; do
   case $arg in
-    cmake=* | build=* | work=* | source=* | cc=* | config=* | libdir=* | sanitize=* | mpicc=*)
+    cmake=* | build=* | work=* | source=* | cc=* | config=* | libdir=* | sanitize=* | mpicc=* | mpiexec=*)
       eval "${arg%%=*}=\${arg#*=}" ;;
     *) echo "run_install_test.sh: unknown argument '$arg'" >&2; exit 1 ;;
   esac
 done
 if [ -z "$build" ] || [ -z "$work" ] || [ -z "$source" ]; then
   echo "run_install_test.sh: build=, work= and source= are required" >&2
+  exit 1
+fi
+if [ -n "$mpicc" ] && [ -z "$mpiexec" ]; then
+  echo "run_install_test.sh: mpiexec= is required with mpicc=" >&2
   exit 1
 fi
 
@@ -34,6 +40,12 @@ step "cmake --install $build --prefix $prefix"
 "$cmake" --install "$build" --prefix "$prefix" --config "$config" || fail "cmake --install"
 [ -f "$prefix/$libdir/cmake/Ariadne/AriadneConfig.cmake" ] || fail "no AriadneConfig.cmake under $prefix/$libdir/cmake/Ariadne"
 [ -f "$prefix/$libdir/pkgconfig/ariadne.pc" ] || fail "no ariadne.pc under $prefix/$libdir/pkgconfig"
+if [ -n "$mpicc" ]; then
+  [ -f "$prefix/include/ariadne_mpi.h" ] || fail "no ariadne_mpi.h under $prefix/include"
+  [ -f "$prefix/$libdir/pkgconfig/ariadne-mpi.pc" ] || fail "no ariadne-mpi.pc under $prefix/$libdir/pkgconfig"
+  grep -q 'Ariadne::ariadne_mpi' "$prefix/$libdir/cmake/Ariadne/AriadneTargets.cmake" ||
+    fail "the installed export set has no Ariadne::ariadne_mpi"
+fi
 
 step "configure the consumer with find_package(Ariadne)"
 set -- -S "$source" -B "$work/consumer-build" -DCMAKE_BUILD_TYPE="$config" \
@@ -42,7 +54,7 @@ if [ -n "$sanitize" ]; then
   set -- "$@" -DCMAKE_C_FLAGS="$sanitize" -DCMAKE_EXE_LINKER_FLAGS="$sanitize"
 fi
 if [ -n "$mpicc" ]; then
-  set -- "$@" -DMPI_C_COMPILER="$mpicc"
+  set -- "$@" -DMPI_C_COMPILER="$mpicc" -DCONSUMER_MPI=ON
 fi
 "$cmake" "$@" || fail "configuring the consumer"
 found=$(sed -n 's/^Ariadne_DIR:[A-Z]*=//p' "$work/consumer-build/CMakeCache.txt")
@@ -55,6 +67,14 @@ for exe in consumer consumer_passive; do
   [ -x "$path" ] || path=$work/consumer-build/$config/$exe
   "$path" || fail "$exe"
 done
+if [ -n "$mpicc" ]; then
+  for exe in consumer_mpi consumer_mpi_passive; do
+    path=$work/consumer-build/$exe
+    [ -x "$path" ] || path=$work/consumer-build/$config/$exe
+    [ -x "$path" ] || fail "$exe was not built: find_package(Ariadne) gave no Ariadne::ariadne_mpi"
+    "$mpiexec" -n 2 "$path" || fail "mpiexec -n 2 $exe"
+  done
+fi
 
 step "compile the consumer with pkg-config"
 if ! command -v pkg-config >/dev/null 2>&1; then
@@ -76,5 +96,22 @@ run_pc "$work/consumer_pc" || fail "consumer built with pkg-config"
 # shellcheck disable=SC2086
 "$cc" $sanitize -DARIADNE_PASSIVE -o "$work/consumer_pc_passive" "$source/consumer.c" $flags || fail "passive compile with pkg-config"
 run_pc "$work/consumer_pc_passive" || fail "passive consumer built with pkg-config"
+
+if [ -n "$mpicc" ]; then
+  step "compile the MPI consumer with pkg-config"
+  mflags=$(pkg-config --cflags --libs ariadne-mpi) || fail "pkg-config --cflags --libs ariadne-mpi"
+  echo "pkg-config --cflags --libs ariadne-mpi: $mflags"
+  # ariadne-mpi.pc carries MPI's flags when it requires the MPI's own module;
+  # otherwise the MPI compiler wrapper adds them.
+  mcc=$cc
+  pkg-config --print-requires ariadne-mpi | grep -Eq '^(mpich|ompi-c)' || mcc=$mpicc
+  # shellcheck disable=SC2086
+  "$mcc" $sanitize -o "$work/consumer_mpi_pc" "$source/consumer_mpi.c" $mflags || fail "$mcc \$(pkg-config --cflags --libs ariadne-mpi)"
+  run_pc "$mpiexec" -n 2 "$work/consumer_mpi_pc" || fail "MPI consumer built with pkg-config"
+  # shellcheck disable=SC2086
+  "$mcc" $sanitize -DARIADNE_PASSIVE -o "$work/consumer_mpi_pc_passive" "$source/consumer_mpi.c" $mflags ||
+    fail "passive MPI compile with pkg-config"
+  run_pc "$mpiexec" -n 2 "$work/consumer_mpi_pc_passive" || fail "passive MPI consumer built with pkg-config"
+fi
 
 echo "install test: OK"

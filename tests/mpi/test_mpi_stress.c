@@ -1,0 +1,797 @@
+/* Randomized stress test of the MPI layer.
+ *
+ * A seed (the same on every rank) generates a communication program of 20 to
+ * 60 steps. Each step is one complete, matched communication pattern that
+ * every rank derives from the step's own seed: point-to-point messages
+ * between random pairs (blocking in a globally agreed order, sendrecv,
+ * nonblocking with a random completion style, wildcard receives) or one
+ * collective with random roots, counts, operations and in-place variants.
+ * Between steps every rank mixes its state vector with nonlinear arithmetic.
+ * The program is recorded and checked with the dot-product test, and a few
+ * programs also with finite differences of the whole parallel program.
+ *
+ * Deadlock freedom holds by construction: every message of a step is received
+ * within that step; blocking messages are handled by every rank in the order
+ * of the step's message list, so the lowest unfinished message always has
+ * both of its ends ready; nonblocking steps post everything before completing
+ * anything; tags are unique per step, so a receive from MPI_ANY_SOURCE can
+ * never take a message of a later step from a rank that ran ahead, and a
+ * receive with both wildcards is fenced by a barrier.
+ *
+ * ARIADNE_STRESS_SEEDS (count) and ARIADNE_STRESS_SEED0 (first seed) choose
+ * the programs, ARIADNE_STRESS_VERBOSE prints each; a failure prints the seed
+ * and the program so that it can be rerun alone. The programs depend on the
+ * seed and the number of ranks only. (With other seeds than the fixed ones, a
+ * finite-difference mismatch alone, with the dot-product test passing, can
+ * also be a MIN or MAX step whose contributions nearly tie.) */
+#include <stdint.h>
+
+#include "mtest.h"
+
+#define S 6           /* state values per rank: the program's inputs and outputs */
+#define MAXSTEPS 60
+#define TAG_TOKEN 32000 /* plain MPI "receive posted" notes before a ready send */
+
+/* ------------------------------------------------------------------------ */
+/* Random numbers: one stream per step shared by all ranks, one per rank     */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t rng_next(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+static int rng_int(uint64_t *s, int n) { return n <= 1 ? 0 : (int)(rng_next(s) % (uint64_t)n); }
+
+enum kind {
+  K_BLOCKING, K_SENDRECV, K_NONBLOCKING, K_WILDCARD, K_BCAST, K_REDUCE, K_ALLREDUCE, K_GATHER, K_GATHERV, K_SCATTER,
+  K_SCATTERV, K_ALLGATHER, K_ALLGATHERV, K_ALLTOALL, K_ALLTOALLV, K_SCAN, K_EXSCAN, K_RSB, K_BARRIER, K_COUNT
+};
+static const char *kind_name[K_COUNT] = {
+  "blocking", "sendrecv", "nonblocking", "wildcard", "bcast", "reduce", "allreduce", "gather", "gatherv", "scatter",
+  "scatterv", "allgather", "allgatherv", "alltoall", "alltoallv", "scan", "exscan", "reduce_scatter_block", "barrier"};
+/* Point-to-point steps are drawn more often: they have the most variants. */
+static const int kind_weight[K_COUNT] = {4, 3, 4, 2, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+
+typedef struct program {
+  unsigned long long seed;
+  int nsteps;
+  int kind[MAXSTEPS];
+  uint64_t sub[MAXSTEPS]; /* each step's own seed */
+} program;
+
+static void program_make(program *p, unsigned long long seed) {
+  uint64_t g = seed * 0xD1B54A32D192ED03ull + 17;
+  int wsum = 0;
+  for (int k = 0; k < K_COUNT; k++) wsum += kind_weight[k];
+  p->seed = seed;
+  p->nsteps = 20 + rng_int(&g, MAXSTEPS - 20 + 1);
+  for (int s = 0; s < p->nsteps; s++) {
+    int w = rng_int(&g, wsum), k = 0;
+    while (w >= kind_weight[k]) w -= kind_weight[k++];
+    p->kind[s] = k;
+    p->sub[s] = rng_next(&g);
+  }
+}
+
+static void program_print(const program *p) {
+  fprintf(stderr, "[%d] program of seed %llu (%d steps):", mt_rank, p->seed, p->nsteps);
+  for (int s = 0; s < p->nsteps; s++) fprintf(stderr, " %s", kind_name[p->kind[s]]);
+  fprintf(stderr, "\n");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Checked calls and shared helpers                                          */
+/* ------------------------------------------------------------------------ */
+
+static unsigned long long cur_seed;
+static int cur_step;
+
+#define CALL(expr)                                                                                          \
+  do {                                                                                                      \
+    int call_rc = (expr);                                                                                   \
+    if (call_rc != MPI_SUCCESS) {                                                                           \
+      mt_errors++;                                                                                          \
+      fprintf(stderr, "[%d] seed %llu step %d: %s returned %d\n", mt_rank, cur_seed, cur_step, #expr, call_rc); \
+    }                                                                                                       \
+  } while (0)
+
+#define TAG(step, sub) (100 + 8 * (step) + (sub))
+
+static ad_real *reals(int n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(ad_real)); }
+static int *ints(int n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(int)); }
+
+/* Mix received values into the state. The state's own part passes with a
+ * gain near one and the received part through a bounded function, so that
+ * neither the values nor the derivatives grow or fade over sixty steps. */
+static void fold(ad_real *st, const ad_real *b, int n, int off) {
+  for (int i = 0; i < n; i++) {
+    int j = (off + i) % S;
+    switch ((off + i) % 3) {
+    case 0:
+      st[j] = ad_add(ad_mul(0.7, st[j]), ad_mul(0.5, ad_sin(b[i])));
+      break;
+    case 1:
+      st[j] = ad_add(ad_mul(st[j], ad_add(0.8, ad_mul(0.2, ad_tanh(b[i])))), ad_mul(0.3, ad_sin(ad_mul(2.0, b[i]))));
+      break;
+    default:
+      st[j] = ad_add(st[j], ad_div(b[i], ad_add(1.0, ad_mul(b[i], b[i]))));
+      break;
+    }
+  }
+}
+
+/* Local nonlinear arithmetic after every step, chosen per rank and slot. Each
+ * map keeps most of its own slot (gain near one), mixes in the next slot, and
+ * pulls large values back, for the same reason as in fold(). */
+static void local_step(ad_real *st, uint64_t *mine) {
+  ad_real nw[S];
+  for (int j = 0; j < S; j++) {
+    ad_real a = st[j], b = st[(j + 1) % S];
+    switch (rng_int(mine, 6)) {
+    case 0:
+      nw[j] = ad_add(ad_mul(0.9, a), ad_mul(0.3, ad_sin(b)));
+      break;
+    case 1:
+      nw[j] = ad_add(ad_mul(0.9, a), ad_mul(0.2, ad_tanh(ad_mul(a, b))));
+      break;
+    case 2:
+      nw[j] = ad_add(ad_mul(a, ad_cos(ad_mul(0.3, b))), ad_mul(0.1, ad_sin(a)));
+      break;
+    case 3:
+      nw[j] = ad_mul(1.5, ad_sin(ad_add(a, ad_mul(0.5, b))));
+      break;
+    case 4:
+      nw[j] = ad_add(ad_sub(a, ad_div(ad_mul(0.2, ad_mul(a, ad_mul(a, a))), ad_add(1.0, ad_mul(a, a)))),
+                     ad_mul(0.2, ad_atan(b)));
+      break;
+    default:
+      nw[j] = ad_add(ad_mul(0.95, a), ad_sub(ad_mul(0.3, ad_exp(ad_neg(ad_mul(b, b)))), 0.1));
+      break;
+    }
+  }
+  for (int j = 0; j < S; j++) st[j] = nw[j];
+}
+
+/* Passive (MPI_INT) payloads travel with some messages; their values must
+ * arrive exactly. */
+static int passive_value(int step, int m, int i) { return 1000 * step + 10 * m + i; }
+
+/* ------------------------------------------------------------------------ */
+/* Point-to-point steps                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Blocking messages: every rank walks the step's message list in order and
+ * does its part, so the lowest unfinished message always has both ends
+ * ready, even for synchronous and ready sends. */
+static void step_blocking(ad_real *st, uint64_t *g, int k) {
+  if (mt_size < 2) return;
+  int nmsg = 1 + rng_int(g, 2 * mt_size);
+  for (int m = 0; m < nmsg; m++) {
+    int src = rng_int(g, mt_size), dst = (src + 1 + rng_int(g, mt_size - 1)) % mt_size;
+    int cnt = rng_int(g, S + 1), soff = rng_int(g, S - cnt + 1), roff = rng_int(g, S - cnt + 1);
+    int mode = rng_int(g, 4), passive = rng_int(g, 6) == 0, direct = rng_int(g, 2), extra = rng_int(g, 2);
+    int tag = TAG(k, rng_int(g, 3)); /* a few messages share a stream */
+    if (direct && roff + cnt + extra > S) extra = 0;
+    int rcount = cnt + extra;
+    if (mt_rank == src) {
+      if (mode == 3) CALL(MPI_Recv(NULL, 0, MPI_INT, dst, TAG_TOKEN, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+      int iv[S];
+      for (int i = 0; i < cnt; i++) iv[i] = passive_value(k, m, i);
+      const void *buf = passive ? (const void *)iv : (const void *)&st[soff];
+      MPI_Datatype ty = passive ? MPI_INT : AD_MPI_REAL;
+      switch (mode) {
+      case 0: CALL(ad_mpi_send(buf, cnt, ty, dst, tag, MPI_COMM_WORLD)); break;
+      case 1: CALL(ad_mpi_ssend(buf, cnt, ty, dst, tag, MPI_COMM_WORLD)); break;
+      case 2: CALL(ad_mpi_bsend(buf, cnt, ty, dst, tag, MPI_COMM_WORLD)); break;
+      default: CALL(ad_mpi_rsend(buf, cnt, ty, dst, tag, MPI_COMM_WORLD)); break;
+      }
+    } else if (mt_rank == dst) {
+      MPI_Status status;
+      int got = -1;
+      if (passive) {
+        int iv[S + 1];
+        if (mode == 3) {
+          ad_mpi_request q = AD_MPI_REQUEST_NULL;
+          CALL(ad_mpi_irecv(iv, rcount, MPI_INT, src, tag, MPI_COMM_WORLD, &q));
+          CALL(MPI_Send(NULL, 0, MPI_INT, src, TAG_TOKEN, MPI_COMM_WORLD));
+          CALL(ad_mpi_wait(&q, &status));
+        } else {
+          CALL(ad_mpi_recv(iv, rcount, MPI_INT, src, tag, MPI_COMM_WORLD, &status));
+        }
+        MPI_Get_count(&status, MPI_INT, &got);
+        for (int i = 0; i < cnt; i++) MT_CHECK(iv[i] == passive_value(k, m, i));
+      } else {
+        ad_real tmp[S + 1];
+        ad_real *buf = direct ? &st[roff] : tmp;
+        if (mode == 3) {
+          ad_mpi_request q = AD_MPI_REQUEST_NULL;
+          CALL(ad_mpi_irecv(buf, rcount, AD_MPI_REAL, src, tag, MPI_COMM_WORLD, &q));
+          CALL(MPI_Send(NULL, 0, MPI_INT, src, TAG_TOKEN, MPI_COMM_WORLD));
+          CALL(ad_mpi_wait(&q, &status));
+        } else {
+          CALL(ad_mpi_recv(buf, rcount, AD_MPI_REAL, src, tag, MPI_COMM_WORLD, &status));
+        }
+        MPI_Get_count(&status, AD_MPI_REAL, &got);
+        if (!direct) fold(st, tmp, cnt, roff);
+      }
+      MT_CHECK(got == cnt);
+      MT_CHECK(status.MPI_SOURCE == src && status.MPI_TAG == tag);
+    }
+  }
+}
+
+/* One sendrecv per rank: a periodic shift, random pairs, or a non-periodic
+ * shift whose ends talk to MPI_PROC_NULL; sometimes sendrecv_replace straight
+ * on the state, sometimes a receive count larger than the message, and
+ * sometimes a wildcard on the source or on the tag (never both: that could
+ * match a message of a later step). */
+static void step_sendrecv(ad_real *st, uint64_t *g, int k) {
+  int p = mt_size, variant = rng_int(g, 3), replace = rng_int(g, 3) == 0;
+  int *dest = ints(p), *src = ints(p), *cnt = ints(p), *soff = ints(p), *perm = ints(p);
+  if (variant == 0) {
+    int s = rng_int(g, p);
+    for (int r = 0; r < p; r++) {
+      dest[r] = (r + s) % p;
+      src[r] = (r - s + p) % p;
+    }
+  } else if (variant == 1) {
+    for (int r = 0; r < p; r++) perm[r] = r;
+    for (int r = p - 1; r > 0; r--) {
+      int j = rng_int(g, r + 1), t = perm[r];
+      perm[r] = perm[j];
+      perm[j] = t;
+    }
+    for (int r = 0; r < p; r++) dest[r] = src[r] = MPI_PROC_NULL;
+    for (int r = 0; r + 1 < p; r += 2) {
+      dest[perm[r]] = src[perm[r]] = perm[r + 1];
+      dest[perm[r + 1]] = src[perm[r + 1]] = perm[r];
+    }
+  } else {
+    int s = 1 + rng_int(g, p > 1 ? p - 1 : 1);
+    for (int r = 0; r < p; r++) {
+      dest[r] = r + s < p ? r + s : MPI_PROC_NULL;
+      src[r] = r - s >= 0 ? r - s : MPI_PROC_NULL;
+    }
+  }
+  int common = rng_int(g, S + 1);
+  for (int r = 0; r < p; r++) {
+    cnt[r] = replace ? common : rng_int(g, S + 1);
+    soff[r] = rng_int(g, S - cnt[r] + 1);
+  }
+  int extra = rng_int(g, 2), wild = rng_int(g, 4); /* 1: any source, 2: any tag */
+  int tag = TAG(k, 0), me = mt_rank, from = src[me];
+  int rsource = wild == 1 && from != MPI_PROC_NULL ? MPI_ANY_SOURCE : from;
+  int rtag = wild == 2 ? MPI_ANY_TAG : tag;
+  int expect = from == MPI_PROC_NULL ? 0 : cnt[from];
+  MPI_Status status;
+  int got = -1;
+  if (replace) {
+    CALL(ad_mpi_sendrecv_replace(&st[soff[me]], cnt[me], AD_MPI_REAL, dest[me], tag, rsource, rtag, MPI_COMM_WORLD,
+                                 &status));
+  } else {
+    ad_real tmp[S + 1];
+    CALL(ad_mpi_sendrecv(&st[soff[me]], cnt[me], AD_MPI_REAL, dest[me], tag, tmp, expect + extra, AD_MPI_REAL,
+                         rsource, rtag, MPI_COMM_WORLD, &status));
+    fold(st, tmp, expect, (soff[me] + 1) % S);
+  }
+  MPI_Get_count(&status, AD_MPI_REAL, &got);
+  MT_CHECK(got == expect);
+  MT_CHECK(status.MPI_SOURCE == from);
+  free(dest);
+  free(src);
+  free(cnt);
+  free(soff);
+  free(perm);
+}
+
+typedef struct msg {
+  int src, dst, cnt, soff, tag, passive;
+} msg;
+
+typedef struct op {
+  int m, recv; /* message index; receive (1) or send (0) half */
+  uint64_t key;
+} op;
+
+static int op_cmp(const void *a, const void *b) {
+  const op *x = a, *y = b;
+  return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/* Nonblocking messages, self-messages included: each rank posts its halves
+ * in a random order of its own (keeping the order within each stream, as
+ * MPI's matching needs) and completes them with a style of its own. */
+static void step_nonblocking(ad_real *st, uint64_t *g, int k, uint64_t *mine) {
+  int p = mt_size, me = mt_rank, nmsg = 1 + rng_int(g, 3 * p);
+  msg *ms = calloc((size_t)nmsg, sizeof *ms);
+  for (int m = 0; m < nmsg; m++) {
+    ms[m].src = rng_int(g, p);
+    ms[m].dst = rng_int(g, p);
+    ms[m].cnt = rng_int(g, S + 1);
+    ms[m].soff = rng_int(g, S - ms[m].cnt + 1);
+    ms[m].tag = TAG(k, rng_int(g, 2));
+    ms[m].passive = rng_int(g, 5) == 0;
+  }
+  op *ops = calloc((size_t)(2 * nmsg), sizeof *ops);
+  int nops = 0;
+  for (int m = 0; m < nmsg; m++) {
+    if (ms[m].dst == me) ops[nops++] = (op){m, 1, rng_next(mine)};
+    if (ms[m].src == me) ops[nops++] = (op){m, 0, rng_next(mine)};
+  }
+  /* Within a stream (same side, partner and tag) the halves must be posted
+   * in list order: hand the stream's sorted keys out in list order. */
+  for (int i = 0; i < nops; i++) {
+    for (int j = i + 1; j < nops; j++) {
+      const msg *a = &ms[ops[i].m], *b = &ms[ops[j].m];
+      int same = ops[i].recv == ops[j].recv && a->tag == b->tag &&
+                 (ops[i].recv ? a->src == b->src : a->dst == b->dst);
+      if (same && ops[i].key > ops[j].key) {
+        uint64_t t = ops[i].key;
+        ops[i].key = ops[j].key;
+        ops[j].key = t;
+      }
+    }
+  }
+  qsort(ops, (size_t)nops, sizeof *ops, op_cmp);
+  ad_real *rbuf = reals(nmsg * S);
+  int *ibuf = ints(nmsg * S), iv[S];
+  for (int i = 0; i < S; i++) iv[i] = passive_value(k, me, i);
+  ad_mpi_request *q = malloc(sizeof *q * (size_t)(nops + 1));
+  MPI_Status *sts = malloc(sizeof *sts * (size_t)(nops + 1));
+  for (int i = 0; i < nops; i++) {
+    const msg *a = &ms[ops[i].m];
+    q[i] = (ad_mpi_request)AD_MPI_REQUEST_NULL;
+    if (ops[i].recv) {
+      if (a->passive)
+        CALL(ad_mpi_irecv(ibuf + ops[i].m * S, a->cnt, MPI_INT, a->src, a->tag, MPI_COMM_WORLD, &q[i]));
+      else
+        CALL(ad_mpi_irecv(rbuf + ops[i].m * S, a->cnt, AD_MPI_REAL, a->src, a->tag, MPI_COMM_WORLD, &q[i]));
+    } else {
+      if (a->passive)
+        CALL(ad_mpi_isend(iv, a->cnt, MPI_INT, a->dst, a->tag, MPI_COMM_WORLD, &q[i]));
+      else
+        CALL(ad_mpi_isend(&st[a->soff], a->cnt, AD_MPI_REAL, a->dst, a->tag, MPI_COMM_WORLD, &q[i]));
+    }
+  }
+  int style = rng_int(mine, 6), *done = ints(nops), left = nops, idx, flag;
+  for (int i = 0; i < nops; i++) sts[i].MPI_SOURCE = -99;
+  switch (style) {
+  case 0:
+    CALL(ad_mpi_waitall(nops, q, sts));
+    break;
+  case 1:
+    while (left > 0) {
+      MPI_Status s1;
+      CALL(ad_mpi_waitany(nops, q, &idx, &s1));
+      if (idx == MPI_UNDEFINED) break;
+      sts[idx] = s1;
+      left--;
+    }
+    break;
+  case 2: { /* spin on ad_mpi_test, visiting the requests in a random order */
+    /* How often this spins depends on timing: draw from a stream of its own,
+     * so that the rest of the program stays the same in every run. */
+    uint64_t spin = rng_next(mine);
+    while (left > 0) {
+      int i = rng_int(&spin, nops);
+      if (done[i]) continue;
+      CALL(ad_mpi_test(&q[i], &flag, &sts[i]));
+      if (flag) {
+        done[i] = 1;
+        left--;
+      }
+    }
+    break;
+  }
+  case 3: /* wait for each in a random order */
+    for (int i = nops - 1; i >= 0; i--) {
+      int j = rng_int(mine, i + 1);
+      for (int l = 0; l < nops; l++)
+        if (!done[l] && j-- == 0) {
+          CALL(ad_mpi_wait(&q[l], &sts[l]));
+          done[l] = 1;
+          break;
+        }
+    }
+    break;
+  case 4:
+    for (flag = 0; !flag;) CALL(ad_mpi_testall(nops, q, &flag, sts));
+    break;
+  default: /* a few single waits, then the rest (some now null) at once */
+    for (int i = 0; i < nops; i++)
+      if (rng_int(mine, 2)) CALL(ad_mpi_wait(&q[i], &sts[i]));
+    {
+      MPI_Status *rest = malloc(sizeof *rest * (size_t)(nops + 1));
+      CALL(ad_mpi_waitall(nops, q, rest));
+      for (int i = 0; i < nops; i++)
+        if (sts[i].MPI_SOURCE == -99) sts[i] = rest[i];
+      free(rest);
+    }
+    break;
+  }
+  for (int i = 0; i < nops; i++) {
+    const msg *a = &ms[ops[i].m];
+    if (!ops[i].recv) continue;
+    int got = -1;
+    MPI_Get_count(&sts[i], a->passive ? MPI_INT : AD_MPI_REAL, &got);
+    MT_CHECK(got == a->cnt);
+    MT_CHECK(sts[i].MPI_SOURCE == a->src);
+    if (a->passive)
+      for (int l = 0; l < a->cnt; l++) MT_CHECK(ibuf[ops[i].m * S + l] == passive_value(k, a->src, l));
+  }
+  /* Fold in message order, which every run shares, not completion order. */
+  for (int m = 0; m < nmsg; m++)
+    if (ms[m].dst == me && !ms[m].passive) fold(st, rbuf + m * S, ms[m].cnt, m % S);
+  free(ms);
+  free(ops);
+  free(rbuf);
+  free(ibuf);
+  free(q);
+  free(sts);
+  free(done);
+}
+
+/* Fan-in to a random root that receives with MPI_ANY_SOURCE, knowing only how
+ * many messages come: blocking receives, or irecvs completed by waitany, or
+ * (fenced by a barrier, so no later message can be taken) MPI_ANY_SOURCE with
+ * MPI_ANY_TAG. The root orders what it got by (source, arrival from that
+ * source), which MPI's non-overtaking rule makes the same in every run. */
+static void step_wildcard(ad_real *st, uint64_t *g, int k) {
+  int p = mt_size, root = rng_int(g, p), variant = rng_int(g, 3);
+  int *nsend = ints(p), *cnt = ints(2 * p), total = 0;
+  for (int r = 0; r < p; r++) {
+    nsend[r] = r == root ? 0 : rng_int(g, 3);
+    for (int j = 0; j < 2; j++) cnt[2 * r + j] = rng_int(g, S + 1);
+    total += nsend[r];
+  }
+  if (mt_rank == root) {
+    ad_real *buf = reals(total * S);
+    int *from = ints(total), *order = ints(total);
+    MPI_Status *sts = malloc(sizeof *sts * (size_t)(total + 1));
+    if (variant == 1) {
+      ad_mpi_request *q = malloc(sizeof *q * (size_t)(total + 1));
+      for (int i = 0; i < total; i++)
+        CALL(ad_mpi_irecv(buf + i * S, S, AD_MPI_REAL, MPI_ANY_SOURCE, TAG(k, 0), MPI_COMM_WORLD, &q[i]));
+      for (int d = 0; d < total; d++) {
+        int idx;
+        MPI_Status s1;
+        CALL(ad_mpi_waitany(total, q, &idx, &s1));
+        if (idx != MPI_UNDEFINED) sts[idx] = s1;
+      }
+      free(q);
+    } else {
+      for (int i = 0; i < total; i++)
+        CALL(ad_mpi_recv(buf + i * S, S, AD_MPI_REAL, MPI_ANY_SOURCE, variant == 2 ? MPI_ANY_TAG : TAG(k, 0),
+                         MPI_COMM_WORLD, &sts[i]));
+    }
+    /* The j-th message from a source is the j-th receive (in posting order)
+     * that it matched. */
+    int *seen = ints(p);
+    for (int i = 0; i < total; i++) {
+      int s = sts[i].MPI_SOURCE, j = seen[s]++, got = -1;
+      MT_CHECK(s >= 0 && s < p && s != root && j < nsend[s]);
+      MPI_Get_count(&sts[i], AD_MPI_REAL, &got);
+      MT_CHECK(got == cnt[2 * s + j]);
+      MT_CHECK(sts[i].MPI_TAG == (variant == 2 ? TAG(k, 1 + j) : TAG(k, 0)));
+      from[i] = 2 * s + j;
+    }
+    for (int i = 0; i < total; i++) order[i] = i;
+    for (int i = 1; i < total; i++) /* insertion sort by (source, j) */
+      for (int j = i; j > 0 && from[order[j - 1]] > from[order[j]]; j--) {
+        int t = order[j];
+        order[j] = order[j - 1];
+        order[j - 1] = t;
+      }
+    for (int i = 0; i < total; i++) fold(st, buf + order[i] * S, cnt[from[order[i]]], i);
+    free(seen);
+    free(buf);
+    free(from);
+    free(order);
+    free(sts);
+  } else {
+    for (int j = 0; j < nsend[mt_rank]; j++) {
+      int c = cnt[2 * mt_rank + j], tag = variant == 2 ? TAG(k, 1 + j) : TAG(k, 0);
+      CALL(ad_mpi_send(&st[S - c], c, AD_MPI_REAL, root, tag, MPI_COMM_WORLD));
+    }
+  }
+  if (variant == 2) CALL(ad_mpi_barrier(MPI_COMM_WORLD));
+  free(nsend);
+  free(cnt);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Collective steps                                                          */
+/* ------------------------------------------------------------------------ */
+
+static MPI_Op random_op(uint64_t *g) {
+  MPI_Op o[4] = {MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX};
+  return o[rng_int(g, 4)];
+}
+
+/* Displacements with random gaps, so that the layouts are not contiguous. */
+static int layout(uint64_t *g, const int *cnt, int *dsp, int n) {
+  int d = 0;
+  for (int j = 0; j < n; j++) {
+    d += rng_int(g, 2);
+    dsp[j] = d;
+    d += cnt[j];
+  }
+  return d;
+}
+
+/* The contribution of state slots to a reduction: the slots themselves, or
+ * for MPI_PROD values in [0.8, 1.2], so that a product over seven ranks stays
+ * of moderate size. */
+static void contribution(MPI_Op op, const ad_real *st, int n, ad_real *out) {
+  for (int i = 0; i < n; i++) out[i] = op == MPI_PROD ? ad_add(1.0, ad_mul(0.2, ad_sin(st[i]))) : st[i];
+}
+
+static void step_collective(ad_real *st, uint64_t *g, int kind) {
+  int p = mt_size, me = mt_rank;
+  int root = rng_int(g, p), cnt = rng_int(g, S + 1), off = rng_int(g, S - cnt + 1), inplace = rng_int(g, 2);
+  MPI_Op op = random_op(g);
+  int *c = ints(p), *d = ints(p), *c2 = ints(p), *d2 = ints(p), *offs = ints(p);
+  ad_real *a = reals(2 * p * S + 2), *b = reals(2 * p * S + 2);
+  MPI_Comm w = MPI_COMM_WORLD;
+  switch (kind) {
+  case K_BCAST:
+    if (inplace) { /* straight into the state: the non-roots' values are replaced */
+      CALL(ad_mpi_bcast(&st[off], cnt, AD_MPI_REAL, root, w));
+    } else {
+      for (int i = 0; i < cnt; i++) a[i] = ad_mul(st[off + i], st[(off + i + 1) % S]);
+      CALL(ad_mpi_bcast(a, cnt, AD_MPI_REAL, root, w));
+      fold(st, a, cnt, off + 1);
+    }
+    break;
+  case K_REDUCE:
+    contribution(op, &st[off], cnt, a);
+    if (inplace && me == root) {
+      for (int i = 0; i < cnt; i++) b[i] = a[i];
+      CALL(ad_mpi_reduce(MPI_IN_PLACE, b, cnt, AD_MPI_REAL, op, root, w));
+    } else {
+      CALL(ad_mpi_reduce(a, b, cnt, AD_MPI_REAL, op, root, w));
+    }
+    if (me == root) fold(st, b, cnt, off + 2);
+    break;
+  case K_ALLREDUCE: {
+    int direct = rng_int(g, 2) && op != MPI_PROD;
+    if (inplace && direct) { /* straight on the state; a sum is scaled back to a mean */
+      CALL(ad_mpi_allreduce(MPI_IN_PLACE, &st[off], cnt, AD_MPI_REAL, op, w));
+      if (op == MPI_SUM)
+        for (int i = 0; i < cnt; i++) st[off + i] = ad_mul(st[off + i], 1.0 / p);
+    } else if (inplace) {
+      contribution(op, &st[off], cnt, b);
+      CALL(ad_mpi_allreduce(MPI_IN_PLACE, b, cnt, AD_MPI_REAL, op, w));
+      fold(st, b, cnt, off);
+    } else {
+      contribution(op, &st[off], cnt, a);
+      CALL(ad_mpi_allreduce(a, b, cnt, AD_MPI_REAL, op, w));
+      fold(st, b, cnt, off + 1);
+    }
+    break;
+  }
+  case K_GATHER:
+    if (inplace && me == root) {
+      for (int i = 0; i < cnt; i++) b[root * cnt + i] = st[off + i];
+      CALL(ad_mpi_gather(MPI_IN_PLACE, cnt, AD_MPI_REAL, b, cnt, AD_MPI_REAL, root, w));
+    } else {
+      CALL(ad_mpi_gather(&st[off], cnt, AD_MPI_REAL, b, cnt, AD_MPI_REAL, root, w));
+    }
+    if (me == root) fold(st, b, p * cnt, off);
+    break;
+  case K_GATHERV: {
+    for (int r = 0; r < p; r++) {
+      c[r] = rng_int(g, S + 1);
+      offs[r] = rng_int(g, S - c[r] + 1);
+    }
+    layout(g, c, d, p);
+    if (inplace && me == root) {
+      for (int i = 0; i < c[me]; i++) b[d[me] + i] = st[offs[me] + i];
+      CALL(ad_mpi_gatherv(MPI_IN_PLACE, c[me], AD_MPI_REAL, b, c, d, AD_MPI_REAL, root, w));
+    } else {
+      CALL(ad_mpi_gatherv(&st[offs[me]], c[me], AD_MPI_REAL, b, c, d, AD_MPI_REAL, root, w));
+    }
+    if (me == root)
+      for (int r = 0; r < p; r++) fold(st, b + d[r], c[r], r);
+    break;
+  }
+  case K_SCATTER: {
+    int direct = rng_int(g, 2);
+    if (me == root)
+      for (int i = 0; i < p * cnt; i++) a[i] = ad_mul(st[i % S], ad_add(1.0, ad_mul(0.1, ad_sin(st[(i + 1) % S]))));
+    if (inplace && me == root) {
+      CALL(ad_mpi_scatter(a, cnt, AD_MPI_REAL, MPI_IN_PLACE, cnt, AD_MPI_REAL, root, w));
+      fold(st, a + root * cnt, cnt, off);
+    } else if (direct) {
+      CALL(ad_mpi_scatter(a, cnt, AD_MPI_REAL, &st[off], cnt, AD_MPI_REAL, root, w));
+    } else {
+      CALL(ad_mpi_scatter(a, cnt, AD_MPI_REAL, b, cnt, AD_MPI_REAL, root, w));
+      fold(st, b, cnt, off);
+    }
+    break;
+  }
+  case K_SCATTERV: {
+    for (int r = 0; r < p; r++) {
+      c[r] = rng_int(g, S + 1);
+      offs[r] = rng_int(g, S - c[r] + 1);
+    }
+    int ext = layout(g, c, d, p);
+    if (me == root)
+      for (int i = 0; i < ext; i++) a[i] = ad_sin(ad_add(st[i % S], 0.01 * i));
+    if (inplace && me == root) {
+      CALL(ad_mpi_scatterv(a, c, d, AD_MPI_REAL, MPI_IN_PLACE, c[me], AD_MPI_REAL, root, w));
+      fold(st, a + d[me], c[me], offs[me]);
+    } else {
+      CALL(ad_mpi_scatterv(a, c, d, AD_MPI_REAL, &st[offs[me]], c[me], AD_MPI_REAL, root, w));
+    }
+    break;
+  }
+  case K_ALLGATHER:
+    if (inplace) {
+      for (int i = 0; i < cnt; i++) b[me * cnt + i] = st[off + i];
+      CALL(ad_mpi_allgather(MPI_IN_PLACE, cnt, AD_MPI_REAL, b, cnt, AD_MPI_REAL, w));
+    } else {
+      CALL(ad_mpi_allgather(&st[off], cnt, AD_MPI_REAL, b, cnt, AD_MPI_REAL, w));
+    }
+    fold(st, b, p * cnt, off + me);
+    break;
+  case K_ALLGATHERV: {
+    for (int r = 0; r < p; r++) {
+      c[r] = rng_int(g, S + 1);
+      offs[r] = rng_int(g, S - c[r] + 1);
+    }
+    layout(g, c, d, p);
+    if (inplace) {
+      for (int i = 0; i < c[me]; i++) b[d[me] + i] = st[offs[me] + i];
+      CALL(ad_mpi_allgatherv(MPI_IN_PLACE, c[me], AD_MPI_REAL, b, c, d, AD_MPI_REAL, w));
+    } else {
+      CALL(ad_mpi_allgatherv(&st[offs[me]], c[me], AD_MPI_REAL, b, c, d, AD_MPI_REAL, w));
+    }
+    for (int r = 0; r < p; r++) fold(st, b + d[r], c[r], r + me);
+    break;
+  }
+  case K_ALLTOALL:
+    for (int i = 0; i < p * cnt; i++) a[i] = ad_mul(st[(i + me) % S], 1.0 - 0.05 * i);
+    if (inplace) {
+      CALL(ad_mpi_alltoall(MPI_IN_PLACE, cnt, AD_MPI_REAL, a, cnt, AD_MPI_REAL, w));
+      fold(st, a, p * cnt, off);
+    } else {
+      CALL(ad_mpi_alltoall(a, cnt, AD_MPI_REAL, b, cnt, AD_MPI_REAL, w));
+      fold(st, b, p * cnt, off);
+    }
+    break;
+  case K_ALLTOALLV: {
+    /* cnt[a][b]: what rank a sends to rank b; symmetric for the in-place
+     * variant, where each slot is both sent and overwritten. */
+    int *m = ints(p * p);
+    for (int x = 0; x < p; x++)
+      for (int y = 0; y < p; y++) m[x * p + y] = rng_int(g, 3);
+    if (inplace)
+      for (int x = 0; x < p; x++)
+        for (int y = 0; y < x; y++) m[x * p + y] = m[y * p + x];
+    for (int r = 0; r < p; r++) {
+      c[r] = m[me * p + r];  /* send counts */
+      c2[r] = m[r * p + me]; /* receive counts */
+    }
+    int sext = layout(g, c, d, p), rext = layout(g, c2, d2, p);
+    if (inplace) {
+      for (int i = 0; i < rext; i++) b[i] = ad_add(st[i % S], 0.1 * me);
+      CALL(ad_mpi_alltoallv(MPI_IN_PLACE, c2, d2, AD_MPI_REAL, b, c2, d2, AD_MPI_REAL, w));
+    } else {
+      for (int i = 0; i < sext; i++) a[i] = ad_cos(st[(i + 1) % S]);
+      CALL(ad_mpi_alltoallv(a, c, d, AD_MPI_REAL, b, c2, d2, AD_MPI_REAL, w));
+    }
+    for (int r = 0; r < p; r++) fold(st, b + d2[r], c2[r], r);
+    free(m);
+    break;
+  }
+  case K_SCAN:
+  case K_EXSCAN: {
+    int ex = kind == K_EXSCAN;
+    if (inplace) {
+      for (int i = 0; i < cnt; i++) b[i] = st[off + i];
+      if (ex)
+        CALL(ad_mpi_exscan(MPI_IN_PLACE, b, cnt, AD_MPI_REAL, MPI_SUM, w));
+      else
+        CALL(ad_mpi_scan(MPI_IN_PLACE, b, cnt, AD_MPI_REAL, MPI_SUM, w));
+    } else if (ex) {
+      CALL(ad_mpi_exscan(&st[off], b, cnt, AD_MPI_REAL, MPI_SUM, w));
+    } else {
+      CALL(ad_mpi_scan(&st[off], b, cnt, AD_MPI_REAL, MPI_SUM, w));
+    }
+    if (!(ex && me == 0)) fold(st, b, cnt, off + 1); /* exscan leaves rank 0's result undefined */
+    break;
+  }
+  case K_RSB:
+    for (int i = 0; i < p * cnt; i++) b[i] = ad_add(ad_mul(st[(i + 2) % S], 0.9), 0.01 * (i + me));
+    contribution(op, b, p * cnt, a);
+    if (inplace) {
+      CALL(ad_mpi_reduce_scatter_block(MPI_IN_PLACE, a, cnt, AD_MPI_REAL, op, w));
+      fold(st, a, cnt, off);
+    } else {
+      CALL(ad_mpi_reduce_scatter_block(a, b, cnt, AD_MPI_REAL, op, w));
+      fold(st, b, cnt, off);
+    }
+    break;
+  case K_BARRIER:
+    CALL(ad_mpi_barrier(w));
+    break;
+  default:
+    break;
+  }
+  free(c);
+  free(d);
+  free(c2);
+  free(d2);
+  free(offs);
+  free(a);
+  free(b);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The program                                                               */
+/* ------------------------------------------------------------------------ */
+
+static void run_program(ad_real *x, int n, ad_real *y, int m, void *ctx) {
+  const program *pr = ctx;
+  ad_real st[S];
+  (void)n;
+  (void)m;
+  for (int j = 0; j < S; j++) st[j] = x[j];
+  cur_seed = pr->seed;
+  for (int s = 0; s < pr->nsteps; s++) {
+    uint64_t g = pr->sub[s], mine = pr->sub[s] ^ (0xA24BAED4963EE407ull * (uint64_t)(mt_rank + 1));
+    cur_step = s;
+    switch (pr->kind[s]) {
+    case K_BLOCKING: step_blocking(st, &g, s); break;
+    case K_SENDRECV: step_sendrecv(st, &g, s); break;
+    case K_NONBLOCKING: step_nonblocking(st, &g, s, &mine); break;
+    case K_WILDCARD: step_wildcard(st, &g, s); break;
+    default: step_collective(st, &g, pr->kind[s]); break;
+    }
+    local_step(st, &mine);
+  }
+  for (int j = 0; j < S; j++) y[j] = st[j];
+}
+
+static unsigned long long env_ull(const char *name, unsigned long long dflt) {
+  const char *v = getenv(name);
+  return v && *v ? strtoull(v, NULL, 0) : dflt;
+}
+
+int main(int argc, char **argv) {
+  mt_init(&argc, &argv);
+  /* Room for every buffered send of a step, with MPI's per-message overhead. */
+  int bsize = 1 << 20;
+  void *bbuf = malloc((size_t)bsize);
+  MPI_Buffer_attach(bbuf, bsize);
+  unsigned long long nseeds = env_ull("ARIADNE_STRESS_SEEDS", 10), seed0 = env_ull("ARIADNE_STRESS_SEED0", 1);
+  int verbose = getenv("ARIADNE_STRESS_VERBOSE") != NULL, failed = 0;
+  double t0 = MPI_Wtime();
+  for (unsigned long long i = 0; i < nseeds; i++) {
+    program pr;
+    char name[64];
+    program_make(&pr, seed0 + i);
+    if (verbose && mt_rank == 0) program_print(&pr);
+    snprintf(name, sizeof name, "stress seed %llu", pr.seed);
+    /* Finite differences on every third program: they triple the cost. */
+    int bad = mt_check_prog(name, run_program, S, S, &pr, i % 3 == 0 ? 1e-6 : 0.0), anybad = 0;
+    MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (anybad) {
+      failed++;
+      if (mt_rank == 0) {
+        fprintf(stderr, "[0] stress: seed %llu FAILED at %d ranks; rerun it alone with ARIADNE_STRESS_SEED0=%llu "
+                        "ARIADNE_STRESS_SEEDS=1\n", pr.seed, mt_size, pr.seed);
+        program_print(&pr);
+      }
+    }
+  }
+  if (mt_rank == 0)
+    printf("stress: %llu programs from seed %llu at %d ranks, %d failed, %.1f s\n", nseeds, seed0, mt_size, failed,
+           MPI_Wtime() - t0);
+  MPI_Buffer_detach(&bbuf, &bsize);
+  free(bbuf);
+  return mt_finalize();
+}
