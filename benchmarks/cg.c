@@ -73,6 +73,8 @@ static int neighbour(const problem *P, int k, int d) {
 /* Plain double: the primal, and the external function's callbacks          */
 /* ------------------------------------------------------------------------ */
 
+/* A(kappa): off[4k+d] = -r kf for an interior face (kf the mean of the two
+ * kappas), 0 for a boundary face; diag[k] = 1 + r * (sum of the point's kf). */
 static void assemble(const problem *P, const double *kappa, double *diag, double *off) {
   for (int k = 0; k < P->n; k++) {
     double kf[4], sum = 0.0;
@@ -129,6 +131,7 @@ static int cg(problem *P, const double *b, double *x) {
   return it;
 }
 
+/* T steps, each solved from the previous state, and J; NAN if CG fails. */
 static double primal(problem *P, const double *u0, const double *kappa) {
   int n = P->n;
   double *u = P->u, *b = P->b;
@@ -181,6 +184,7 @@ typedef struct ad_work {
   ad_real *x, *u, *b, *r, *p, *q, *diag, *off, *in;
 } ad_work;
 
+/* The matrix from active kappa, so that its entries carry dA/dkappa. */
 static void assemble_ad(const problem *P, const ad_real *kappa, ad_real *diag, ad_real *off) {
   for (int k = 0; k < P->n; k++) {
     ad_real kf[4];
@@ -210,6 +214,7 @@ static void matvec_ad(const problem *P, const ad_real *diag, const ad_real *off,
   }
 }
 
+/* The same CG as cg() on active values, every operation taped; b is W->b. */
 static int cg_ad(problem *P, ad_work *W, ad_real *x) {
   int n = P->n;
   ad_real *b = W->b, *r = W->r, *p = W->p, *q = W->q;
@@ -235,6 +240,8 @@ static int cg_ad(problem *P, ad_work *W, ad_real *x) {
   return it;
 }
 
+/* u <- A(kappa)^-1 b: solved passively from the guess in u, then recorded as
+ * one external function with inputs (b, kappa). Iterations, or -1. */
 static int solve_external(problem *P, ad_work *W, const ad_real *kappa, ad_real *u) {
   int n = P->n;
   for (int k = 0; k < n; k++) {
@@ -447,7 +454,8 @@ int main(int argc, char **argv) {
     const result *r = &best[v];
     printf("%-9s %10.2f %10.2f %11.2f %10.2f %10.2f %12.3f %12.3f %9ld %9ld %5s  %.15g%s%s\n", names[v],
            1e3 * r->primal_s, 1e3 * r->record_s, 1e3 * r->reverse_s, (r->record_s + r->reverse_s) / r->primal_s,
-           r->grad_cpu_s / r->primal_cpu_s, r->st.bytes_used / 1e6, r->st.bytes_peak / 1e6, r->fwd_iters, r->adj_iters, ok[v] ? "yes" : "NO", r->J,
+           r->grad_cpu_s / r->primal_cpu_s, r->st.bytes_used / 1e6, r->st.bytes_peak / 1e6, r->fwd_iters,
+           r->adj_iters, ok[v] ? "yes" : "NO", r->J,
            r->msg[0] ? "  " : "", r->msg);
   }
   printf("max |g_taped - g_external| / max |g| = %.2e (limit %.0e); tape ratio taped/external = %.0f\n", gdiff,

@@ -63,6 +63,17 @@ static int step_adouble(int nstate, adouble *u) {
   return 1;
 }
 
+/* Return to the working directory kept open as `back`; report a failure. */
+static int back_to(int back, heat_result *out) {
+  int rc = fchdir(back);
+  close(back);
+  if (rc != 0) {
+    snprintf(out->msg, sizeof out->msg, "cannot return to the working directory");
+    out->rc = 1;
+  }
+  return rc;
+}
+
 #ifdef HEAT_ADOLC_READCONFIG
 /* ADOL-C 2.x: reads .adolcrc from the working directory; exported by the
  * library, not declared in its installed headers. */
@@ -138,8 +149,7 @@ extern "C" int heat_adolc_ckpt_run(int n, int steps, int snaps, const char *dir,
     if (rc < 0) {
       snprintf(out->msg, sizeof out->msg, "ADOL-C checkpointing returned %d", rc);
       out->rc = 1;
-      if (fchdir(back) != 0) out->msg[0] = '\0';
-      close(back);
+      back_to(back, out);
       delete[] dbuf;
       return 1;
     }
@@ -152,8 +162,10 @@ extern "C" int heat_adolc_ckpt_run(int n, int steps, int snaps, const char *dir,
 
   size_t st[STAT_SIZE];
   tapestats(tag_step, st);
-  if (fchdir(back) != 0) rc = -1;
-  close(back);
+  if (back_to(back, out) != 0) {
+    delete[] dbuf;
+    return 1;
+  }
   /* The one-step tape and its taylors: what the reverse sweep of one step reads. */
   out->tape_bytes = (double)st[NUM_OPERATIONS] * sizeof(unsigned char) + (double)st[NUM_LOCATIONS] * sizeof(locint) +
                     (double)st[NUM_VALUES] * sizeof(double) + (double)st[TAY_STACK_SIZE] * sizeof(double);

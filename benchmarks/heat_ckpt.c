@@ -15,15 +15,16 @@
  *   multistage      AD_CKPT_MULTISTAGE: 20 states on disk, 10 in memory
  *   online s=10     AD_CKPT_ONLINE: the loop length found by running
  *   adolc           ADOL-C, the whole tape in memory, where memory allows
+ *   adolc_ckpt_s10  ADOL-C's own checkpointing with 10 checkpoints
  *
  * Each variant runs in a forked child, so that its peak resident memory is
  * its own; each repetition there times the primal and then the variant, in
  * wall-clock and in processor time, and the minimum of each phase is kept,
- * because the machines it runs on are shared. Checkpointed gradients are expected to equal the fully taped one
- * bit for bit (the same statements are swept in the same order); the program
- * reports the largest relative difference and exits non-zero if any J or
- * gradient disagrees, or a binomial run recomputes more steps than
- * ad_revolve_optimum.
+ * because the machines it runs on are shared. Checkpointed gradients are
+ * expected to equal the fully taped one bit for bit (the same statements are
+ * swept in the same order); the program reports the largest relative
+ * difference and exits non-zero if any J or gradient disagrees, or a
+ * binomial run's number of recomputed steps is not ad_revolve_optimum's.
  */
 #define _DEFAULT_SOURCE
 #include <ariadne_checkpoint.h>
@@ -461,12 +462,14 @@ static void json_str(const char *key, const char *str) {
 
 static void usage(const char *prog) {
   fprintf(stderr,
-          "usage: %s [--N n] [--T steps] [--reps r] [--only v1,v2] [--mem-limit-gb g] [--dir d] [--no-fork] [--verbose]\n"
+          "usage: %s [--N n] [--T steps] [--reps r] [--only v1,v2] [--mem-limit-gb g] [--dir d]\n"
+          "          [--no-fork] [--verbose]\n"
           "  --N      grid size (default 128)\n"
           "  --T      time steps (default 2000)\n"
           "  --reps   repetitions per variant; the minimum time is reported (default 3)\n"
           "  --only   run only these variants (primal and hand always run: they are the references)\n"
-          "  --mem-limit-gb  skip a variant that keeps its whole tape if its estimated memory exceeds this (default 8)\n"
+          "  --mem-limit-gb  skip a variant that keeps its whole tape if its estimated memory\n"
+          "           exceeds this many GB (default 8)\n"
           "  --dir    where the multistage variant makes its temporary directory (default $TMPDIR or /tmp)\n"
           "  --no-fork  run the variants in this process (for profilers); peak RSS is then cumulative\n"
           "  --verbose  print the times of every repetition to stderr\n",
@@ -527,7 +530,9 @@ int main(int argc, char **argv) {
     s->selected = v < 2 || selected(&o, va->name);
     if (!s->selected) continue;
     /* Variants that keep every cell's record in memory run only where it fits. */
-    double est = va->kind == K_TAPED ? TAPED_BYTES_PER_CELL * cells : va->kind == K_ADOLC ? ADOLC_BYTES_PER_CELL * cells : 0;
+    double est = va->kind == K_TAPED   ? TAPED_BYTES_PER_CELL * cells
+                 : va->kind == K_ADOLC ? ADOLC_BYTES_PER_CELL * cells
+                                       : 0.0;
     if (est > o.mem_limit_gb * 1e9) {
       s->skipped = 1;
       snprintf(s->msg, sizeof s->msg, "skipped: its tape would take about %.1f GB (limit %.1f GB, --mem-limit-gb)",
@@ -561,7 +566,8 @@ int main(int argc, char **argv) {
     }
     if (!s->done) {
       s->rc = -1;
-      snprintf(s->msg, sizeof s->msg, "the variant's process died (%s %d)", WIFSIGNALED(status) ? "signal" : "exit status",
+      snprintf(s->msg, sizeof s->msg, "the variant's process died (%s %d)",
+               WIFSIGNALED(status) ? "signal" : "exit status",
                WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
     }
   }
