@@ -20,8 +20,11 @@
  *   With `resumable`, the progress of the reverse run is kept on disk too.
  * - AD_CKPT_STORE_ALL: every state in memory; no recomputation (baseline).
  * - AD_CKPT_ONLINE: the number of steps is not known in advance: the step
- *   function returns AD_CKPT_LAST after the last step. Snapshots are kept
- *   evenly spaced in `snapshots` slots, thinned as the loop grows.
+ *   function returns AD_CKPT_LAST after the last step. Up to `snapshots`
+ *   segment bases are kept evenly spaced, thinned as the loop grows; the
+ *   reverse action reverses each segment with a binomial schedule in the
+ *   slots the later segments no longer need, so at most 2 * snapshots + 1
+ *   states are in memory at once (kept for further sweeps).
  *
  * Rules for the step function:
  * - It advances state[0..n) and pstate[0..pbytes) in place by step `step`
