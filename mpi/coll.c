@@ -797,7 +797,10 @@ int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
         free(pk);
       }
     }
-    if (q == MPI_REQUEST_NULL) free(rcnt); /* else MPI may still read it (see below) */
+    if (q == MPI_REQUEST_NULL)
+      free(rcnt);
+    else
+      ad__mpi_keep(rcnt); /* MPI may still read it (see below) */
     break;
   }
   case AD__M_ALLGATHERV: {
@@ -832,7 +835,11 @@ int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
     rc = AD_ERR_NOMEM;
   /* A collective that timed out is still pending and MPI may still use its
    * buffers when the other ranks arrive: they are given up for good. */
-  if (!ad__mpi_abandon(&q, 0) || !ad__mpi_abandon(&q2, 0)) a = b = NULL;
+  if (!ad__mpi_abandon(&q, 0) || !ad__mpi_abandon(&q2, 0)) {
+    ad__mpi_keep(a);
+    ad__mpi_keep(b);
+    a = b = NULL;
+  }
   free(a);
   free(b);
   return rc;
@@ -855,7 +862,10 @@ int ad__coll_forward(ad_tape *t, ad__mrec *r) {
     }
     rc = nbwait(t, MPI_Ibcast(a, n, MPI_DOUBLE, r->root, pc, &q), &q, "the tangent of a bcast");
     if (rc == AD_OK && me != r->root) ad__tan_set(t, r->out, n, a);
-    if (ad__mpi_abandon(&q, 0)) free(a); /* else still pending: see the end of this function */
+    if (ad__mpi_abandon(&q, 0))
+      free(a);
+    else
+      ad__mpi_keep(a); /* still pending: see the end of this function */
     return rc;
   }
   case AD__M_REDUCE:
@@ -964,7 +974,11 @@ int ad__coll_forward(ad_tape *t, ad__mrec *r) {
   if (rc == AD_OK && (!a || !b)) rc = AD_ERR_NOMEM;
   /* A collective that timed out is still pending and MPI may still use its
    * buffers when the other ranks arrive: they are given up for good. */
-  if (!ad__mpi_abandon(&q, 0)) a = b = NULL;
+  if (!ad__mpi_abandon(&q, 0)) {
+    ad__mpi_keep(a);
+    ad__mpi_keep(b);
+    a = b = NULL;
+  }
   free(a);
   free(b);
   return rc;

@@ -331,7 +331,10 @@ static void lazy_finish(ad_tape *t, tape_ctx *x, int *rc) {
         MPI_Test(&x->lazy[i], &done, MPI_STATUS_IGNORE);
       }
     }
-    if (ad__mpi_abandon(&x->lazy[i], 0)) free(x->lazy_buf[i]);
+    if (ad__mpi_abandon(&x->lazy[i], 0))
+      free(x->lazy_buf[i]);
+    else
+      ad__mpi_keep(x->lazy_buf[i]);
   }
   x->nlazy = 0;
 }
@@ -394,7 +397,10 @@ static int handshake(ad_tape *t, tape_ctx *x, int status, int *peer_status, int 
   for (size_t i = 0; i < nr; i++) keep |= !ad__mpi_abandon(&req[i], is_recv[i]);
   free(req);
   free(is_recv);
-  if (!keep) free(in);
+  if (keep)
+    ad__mpi_keep(in);
+  else
+    free(in);
   return rc;
 }
 
@@ -571,6 +577,23 @@ int ad__mpi_wait(ad_tape *t, MPI_Request *r, MPI_Status *st, const char *what) {
       nanosleep(&ts, NULL);
     }
   }
+}
+
+/* Buffers of abandoned operations: kept, and reachable from here, for the
+ * life of the process. */
+static void **kept;
+static size_t nkept, capkept;
+
+void ad__mpi_keep(void *p) {
+  if (!p) return;
+  if (nkept == capkept) {
+    size_t ncap = capkept ? 2 * capkept : 16;
+    void **n = realloc(kept, ncap * sizeof *n);
+    if (!n) return; /* then it is merely lost */
+    kept = n;
+    capkept = ncap;
+  }
+  kept[nkept++] = p;
 }
 
 int ad__mpi_abandon(MPI_Request *r, int is_recv) {

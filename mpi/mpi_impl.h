@@ -88,9 +88,12 @@ int ad__mpi_wait(ad_tape *t, MPI_Request *r, MPI_Status *st, const char *what);
 /* An operation that a failed wait left pending. A receive (is_recv) is
  * cancelled and completed: returns 1, its buffer may be freed. Anything else
  * (a send, a nonblocking collective) cannot be taken back: returns 0, and its
- * buffers must stay allocated, since MPI may still use them; they are given
- * up for good, on a path that has already failed. 1 for a null request. */
+ * buffers must stay allocated, since MPI may still use them: the caller hands
+ * them to ad__mpi_keep, on a path that has already failed. 1 for a null
+ * request. */
 int ad__mpi_abandon(MPI_Request *r, int is_recv);
+/* Keep a buffer that an abandoned operation may still use (see above). */
+void ad__mpi_keep(void *p);
 /* A nonblocking send of a sweep, completed at the end of the sweep. The
  * buffer is freed then. */
 int ad__mpi_lazy(ad_tape *t, MPI_Request r, double *buf);

@@ -9,8 +9,6 @@
  * sweep leaves behind can never match anything of a later scenario. They are
  * freed only at the end: MPI may give a new communicator the identity of a
  * freed one, and with it the messages still queued there. */
-#include <time.h>
-
 #include "mtest.h"
 
 #define TIMEOUT 3.0 /* seconds a sweep waits for a silent partner in this test */
@@ -24,7 +22,7 @@
 #define QUICK (TIMEOUT + 10)
 #define BOUNDED (6 * TIMEOUT + 20)
 
-static MPI_Comm comms[32];
+static MPI_Comm comms[64];
 static int ncomms;
 static const char *scenario = "";
 
@@ -41,7 +39,7 @@ static MPI_Comm scenario_begin(const char *name) {
 /* Ranks that gave up early meet the stragglers here before the next scenario. */
 static void scenario_end(MPI_Comm *c) {
   MPI_Barrier(MPI_COMM_WORLD);
-  comms[ncomms++] = *c;
+  if (ncomms < 64) comms[ncomms++] = *c;
 }
 
 static int error_class(int rc) {
@@ -287,8 +285,10 @@ static void scenario_type_mismatch(int active_sender, int shared) {
  * the pair also shares a collective, so that the handshake passes: the
  * receiver's sweep sends an adjoint that nobody takes, and its stream
  * sequence runs one ahead of the sender's. The next active message on the
- * same stream must not take that stale adjoint. Known to fail: run with
- * ARIADNE_TEST_KNOWN_ISSUES=1 (see the MPI layer's open issues). */
+ * same stream must not take that stale adjoint. This fails with the MPI
+ * layer as it is (a receiver cannot tell that its sender was passive, and
+ * the sweep handshake does not compare message counts), so it runs only
+ * with ARIADNE_TEST_KNOWN_ISSUES=1. */
 static void scenario_mixed_stream(void) {
   MPI_Comm comm = scenario_begin("mixed_stream");
   int partner = mt_rank ^ 1, paired = partner < mt_size, sender = mt_rank % 2 == 0;
@@ -364,14 +364,19 @@ static void scenario_stale_request(void) {
     check_tape_error(t, AD_ERR_MPI, "already completed");
     MT_CHECK(ad_mpi_test(&copy, &flag, MPI_STATUS_IGNORE) == MPI_ERR_REQUEST);
     MT_CHECK(ad_mpi_waitall(1, &copy, MPI_STATUSES_IGNORE) == MPI_ERR_REQUEST);
-    /* New requests take the freed slots; the stale copy must not complete one. */
-    ad_real v = ad_const(0.0), w = ad_const(2.0);
-    ad_mpi_request n2[2];
-    MT_CHECK(ad_mpi_irecv(&v, 1, AD_MPI_REAL, 0, 7, comm, &n2[0]) == MPI_SUCCESS);
-    MT_CHECK(ad_mpi_isend(&w, 1, AD_MPI_REAL, 0, 7, comm, &n2[1]) == MPI_SUCCESS);
+    /* As many new requests as were completed take all the freed slots, the
+     * stale copy's included; the copy must still not complete one. */
+    ad_real *v = calloc((size_t)nq, sizeof *v), w = ad_const(2.0);
+    ad_mpi_request *n2 = malloc(sizeof *n2 * (size_t)(2 * nq));
+    for (int i = 0; i < nq; i++) {
+      MT_CHECK(ad_mpi_irecv(&v[i], 1, AD_MPI_REAL, 0, 7, comm, &n2[2 * i]) == MPI_SUCCESS);
+      MT_CHECK(ad_mpi_isend(&w, 1, AD_MPI_REAL, 0, 7, comm, &n2[2 * i + 1]) == MPI_SUCCESS);
+    }
     MT_CHECK(ad_mpi_wait(&copy, MPI_STATUS_IGNORE) == MPI_ERR_REQUEST);
-    MT_CHECK(ad_mpi_waitall(2, n2, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
-    MT_CHECK(ad_value(v) == 2.0);
+    MT_CHECK(ad_mpi_waitall(2 * nq, n2, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+    for (int i = 0; i < nq; i++) MT_CHECK(ad_value(v[i]) == 2.0);
+    free(v);
+    free(n2);
   }
   ad_tape_end(t);
   ad_seed(t, y, 1.0);

@@ -629,6 +629,69 @@ static void halo_run(int periodic, int nonblocking) {
   ad_tape_destroy(t);
 }
 
+/* Collectives, in place and not, with uneven counts: a tangent sweep moves
+ * on each rank what its forward calls moved, and a reverse sweep, summed
+ * over the ranks, moves what the forward run moved in total. */
+static void collective_bytes(void) {
+  int p = mt_size, me = mt_rank, root = p - 1;
+  int *c = malloc(sizeof(int) * (size_t)p), *d = malloc(sizeof(int) * (size_t)p);
+  int *one = malloc(sizeof(int) * (size_t)p), *at = malloc(sizeof(int) * (size_t)p);
+  for (int j = 0; j < p; j++) {
+    c[j] = 1 + j % 2;
+    d[j] = 2 * j;
+    one[j] = 1;
+    at[j] = j;
+  }
+  ad_real x[N], a[2 * 8 * N], b[2 * 8 * N], *big = calloc((size_t)(4 * p + 4), sizeof *big);
+  ad_real *big2 = calloc((size_t)(4 * p + 4), sizeof *big2);
+  ad_tape *t = ad_tape_create();
+  ad_mpi_stats_reset();
+  ad_tape_begin(t);
+  for (int i = 0; i < N; i++) x[i] = ad_input(0.2 * (i + 1) + 0.1 * me);
+  for (int i = 0; i < 2 * 8 * N; i++) a[i] = b[i] = x[i % N];
+  for (int i = 0; i < 4 * p + 4; i++) big[i] = big2[i] = ad_sin(x[i % N]);
+  ad_mpi_bcast(a, N, AD_MPI_REAL, root, MPI_COMM_WORLD);
+  ad_mpi_reduce(x, b, N, AD_MPI_REAL, MPI_SUM, root, MPI_COMM_WORLD);
+  ad_mpi_allreduce(MPI_IN_PLACE, a, N, AD_MPI_REAL, MPI_PROD, MPI_COMM_WORLD);
+  ad_mpi_scan(x, b, N, AD_MPI_REAL, MPI_SUM, MPI_COMM_WORLD);
+  ad_mpi_exscan(MPI_IN_PLACE, a, N, AD_MPI_REAL, MPI_SUM, MPI_COMM_WORLD);
+  ad_mpi_reduce_scatter_block(big, b, 2, AD_MPI_REAL, MPI_MAX, MPI_COMM_WORLD);
+  ad_mpi_gatherv(x, c[me], AD_MPI_REAL, big, c, d, AD_MPI_REAL, root, MPI_COMM_WORLD);
+  if (me == root)
+    ad_mpi_scatterv(big, c, d, AD_MPI_REAL, MPI_IN_PLACE, c[me], AD_MPI_REAL, root, MPI_COMM_WORLD);
+  else
+    ad_mpi_scatterv(big, c, d, AD_MPI_REAL, a, c[me], AD_MPI_REAL, root, MPI_COMM_WORLD);
+  ad_mpi_allgatherv(x, c[me], AD_MPI_REAL, big2, c, d, AD_MPI_REAL, MPI_COMM_WORLD);
+  ad_mpi_alltoallv(big2, one, at, AD_MPI_REAL, big, one, at, AD_MPI_REAL, MPI_COMM_WORLD);
+  ad_mpi_alltoall(MPI_IN_PLACE, 1, AD_MPI_REAL, big, 1, AD_MPI_REAL, MPI_COMM_WORLD);
+  ad_real y = ad_add(ad_add(ad_sum((size_t)(2 * p), big), ad_sum(2 * N, a)), ad_sum(2 * N, b));
+  ad_tape_end(t);
+  ad_mpi_stats fwd, rev, tan;
+  ad_mpi_stats_get(&fwd);
+  ad_seed(t, y, 1.0);
+  MT_CHECK(ad_reverse(t) == AD_OK);
+  ad_mpi_stats_get(&rev);
+  for (int i = 0; i < N; i++) ad_tangent_seed(t, x[i], 1.0);
+  MT_CHECK(ad_forward(t) == AD_OK);
+  ad_mpi_stats_get(&tan);
+  double mine[2] = {(double)fwd.forward_bytes, (double)rev.adjoint_bytes}, sum[2];
+  MPI_Allreduce(mine, sum, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  if (sum[0] != sum[1]) {
+    mt_errors++;
+    fprintf(stderr, "[%d] collectives: adjoint bytes %.0f != forward bytes %.0f, summed over the ranks\n", me,
+            sum[1], sum[0]);
+  }
+  MT_CHECK(tan.tangent_bytes == fwd.forward_bytes);
+  MT_CHECK(p == 1 || sum[0] > 0);
+  ad_tape_destroy(t);
+  free(c);
+  free(d);
+  free(one);
+  free(at);
+  free(big);
+  free(big2);
+}
+
 #endif /* ARIADNE_PASSIVE */
 
 int main(int argc, char **argv) {
@@ -649,6 +712,7 @@ int main(int argc, char **argv) {
   passive_types();
   for (int periodic = 0; periodic < 2; periodic++)
     for (int nb = 0; nb < 2; nb++) halo_run(periodic, nb);
+  collective_bytes();
   MPI_Comm_free(&half);
 #endif
   MPI_Buffer_detach(&bbuf, &bsize);
