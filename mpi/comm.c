@@ -65,6 +65,7 @@ static int self_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
     }
     kmap_free(&c->sendk);
     kmap_free(&c->prunedk);
+    kmap_free(&c->tags);
     free(c->rq);
     free(c);
   }
@@ -292,6 +293,23 @@ int ad__recv_complete(ad__comm *c, uint64_t post, int asrc, int atag) {
     c->rq_base += drop;
   }
   return k;
+}
+
+int ad__tag_check(ad__comm *c, ad_tape *seen, int peer, int tag, int recv, const char *fn) {
+  int low = tag & ((1 << tag_low_bits) - 1);
+  int *v = kmap_slot(&c->tags, kkey(peer, low << 1 | (recv != 0)));
+  if (!v) return 0;
+  if (*v == 0 || *v == tag + 1) {
+    *v = tag + 1;
+    return 0;
+  }
+  const char *fmt = "%s: tags %d and %d %s rank %d agree in their low %d bits, which the sweeps use to tell "
+                    "messages apart; use tags below %d with the same partner";
+  if (seen)
+    ad__fail(seen, AD_ERR_MPI, fmt, fn, *v - 1, tag, recv ? "from" : "to", peer, tag_low_bits, 1 << tag_low_bits);
+  else
+    ad__fail_notape(AD_ERR_MPI, fmt, fn, *v - 1, tag, recv ? "from" : "to", peer, tag_low_bits, 1 << tag_low_bits);
+  return -1;
 }
 
 int ad__sweep_tag(int tag, int k) {

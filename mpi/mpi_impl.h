@@ -32,6 +32,7 @@ typedef struct ad__comm {
   int freed;           /* the user freed the communicator */
   ad__kmap sendk;      /* active sends per (dest, tag) */
   ad__kmap prunedk;    /* completed receives per (source, tag) dropped from rq */
+  ad__kmap tags;       /* (peer, low bits of the tag, direction) -> tag + 1 */
   ad__rentry *rq;      /* receives posted and not yet pruned */
   size_t rq_n, rq_cap;
   uint64_t rq_base;    /* posting number of rq[0] */
@@ -56,6 +57,10 @@ int ad__send_seq(ad__comm *c, int dest, int tag);
 uint64_t ad__recv_post(ad__comm *c, int src, int tag);
 int ad__recv_complete(ad__comm *c, uint64_t post, int asrc, int atag);
 int ad__sweep_tag(int tag, int k);
+/* Sweep tags keep only the low bits of a user tag: two tags that share them
+ * between the same ranks could swap adjoint messages. Report that on the
+ * tape (sticky) and return -1; 0 if the tag is fine. */
+int ad__tag_check(ad__comm *c, ad_tape *seen, int peer, int tag, int recv, const char *fn);
 
 /* ------------------------------------------------------------------------ */
 /* Tapes                                                                     */
