@@ -668,40 +668,16 @@ static int in_status(int rc) {
   return cls == MPI_ERR_IN_STATUS;
 }
 
-int ad_mpi_waitall(int count, ad_mpi_request reqs[], MPI_Status *statuses) {
+/* Waitall and testall (flag non-NULL): complete every request, or none. */
+static int complete_all(int count, ad_mpi_request reqs[], int *flag, MPI_Status *statuses, const char *fn) {
   if (count < 0) return MPI_ERR_COUNT;
   MPI_Request *mr = malloc((size_t)(count ? count : 1) * sizeof *mr);
   MPI_Status *st = malloc((size_t)(count ? count : 1) * sizeof *st);
-  int rc = mr && st ? gather_reqs(count, reqs, mr, "ad_mpi_waitall") : MPI_ERR_NO_MEM;
+  int rc = mr && st ? gather_reqs(count, reqs, mr, fn) : MPI_ERR_NO_MEM;
   int live[count > 0 ? count : 1];
   for (int i = 0; rc == MPI_SUCCESS && i < count; i++) live[i] = reqs[i].slot >= 0;
-  if (rc == MPI_SUCCESS) rc = MPI_Waitall(count, mr, st);
-  if (rc == MPI_SUCCESS) {
-    for (int i = 0; i < count; i++) {
-      if (live[i]) finish_one(&reqs[i], mr[i], &st[i]);
-      else req_clear(&reqs[i]);
-      if (statuses != MPI_STATUSES_IGNORE) statuses[i] = st[i];
-    }
-  } else if (rc != MPI_ERR_REQUEST) {
-    ad_tape *seen;
-    ad__mpi_tape(&seen);
-    ad__mpi_forward_error(seen, rc, "ad_mpi_waitall");
-    if (in_status(rc)) finish_in_status(count, reqs, mr, live, st, statuses);
-  }
-  free(mr);
-  free(st);
-  return rc;
-}
-
-int ad_mpi_testall(int count, ad_mpi_request reqs[], int *flag, MPI_Status *statuses) {
-  if (count < 0) return MPI_ERR_COUNT;
-  MPI_Request *mr = malloc((size_t)(count ? count : 1) * sizeof *mr);
-  MPI_Status *st = malloc((size_t)(count ? count : 1) * sizeof *st);
-  int rc = mr && st ? gather_reqs(count, reqs, mr, "ad_mpi_testall") : MPI_ERR_NO_MEM;
-  int live[count > 0 ? count : 1];
-  for (int i = 0; rc == MPI_SUCCESS && i < count; i++) live[i] = reqs[i].slot >= 0;
-  if (rc == MPI_SUCCESS) rc = MPI_Testall(count, mr, flag, st);
-  if (rc == MPI_SUCCESS && *flag) {
+  if (rc == MPI_SUCCESS) rc = flag ? MPI_Testall(count, mr, flag, st) : MPI_Waitall(count, mr, st);
+  if (rc == MPI_SUCCESS && (!flag || *flag)) {
     for (int i = 0; i < count; i++) {
       if (live[i]) finish_one(&reqs[i], mr[i], &st[i]);
       else req_clear(&reqs[i]);
@@ -710,12 +686,20 @@ int ad_mpi_testall(int count, ad_mpi_request reqs[], int *flag, MPI_Status *stat
   } else if (rc != MPI_SUCCESS && rc != MPI_ERR_REQUEST) {
     ad_tape *seen;
     ad__mpi_tape(&seen);
-    ad__mpi_forward_error(seen, rc, "ad_mpi_testall");
+    ad__mpi_forward_error(seen, rc, fn);
     if (in_status(rc)) finish_in_status(count, reqs, mr, live, st, statuses);
   }
   free(mr);
   free(st);
   return rc;
+}
+
+int ad_mpi_waitall(int count, ad_mpi_request reqs[], MPI_Status *statuses) {
+  return complete_all(count, reqs, NULL, statuses, "ad_mpi_waitall");
+}
+
+int ad_mpi_testall(int count, ad_mpi_request reqs[], int *flag, MPI_Status *statuses) {
+  return complete_all(count, reqs, flag, statuses, "ad_mpi_testall");
 }
 
 int ad_mpi_waitany(int count, ad_mpi_request reqs[], int *index, MPI_Status *status) {
