@@ -324,7 +324,8 @@ int ad__sweep_tag(int tag, int k) {
 
 typedef struct peer_note {
   ad__comm *c;
-  int peer; /* -1: collective over c */
+  int peer;       /* -1: collective over c */
+  int sent, recvd; /* active messages to and from peer on this tape */
 } peer_note;
 
 typedef struct tape_ctx {
@@ -357,15 +358,20 @@ static void lazy_finish(ad_tape *t, tape_ctx *x, int *rc) {
   x->nlazy = 0;
 }
 
+/* Every partner says whether it is fine to sweep and, pairwise, how many
+ * messages it recorded with this rank: in[3i..3i+3) is what partner i says
+ * (status, messages it sent here, messages it received from here), and
+ * out[3i..] what this rank says. A count that does not match means one
+ * side recorded a message the other did not (a passive send met by an
+ * active receive), which would pair adjoints with the wrong messages. */
 static int handshake(ad_tape *t, tape_ctx *x, int status, int *peer_status, int *peer_rank) {
   int rc = AD_OK;
   size_t n = x->n;
   MPI_Request *req = malloc((2 * n + 1) * sizeof *req);
   char *is_recv = malloc(2 * n + 1);
-  /* in[0, n): what the partners say; in[n, 2n): what this rank says. Both
-   * live on the heap, so that a handshake that gives up can leave them to
-   * MPI (see below). */
-  int *in = malloc((2 * n + 1) * sizeof *in);
+  /* Both halves live on the heap, so that a handshake that gives up can
+   * leave them to MPI (see below). */
+  int *in = malloc((6 * n + 1) * sizeof *in), *out = in + 3 * n;
   if (!req || !in || !is_recv) {
     free(req);
     free(in);
@@ -380,19 +386,23 @@ static int handshake(ad_tape *t, tape_ctx *x, int status, int *peer_status, int 
         ad__pending(t, AD_ERR_MPI, "a communicator used on this tape was freed before the sweep");
       break;
     }
-    in[i] = in[n + i] = status;
+    in[3 * i] = out[3 * i] = status;
+    out[3 * i + 1] = p->sent;
+    out[3 * i + 2] = p->recvd;
+    in[3 * i + 1] = p->recvd; /* what a silent partner would have to say */
+    in[3 * i + 2] = p->sent;
     int e;
     if (p->peer < 0) {
       is_recv[nr] = 0;
-      e = MPI_Iallreduce(MPI_IN_PLACE, &in[i], 1, MPI_INT, MPI_MIN, p->c->priv, &req[nr]);
+      e = MPI_Iallreduce(MPI_IN_PLACE, &in[3 * i], 1, MPI_INT, MPI_MIN, p->c->priv, &req[nr]);
       if (e == MPI_SUCCESS) nr++;
     } else {
       is_recv[nr] = 0;
-      e = MPI_Isend(&in[n + i], 1, MPI_INT, p->peer, handshake_tag, p->c->priv, &req[nr]);
+      e = MPI_Isend(&out[3 * i], 3, MPI_INT, p->peer, handshake_tag, p->c->priv, &req[nr]);
       if (e == MPI_SUCCESS) {
         nr++;
         is_recv[nr] = 1;
-        e = MPI_Irecv(&in[i], 1, MPI_INT, p->peer, handshake_tag, p->c->priv, &req[nr]);
+        e = MPI_Irecv(&in[3 * i], 3, MPI_INT, p->peer, handshake_tag, p->c->priv, &req[nr]);
         if (e == MPI_SUCCESS) nr++;
       }
     }
@@ -403,14 +413,24 @@ static int handshake(ad_tape *t, tape_ctx *x, int status, int *peer_status, int 
   }
   for (size_t i = 0; i < nr && rc == AD_OK; i++) rc = ad__mpi_wait(t, &req[i], MPI_STATUS_IGNORE, "the other ranks to start their sweep");
   for (size_t i = 0; rc == AD_OK && i < n; i++) {
-    if (in[i] < 0 && *peer_status == AD_OK) {
-      *peer_status = in[i];
+    if (in[3 * i] < 0 && *peer_status == AD_OK) {
+      *peer_status = in[3 * i];
       *peer_rank = x->notes[i].peer;
+    }
+  }
+  for (size_t i = 0; rc == AD_OK && *peer_status == AD_OK && i < n; i++) {
+    peer_note *p = &x->notes[i];
+    if (p->peer >= 0 && (in[3 * i + 1] != p->recvd || in[3 * i + 2] != p->sent)) {
+      ad__pending(t, AD_ERR_MPI,
+                  "rank %d recorded %d active messages to and %d from this rank, which recorded %d from and %d to "
+                  "it (a message sent with another datatype than it was received with?); no sweep was done",
+                  p->peer, in[3 * i + 1], in[3 * i + 2], p->recvd, p->sent);
+      rc = AD_ERR_MPI;
     }
   }
   /* A partner that never started its sweep leaves operations pending, which
    * MPI may still complete when it starts late: the receives are cancelled,
-   * the sends and reductions keep `in` for good. */
+   * the sends and reductions keep the buffers for good. */
   int keep = 0;
   for (size_t i = 0; i < nr; i++) keep |= !ad__mpi_abandon(&req[i], is_recv[i]);
   free(req);
@@ -475,42 +495,43 @@ static tape_ctx *ctx_of(ad_tape *t) {
   return x;
 }
 
-static void note(ad_tape *t, ad__comm *c, int peer) {
+static void note(ad_tape *t, ad__comm *c, int peer, int recv) {
   tape_ctx *x = ctx_of(t);
   if (!x) {
     ad__fail(t, AD_ERR_NOMEM, "cannot attach the MPI layer's state to the tape");
     return;
   }
-  for (size_t i = 0; i < x->n; i++) {
-    if (x->notes[i].c != c) continue;
-    if (x->notes[i].peer == peer || x->notes[i].peer < 0) return;
-  }
-  if (peer < 0) { /* a collective covers every peer on c */
-    size_t j = 0;
-    for (size_t i = 0; i < x->n; i++)
-      if (x->notes[i].c != c) x->notes[j++] = x->notes[i];
-    x->n = j;
-  }
-  if (x->n == x->cap) {
-    size_t ncap = x->cap ? 2 * x->cap : 8;
-    peer_note *nn = realloc(x->notes, ncap * sizeof *nn);
-    if (!nn) {
-      ad__fail(t, AD_ERR_NOMEM, "cannot note a communication partner");
-      return;
+  size_t i = 0;
+  while (i < x->n && (x->notes[i].c != c || x->notes[i].peer != peer)) i++;
+  if (i == x->n) {
+    if (x->n == x->cap) {
+      size_t ncap = x->cap ? 2 * x->cap : 8;
+      peer_note *nn = realloc(x->notes, ncap * sizeof *nn);
+      if (!nn) {
+        ad__fail(t, AD_ERR_NOMEM, "cannot note a communication partner");
+        return;
+      }
+      x->notes = nn;
+      x->cap = ncap;
     }
-    x->notes = nn;
-    x->cap = ncap;
+    memset(&x->notes[x->n], 0, sizeof x->notes[x->n]);
+    x->notes[x->n].c = c;
+    x->notes[x->n].peer = peer;
+    x->n++;
   }
-  x->notes[x->n].c = c;
-  x->notes[x->n].peer = peer;
-  x->n++;
+  if (peer >= 0) {
+    if (recv)
+      x->notes[i].recvd++;
+    else
+      x->notes[i].sent++;
+  }
 }
 
 void ad__mpi_note_coll(ad_tape *t, ad__comm *c) {
-  if (t) note(t, c, -1);
+  if (t) note(t, c, -1, 0);
 }
-void ad__mpi_note_peer(ad_tape *t, ad__comm *c, int peer) {
-  if (t && peer >= 0) note(t, c, peer);
+void ad__mpi_note_peer(ad_tape *t, ad__comm *c, int peer, int recv) {
+  if (t && peer >= 0) note(t, c, peer, recv);
 }
 
 ad_tape *ad__mpi_tape(ad_tape **seen) {

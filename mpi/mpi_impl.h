@@ -72,7 +72,10 @@ int ad__tag_check(ad__comm *c, ad_tape *seen, int peer, int tag, int recv, const
 ad_tape *ad__mpi_tape(ad_tape **seen);
 /* Note that tape t communicated on c collectively, or with a peer. */
 void ad__mpi_note_coll(ad_tape *t, ad__comm *c);
-void ad__mpi_note_peer(ad_tape *t, ad__comm *c, int peer);
+/* ... a message to (recv 0) or from (recv 1) peer; the sweep handshake
+ * compares the counts with the partner's, so that a message one side
+ * recorded and the other did not is an error, not a shifted pairing. */
+void ad__mpi_note_peer(ad_tape *t, ad__comm *c, int peer, int recv);
 
 /* Pack values of an ad_real buffer; unpack received values into new handles
  * (passive if t is NULL). Handles of sent elements: 0 for passive ones; a

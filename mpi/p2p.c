@@ -190,7 +190,7 @@ static int send_any(send_fn fn, const char *name, const void *buf, int count, MP
   ad__pack(buf, count, v);
   if (dest != MPI_PROC_NULL) {
     int k = ad__send_seq(c, dest, tag);
-    ad__mpi_note_peer(seen, c, dest);
+    ad__mpi_note_peer(seen, c, dest, 0);
     if (ad__tag_check(c, seen, dest, tag, 0, name) != 0) t = NULL;
     ad__mrec *r = t ? ad__mrec_push(t, AD__M_SEND, c, count, 0) : NULL;
     if (r) {
@@ -225,7 +225,7 @@ int ad_mpi_rsend(const void *buf, int count, MPI_Datatype type, int dest, int ta
 static void recv_finish(ad__comm *c, ad_tape *t, ad_tape *seen, uint64_t post, const MPI_Status *st, ad_real *buf,
                         const double *v, int n, int kind, ad__mrec **rec) {
   int k = ad__recv_complete(c, post, st->MPI_SOURCE, st->MPI_TAG);
-  ad__mpi_note_peer(seen, c, st->MPI_SOURCE);
+  ad__mpi_note_peer(seen, c, st->MPI_SOURCE, 1);
   if (ad__tag_check(c, seen, st->MPI_SOURCE, st->MPI_TAG, 1, "receive") != 0) t = NULL;
   ad__mrec *r = t ? ad__mrec_push(t, kind, c, 0, n) : NULL;
   if (r) {
@@ -253,7 +253,7 @@ static void recv_failed(ad__comm *c, ad_tape *seen, uint64_t post, int rc, const
   MPI_Error_class(rc, &cls);
   if (cls == MPI_ERR_TRUNCATE && st->MPI_SOURCE >= 0) {
     ad__recv_complete(c, post, st->MPI_SOURCE, st->MPI_TAG);
-    ad__mpi_note_peer(seen, c, st->MPI_SOURCE);
+    ad__mpi_note_peer(seen, c, st->MPI_SOURCE, 1);
   } else {
     ad__recv_complete(c, post, -2, -2);
   }
@@ -304,7 +304,7 @@ int ad_mpi_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, i
   int active_send = sa && dest != MPI_PROC_NULL, active_recv = ra && source != MPI_PROC_NULL;
   int k = active_send ? ad__send_seq(c, dest, sendtag) : 0;
   uint64_t post = active_recv ? ad__recv_post(c, source, recvtag) : 0;
-  if (active_send) ad__mpi_note_peer(seen, c, dest);
+  if (active_send) ad__mpi_note_peer(seen, c, dest, 0);
   if (active_send && ad__tag_check(c, seen, dest, sendtag, 0, "ad_mpi_sendrecv") != 0) t = NULL;
   ad__mrec *r = t && (active_send || active_recv) ? ad__mrec_push(t, AD__M_SENDRECV, c, active_send ? sendcount : 0, 0) : NULL;
   if (r) {
@@ -329,7 +329,7 @@ int ad_mpi_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, i
     int n = received(&st);
     if (active_recv) {
       int rk = ad__recv_complete(c, post, st.MPI_SOURCE, st.MPI_TAG);
-      ad__mpi_note_peer(seen, c, st.MPI_SOURCE);
+      ad__mpi_note_peer(seen, c, st.MPI_SOURCE, 1);
       ad__tag_check(c, seen, st.MPI_SOURCE, st.MPI_TAG, 1, "ad_mpi_sendrecv");
       if (r) {
         r->rpeer = st.MPI_SOURCE;
@@ -468,7 +468,7 @@ int ad_mpi_isend(const void *buf, int count, MPI_Datatype type, int dest, int ta
     ad__pack(buf, count, q->v);
     if (dest != MPI_PROC_NULL) {
       int k = ad__send_seq(c, dest, tag);
-      ad__mpi_note_peer(seen, c, dest);
+      ad__mpi_note_peer(seen, c, dest, 0);
       if (ad__tag_check(c, seen, dest, tag, 0, "ad_mpi_isend") != 0) t = NULL;
       ad__mrec *r = t ? ad__mrec_push(t, AD__M_ISEND, c, count, 0) : NULL;
       if (r) {
