@@ -569,10 +569,15 @@ int ad__mpi_lazy(ad_tape *t, MPI_Request r, double *buf) {
 /* Errors and waiting                                                        */
 /* ------------------------------------------------------------------------ */
 
+/* MPI's text for an error code, or the code itself if MPI has none. */
+static void error_text(int mpirc, char s[MPI_MAX_ERROR_STRING]) {
+  int len = 0;
+  if (MPI_Error_string(mpirc, s, &len) != MPI_SUCCESS) snprintf(s, MPI_MAX_ERROR_STRING, "MPI error %d", mpirc);
+}
+
 int ad__mpi_fail(ad_tape *t, int mpirc, const char *what) {
   char s[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(mpirc, s, &len) != MPI_SUCCESS) snprintf(s, sizeof s, "MPI error %d", mpirc);
+  error_text(mpirc, s);
   if (t)
     ad__pending(t, AD_ERR_MPI, "%s: %s", what, s);
   else
@@ -582,8 +587,7 @@ int ad__mpi_fail(ad_tape *t, int mpirc, const char *what) {
 
 int ad__mpi_forward_error(ad_tape *t, int mpirc, const char *fn) {
   char s[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(mpirc, s, &len) != MPI_SUCCESS) snprintf(s, sizeof s, "MPI error %d", mpirc);
+  error_text(mpirc, s);
   if (t)
     ad__fail(t, AD_ERR_MPI, "%s: %s", fn, s);
   else

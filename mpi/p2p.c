@@ -20,7 +20,7 @@ static int is_real(MPI_Datatype t) { return t == AD_MPI_REAL; }
 /* ------------------------------------------------------------------------ */
 
 static int sweep_isend(ad_tape *t, const ad__mrec *r, const double *buf, int n, int peer, int tag, int k,
-                       uint64_t *counter, int lazy) {
+                       uint64_t *counter) {
   if (peer == MPI_PROC_NULL || peer < 0) return AD_OK;
   double *copy = malloc((size_t)(n ? n : 1) * sizeof *copy);
   if (!copy) return AD_ERR_NOMEM;
@@ -32,7 +32,6 @@ static int sweep_isend(ad_tape *t, const ad__mrec *r, const double *buf, int n, 
     return ad__mpi_fail(t, e, "posting a sweep send");
   }
   *counter += (uint64_t)n * sizeof(double);
-  (void)lazy;
   return ad__mpi_lazy(t, q, copy);
 }
 
@@ -66,7 +65,7 @@ int ad__p2p_reverse(ad_tape *t, ad__mrec *r) {
   case AD__M_IRECV_DONE:
     if (!(buf = scratch(r->nout))) return AD_ERR_NOMEM;
     ad__adj_take(t, r->out, r->nout, buf);
-    rc = sweep_isend(t, r, buf, r->nout, r->peer, r->tag, r->k, bytes, 1);
+    rc = sweep_isend(t, r, buf, r->nout, r->peer, r->tag, r->k, bytes);
     free(buf);
     return rc;
   case AD__M_ISEND_DONE: {
@@ -100,7 +99,7 @@ int ad__p2p_reverse(ad_tape *t, ad__mrec *r) {
   case AD__M_SENDRECV:
     if (!(buf = scratch(r->nout > r->nin ? r->nout : r->nin))) return AD_ERR_NOMEM;
     ad__adj_take(t, r->out, r->nout, buf);
-    rc = sweep_isend(t, r, buf, r->nout, r->rpeer, r->rtag, r->rk, bytes, 1);
+    rc = sweep_isend(t, r, buf, r->nout, r->rpeer, r->rtag, r->rk, bytes);
     /* An empty message still has an adjoint message, which the partner
      * sends: receive it whatever the count (sweep_recv skips a half that was
      * not active). */
@@ -124,7 +123,7 @@ int ad__p2p_forward(ad_tape *t, ad__mrec *r) {
   case AD__M_ISEND:
     if (!(buf = scratch(r->nin))) return AD_ERR_NOMEM;
     ad__tan_get(t, r->in, r->nin, buf);
-    rc = sweep_isend(t, r, buf, r->nin, r->peer, r->tag, r->k, bytes, 1);
+    rc = sweep_isend(t, r, buf, r->nin, r->peer, r->tag, r->k, bytes);
     free(buf);
     return rc;
   case AD__M_RECV:
@@ -159,7 +158,7 @@ int ad__p2p_forward(ad_tape *t, ad__mrec *r) {
   case AD__M_SENDRECV:
     if (!(buf = scratch(r->nout > r->nin ? r->nout : r->nin))) return AD_ERR_NOMEM;
     ad__tan_get(t, r->in, r->nin, buf);
-    rc = sweep_isend(t, r, buf, r->nin, r->peer, r->tag, r->k, bytes, 1);
+    rc = sweep_isend(t, r, buf, r->nin, r->peer, r->tag, r->k, bytes);
     if (rc == AD_OK) { /* empty messages too, as in the reverse sweep */
       rc = sweep_recv(t, r, buf, r->nout, r->rpeer, r->rtag, r->rk, "the tangent of a sendrecv message");
       if (rc == AD_OK) ad__tan_set(t, r->out, r->nout, buf);
