@@ -10,8 +10,8 @@
 static int check_use(ad_tape *t, ad_real x, const char *fn, const char *what) {
   int c = ad__handle_check(t, x);
   if (c < 0)
-    ad__pending(t, AD_ERR_STALE_HANDLE, "%s: %s has handle %llu from recording %u, this tape's recording is %u", fn,
-                what, (unsigned long long)x.i, x.e, t->rec.epoch);
+    ad__pending(t, AD_ERR_STALE_HANDLE, "%s: %s has handle %llu of recording %u, %s (this tape is recording %u)", fn,
+                what, (unsigned long long)x.i, x.e, ad__stale_reason(t, x.i, x.e), t->rec.epoch);
   return c;
 }
 
@@ -34,10 +34,7 @@ int ad_reverse(ad_tape *t) {
 
 int ad_reverse_to(ad_tape *t, ad_tape_pos pos) {
   if (!t) return AD_ERR_ARG;
-  if (pos.index > t->rec.next || pos.records > t->nrec || pos.block > t->cur->id) {
-    ad__pending(t, AD_ERR_ARG, "ad_reverse_to: position (handle %llu) lies beyond the tape's end (handle %llu)",
-                (unsigned long long)pos.index, (unsigned long long)t->rec.next);
-  }
+  ad__pos_check(t, pos, "ad_reverse_to"); /* reported by the sweep, which tells the other ranks */
   return ad__sweep_reverse(t, pos);
 }
 

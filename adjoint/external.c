@@ -82,9 +82,10 @@ int ad_external(const ad_external_ops *ops, void *ud, size_t nin, const ad_real 
   }
   ad_tape *t = ad__tape_of(R);
   for (size_t i = 0; i < nin; i++) {
-    if (in[i].i && (in[i].e != R->epoch || in[i].i > R->next)) {
-      ad__fail(t, AD_ERR_STALE_HANDLE, "%s: input %zu has a handle from another tape or recording",
-               ops->name ? ops->name : "ad_external", i);
+    if (in[i].i && !ad__handle_live(t, in[i].i, in[i].e)) {
+      ad__fail(t, AD_ERR_STALE_HANDLE, "%s: input %zu has handle %llu of recording %u, %s",
+               ops->name ? ops->name : "ad_external", i, (unsigned long long)in[i].i, in[i].e,
+               ad__stale_reason(t, in[i].i, in[i].e));
       if (ops->destroy) ops->destroy(ud);
       return AD_ERR_STALE_HANDLE;
     }

@@ -97,6 +97,7 @@ typedef struct ad_tape_pos {
   uint64_t records; /* number of special records before the position */
   uint64_t block;       /* storage block */
   uint32_t ns, na, np;  /* statements, arguments and stored partials used in that block */
+  uint32_t epoch;       /* the recording the position was taken in */
 } ad_tape_pos;
 
 /* Error handler, called once when a tape (or, with tape NULL, a call that has
@@ -174,8 +175,11 @@ int ad_tape_stats(const ad_tape *tape, ad_stats *out);
 void ad_tape_set_memory_limit(ad_tape *tape, size_t bytes);
 
 /* Positions: record something, remember where, then sweep or discard only
- * the part after it. Handles issued after a position become invalid when the
- * tape is reset to it; using them afterwards is the caller's bug. */
+ * the part after it. ad_tape_reset_to(tape, pos) discards what was recorded
+ * after pos: handles issued after pos become stale (AD_ERR_STALE_HANDLE
+ * wherever they are used again, even though later statements reuse their
+ * numbers), and so do positions taken after pos (AD_ERR_ARG). Handles and
+ * positions from before pos stay valid. */
 ad_tape_pos ad_tape_position(const ad_tape *tape);
 /* Discard everything recorded after `pos` (adjoints and tangents of later handles too). */
 int ad_tape_reset_to(ad_tape *tape, ad_tape_pos pos);
@@ -341,11 +345,14 @@ static inline double ad__val_d(double x) { return x; }
  * One test guards the block: `lim` leaves room for as many statements as
  * arguments, and every statement recorded here has at least one argument;
  * it is 0 while the tape does not record. AD__STALE is non-zero for an
- * active argument recorded by another recording. */
+ * active argument recorded by another recording, or above the last handle
+ * issued (discarded by a preaccumulation region); the slow path tells a
+ * handle of an earlier part of this recording (before a position the tape
+ * was reset to) from a stale one. */
 #ifdef ARIADNE_INDEX_64
-#define AD__STALE(x, ep) ((x).i != 0 && (x).e != (ep))
+#define AD__STALE(x, ep, nx) ((x).i != 0 && ((x).e != (ep) || (x).i > (nx)))
 #else
-#define AD__STALE(x, ep) ((uint64_t)((x).e ^ (ep)) * (uint64_t)(x).i)
+#define AD__STALE(x, ep, nx) ((uint64_t)(((x).e ^ (ep)) | ((x).i > (nx))) * (uint64_t)(x).i)
 #endif
 
 static inline ad_real ad__emit(ad__recorder *R, double v, uint32_t ns, uint32_t na0, uint32_t na, uint32_t np,
@@ -369,7 +376,7 @@ static inline ad_real ad__op1(double v, ad_real a, double da, const char *op) {
   if (a.i == 0) return ad__const(v);
   ad__recorder *R = ad__rec;
   uint32_t ns = R->ns, na = R->na, np = R->np;
-  if (AD__UNLIKELY((na + 1 > R->lim) | (a.e != R->epoch))) {
+  if (AD__UNLIKELY((na + 1 > R->lim) | ((a.e != R->epoch) | (a.i > R->next)))) {
     if (!ad__need(R, 1, &a, op)) return ad__const(v);
     ns = R->ns;
     na = R->na;
@@ -384,7 +391,8 @@ static inline ad_real ad__op2(double v, ad_real a, double da, ad_real b, double 
   if ((a.i | b.i) == 0) return ad__const(v);
   ad__recorder *R = ad__rec;
   uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
-  if (AD__UNLIKELY((na + 2 > R->lim) | ((AD__STALE(a, ep) | AD__STALE(b, ep)) != 0))) {
+  ad_index nx = R->next;
+  if (AD__UNLIKELY((na + 2 > R->lim) | ((AD__STALE(a, ep, nx) | AD__STALE(b, ep, nx)) != 0))) {
     ad_real ab[2] = {a, b};
     if (!ad__need(R, 2, ab, op)) return ad__const(v);
     ns = R->ns;
@@ -411,7 +419,8 @@ static inline ad_real ad__op_pm(double v, ad_real a, ad_real b, int minus, const
   if ((a.i | b.i) == 0) return ad__const(v);
   ad__recorder *R = ad__rec;
   uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
-  if (AD__UNLIKELY((na + 2 > R->lim) | ((AD__STALE(a, ep) | AD__STALE(b, ep)) != 0))) {
+  ad_index nx = R->next;
+  if (AD__UNLIKELY((na + 2 > R->lim) | ((AD__STALE(a, ep, nx) | AD__STALE(b, ep, nx)) != 0))) {
     ad_real ab[2] = {a, b};
     if (!ad__need(R, 2, ab, op)) return ad__const(v);
     ns = R->ns;
@@ -433,7 +442,7 @@ static inline ad_real ad__op_unit(double v, ad_real a, int minus, const char *op
   if (a.i == 0) return ad__const(v);
   ad__recorder *R = ad__rec;
   uint32_t ns = R->ns, na = R->na, np = R->np;
-  if (AD__UNLIKELY((na + 1 > R->lim) | (a.e != R->epoch))) {
+  if (AD__UNLIKELY((na + 1 > R->lim) | ((a.e != R->epoch) | (a.i > R->next)))) {
     if (!ad__need(R, 1, &a, op)) return ad__const(v);
     ns = R->ns;
     na = R->na;
@@ -448,7 +457,8 @@ static inline ad_real ad__op3(double v, ad_real a, double da, ad_real b, double 
   if ((a.i | b.i | c.i) == 0) return ad__const(v);
   ad__recorder *R = ad__rec;
   uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
-  if (AD__UNLIKELY((na + 3 > R->lim) | ((AD__STALE(a, ep) | AD__STALE(b, ep) | AD__STALE(c, ep)) != 0))) {
+  ad_index nx = R->next;
+  if (AD__UNLIKELY((na + 3 > R->lim) | ((AD__STALE(a, ep, nx) | AD__STALE(b, ep, nx) | AD__STALE(c, ep, nx)) != 0))) {
     ad_real abc[3] = {a, b, c};
     if (!ad__need(R, 3, abc, op)) return ad__const(v);
     ns = R->ns;
@@ -479,6 +489,7 @@ ad_real ad__custom_n(double value, size_t n, const ad_real *args, const double *
 static inline ad_real ad_custom(double value, size_t n, const ad_real *args, const double *partials) {
   ad__recorder *R = ad__rec;
   uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
+  ad_index nx = R->next;
   if (AD__UNLIKELY(n > AD__MAX_ARGS || na + n > R->lim)) return ad__custom_n(value, n, args, partials);
   ad_index *idx = R->idx;
   double *par = R->par;
@@ -487,7 +498,7 @@ static inline ad_real ad_custom(double value, size_t n, const ad_real *args, con
   for (size_t k = 0; k < n; k++) {
     idx[m] = args[k].i;
     par[p] = partials[k];
-    stale |= (uint64_t)AD__STALE(args[k], ep);
+    stale |= (uint64_t)AD__STALE(args[k], ep, nx);
     m += (args[k].i != 0);
     p += (args[k].i != 0);
   }
@@ -504,6 +515,7 @@ typedef struct ad__region {
   uint32_t ns, na, np; /* block position at the begin */
   uint8_t *cnt;      /* block at the begin */
   uint64_t records;
+  uint32_t epoch;    /* recording at the begin: a reset inside the region ends it */
 } ad__region;
 extern _Thread_local ad__region ad__reg AD__TLS_MODEL;
 
@@ -517,6 +529,7 @@ static inline void ad_stmt_begin(void) {
   ad__reg.np = R->np;
   ad__reg.cnt = R->cnt;
   ad__reg.records = R->records;
+  ad__reg.epoch = R->epoch;
 }
 
 /* ------------------------------------------------------------------------ */

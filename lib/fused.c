@@ -77,7 +77,8 @@ static int gather_start(gather *g, size_t n, const char *op) {
 
 static int gather_add(gather *g, ad_real x, double p) {
   if (x.i == 0) return 1;
-  if (x.e != g->R->epoch || x.i > g->R->next) return ad__need(g->R, 1, &x, g->op); /* reports stale */
+  if ((x.e != g->R->epoch || x.i > g->R->next) && !ad__handle_live(g->t, x.i, x.e))
+    return ad__need(g->R, 1, &x, g->op); /* reports it stale */
   g->t->sc_idx[g->k] = x.i;
   g->t->sc_par[g->k] = p;
   g->k++;
@@ -274,7 +275,7 @@ static ad_real stmt_end_general(ad_tape *t, ad_tape_pos p, ad_real result) {
     na = b->na;
     np = b->np;
   }
-  ad_tape_reset_to(t, p);
+  ad__rewind(t, p);
   if (k == 0) return ad__new_input(t, result.v);
   return emit(R, result.v, k, t->sc_idx, t->sc_par, "ad_stmt_end");
 }
@@ -286,10 +287,11 @@ ad_real ad_stmt_end(ad_real result) {
   ad__recorder *R = g->rec;
   g->rec = NULL;
   if (!R || !R->active || ad__rec != R) return result;
+  if (R->epoch != g->epoch) return result; /* the tape was reset inside the region */
   if (R->next == g->start) return result;
-  if (result.i != 0 && (result.e != R->epoch || result.i > R->next)) return result; /* stale: reported when used */
   ad_tape *t = ad__tape_of(R);
-  ad_tape_pos p = {g->start, g->records, 0, g->ns, g->na, g->np};
+  if (result.i != 0 && !ad__handle_live(t, result.i, result.e)) return result; /* stale: reported when used */
+  ad_tape_pos p = {g->start, g->records, 0, g->ns, g->na, g->np, R->epoch};
   if (result.i <= g->start) {
     /* The result does not come from the region: drop the region's work. */
     if (R->cnt == g->cnt && R->records == g->records) {
@@ -310,7 +312,7 @@ ad_real ad_stmt_end(ad_real result) {
   if (!b || R->records != g->records) return result; /* records inside: leave it as recorded */
   p.block = b->id;
   if (result.i <= g->start) {
-    ad_tape_reset_to(t, p);
+    ad__rewind(t, p);
     return result;
   }
   return stmt_end_general(t, p, result);

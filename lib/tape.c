@@ -153,11 +153,10 @@ int ad__need(ad__recorder *R, uint32_t nargs, const ad_real *args, const char *o
   if (!R->active) return 0;
   ad_tape *t = ad__tape_of(R);
   for (uint32_t k = 0; args && k < nargs; k++) {
-    if (args[k].i != 0 && (args[k].e != R->epoch || args[k].i > R->next)) {
-      ad__fail(t, AD_ERR_STALE_HANDLE,
-               "%s: argument %u has handle %llu from recording %u, but this tape is recording %u "
-               "(a value from another tape, or from before ad_tape_reset)",
-               op, k + 1, (unsigned long long)args[k].i, args[k].e, R->epoch);
+    if (args[k].i != 0 && !ad__handle_live(t, args[k].i, args[k].e)) {
+      ad__fail(t, AD_ERR_STALE_HANDLE, "%s: argument %u has handle %llu of recording %u, %s (this tape is recording %u)",
+               op, k + 1, (unsigned long long)args[k].i, args[k].e, ad__stale_reason(t, args[k].i, args[k].e),
+               R->epoch);
       return 0;
     }
   }
@@ -231,6 +230,7 @@ void ad_tape_destroy(ad_tape *t) {
   records_clear(t, 0);
   if (t->ext_ops && t->ext_ops->destroy) t->ext_ops->destroy(t->ext_ctx);
   ad__free(t, t->recs, t->caprec * sizeof *t->recs);
+  ad__free(t, t->hist, t->caphist * sizeof *t->hist);
   ad__free(t, t->adj, t->adj_cap * sizeof(double));
   ad__free(t, t->tan, t->tan_cap * sizeof(double));
   ad__free(t, t->sc_idx, t->sc_cap * sizeof(ad_index));
@@ -306,6 +306,8 @@ void ad_tape_reset(ad_tape *t) {
   t->rec.next = 0;
   t->rec.records = 0;
   t->rec.epoch = new_epoch();
+  t->nhist = 0;
+  t->epoch_start = 0;
   t->rec.active = t->recording;
   t->head->base = 0;
   t->head->ns = t->head->na = t->head->np = 0;
@@ -330,22 +332,62 @@ ad_tape_pos ad_tape_position(const ad_tape *t) {
   p.ns = t->rec.ns;
   p.na = t->rec.na;
   p.np = t->rec.np;
+  p.epoch = t->rec.epoch;
   return p;
 }
 
-int ad_tape_reset_to(ad_tape *t, ad_tape_pos p) {
-  if (!t) return AD_ERR_ARG;
+/* The lineage entry of epoch e, or NULL. */
+static const ad__lineage *lineage_of(const ad_tape *t, uint32_t e) {
+  for (size_t k = t->nhist; k-- > 0;)
+    if (t->hist[k].epoch == e) return &t->hist[k];
+  return NULL;
+}
+
+int ad__handle_live(const ad_tape *t, ad_index i, uint32_t e) {
+  if (e == t->rec.epoch) return i <= t->rec.next;
+  const ad__lineage *l = lineage_of(t, e);
+  return l && i > l->start && i <= l->cut;
+}
+
+const char *ad__stale_reason(const ad_tape *t, ad_index i, uint32_t e) {
+  if ((e == t->rec.epoch && i > t->rec.next) || lineage_of(t, e))
+    return "discarded by ad_tape_reset_to (or by the preaccumulation region it was computed in)";
+  return "from another tape, or from before ad_tape_reset";
+}
+
+int ad__pos_check(ad_tape *t, ad_tape_pos p, const char *fn) {
+  /* The start of the tape is a position of every recording. */
+  int live = (p.index == 0 && p.records == 0 && p.block == 0 && p.ns == 0 && p.na == 0 && p.np == 0) ||
+             (p.epoch == t->rec.epoch && p.index <= t->rec.next);
+  if (!live && p.epoch != t->rec.epoch) {
+    const ad__lineage *l = lineage_of(t, p.epoch);
+    live = l && p.index >= l->start && p.index <= l->cut;
+  }
+  if (!live) {
+    ad__pending(t, AD_ERR_ARG,
+                "%s: the position (handle %llu, recording %u) is not on this tape's recording: it was taken on "
+                "another tape, before ad_tape_reset, or in a part discarded by ad_tape_reset_to",
+                fn, (unsigned long long)p.index, p.epoch);
+    return AD_ERR_ARG;
+  }
   if (p.index > t->rec.next || p.records > t->nrec || p.block > t->cur->id) {
-    ad__pending(t, AD_ERR_ARG, "ad_tape_reset_to: position (handle %llu) lies beyond the tape's end (handle %llu)",
+    ad__pending(t, AD_ERR_ARG, "%s: position (handle %llu) lies beyond the tape's end (handle %llu)", fn,
                 (unsigned long long)p.index, (unsigned long long)t->rec.next);
     return AD_ERR_ARG;
   }
   ad__block *b = t->cur;
   while (b->id != p.block) b = b->prev;
-  if (p.ns > (b == t->cur ? t->rec.ns : b->ns) || (ad_index)(b->base + p.ns) != p.index) {
-    ad__pending(t, AD_ERR_ARG, "ad_tape_reset_to: position does not belong to this recording");
+  if (p.ns > (b == t->cur ? t->rec.ns : b->ns) || (ad_index)(b->base + p.ns) != p.index ||
+      p.na > (b == t->cur ? t->rec.na : b->na) || p.np > p.na) {
+    ad__pending(t, AD_ERR_ARG, "%s: position does not belong to this recording", fn);
     return AD_ERR_ARG;
   }
+  return AD_OK;
+}
+
+void ad__rewind(ad_tape *t, ad_tape_pos p) {
+  ad__block *b = t->cur;
+  while (b->id != p.block) b = b->prev;
   records_clear(t, p.records);
   if (t->adj && t->adj_cap > p.index + 1) {
     size_t top = t->rec.next + 1 < t->adj_cap ? t->rec.next + 1 : t->adj_cap;
@@ -360,6 +402,42 @@ int ad_tape_reset_to(ad_tape *t, ad_tape_pos p) {
   t->rec.next = (ad_index)p.index;
   t->rec.records = p.records;
   recorder_enter(t, b, p.ns, p.na, p.np);
+}
+
+/* End the current epoch at a reset to position `cut`: the earlier epochs
+ * keep their handles up to the cut, those with none left are dropped, and
+ * the current epoch joins them. Stays within the lowest cuts seen, so that
+ * repeated resets to one position keep the list short. */
+static int lineage_cut(ad_tape *t, ad_index cut) {
+  size_t n = 0;
+  for (size_t k = 0; k < t->nhist; k++) {
+    ad__lineage l = t->hist[k];
+    if (l.cut > cut) l.cut = cut;
+    if (l.cut > l.start) t->hist[n++] = l;
+  }
+  t->nhist = n;
+  if (cut > t->epoch_start) {
+    if (t->nhist == t->caphist) {
+      void *a = t->hist;
+      if (ad__grow(t, &a, &t->caphist, t->nhist + 1, sizeof *t->hist) != AD_OK) return AD_ERR_NOMEM;
+      t->hist = a;
+    }
+    ad__lineage cur = {t->rec.epoch, t->epoch_start, cut};
+    t->hist[t->nhist++] = cur;
+  }
+  t->rec.epoch = new_epoch();
+  t->epoch_start = cut;
+  return AD_OK;
+}
+
+int ad_tape_reset_to(ad_tape *t, ad_tape_pos p) {
+  if (!t) return AD_ERR_ARG;
+  int rc = ad__pos_check(t, p, "ad_tape_reset_to");
+  if (rc != AD_OK) return rc;
+  /* A region open across the reset is ended by the new epoch (ad_stmt_end
+   * then leaves it as recorded). */
+  if ((rc = lineage_cut(t, (ad_index)p.index)) != AD_OK) return rc;
+  ad__rewind(t, p);
   return AD_OK;
 }
 
@@ -441,8 +519,7 @@ int ad__tangents_ready(ad_tape *t) { return vector_ready(t, &t->tan, &t->tan_cap
 
 int ad__handle_check(const ad_tape *t, ad_real x) {
   if (x.i == 0) return 0;
-  if (x.e != t->rec.epoch || x.i > t->rec.next) return -1;
-  return 1;
+  return ad__handle_live(t, x.i, x.e) ? 1 : -1;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -52,6 +52,14 @@ typedef struct ad__ext_ops {
   void (*destroy)(void *ctx);
 } ad__ext_ops;
 
+/* An earlier part of the current recording: a reset to a position ends the
+ * recording's epoch and starts a new one. Handles of epoch `epoch` above
+ * `start` and up to `cut` (the lowest position reset to since) are live. */
+typedef struct ad__lineage {
+  uint32_t epoch;
+  ad_index start, cut;
+} ad__lineage;
+
 struct ad_tape {
   ad__recorder rec;
   ad__recorder *prev_rec; /* recorder current before ad_tape_begin */
@@ -80,6 +88,12 @@ struct ad_tape {
   size_t sc_cap;
   double *loc;
   size_t loc_cap;
+
+  /* The epochs before the current one whose handles are partly live, oldest
+   * first, and the last handle before the current epoch's first. */
+  ad__lineage *hist;
+  size_t nhist, caphist;
+  ad_index epoch_start;
 
   int err;
   char msg[512];
@@ -155,6 +169,17 @@ int ad__tangents_ready(ad_tape *t);
 int ad__driver_check(ad_tape *t);
 /* Validate a handle against the tape: 0 passive, 1 valid, -1 stale. */
 int ad__handle_check(const ad_tape *t, ad_real x);
+/* 1 if handle i of recording epoch e is live on t (i != 0). */
+int ad__handle_live(const ad_tape *t, ad_index i, uint32_t e);
+/* Why a handle is not live, for messages: "discarded by ad_tape_reset_to" or
+ * "from another tape, or from before ad_tape_reset". */
+const char *ad__stale_reason(const ad_tape *t, ad_index i, uint32_t e);
+/* Move the recording back to p without ending its epoch (preaccumulation,
+ * which replaces what it discards by one statement). p must be valid. */
+void ad__rewind(ad_tape *t, ad_tape_pos p);
+/* AD_OK if p is a position of the tape's current recording, else AD_ERR_ARG
+ * with a pending error naming `fn`. */
+int ad__pos_check(ad_tape *t, ad_tape_pos p, const char *fn);
 
 /* Push a special record at the current position of the recording tape `t`.
  * On failure (no memory) the tape gets a sticky error, `destroy(data)` is
