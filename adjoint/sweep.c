@@ -6,17 +6,14 @@
 
 /* The partials of statements that store none, by kind, as arrays: the
  * sweeps then read partials from one pointer whatever the kind, without a
- * branch on it. */
-static double unit_partials[4][AD_STMT_MAX_ARGS];
-
-static void unit_partials_init(void) {
-  if (unit_partials[AD__KIND_PLUS][0] != 0.0) return;
-  for (unsigned j = 0; j < AD__MAX_ARGS; j++) {
-    unit_partials[AD__KIND_PLUS][j] = 1.0;
-    unit_partials[AD__KIND_DIFF][j] = j == 0 ? 1.0 : -1.0;
-    unit_partials[AD__KIND_MINUS][j] = -1.0;
-  }
-}
+ * branch on it. Constant, so that concurrent sweeps share it safely. */
+#define P8(v) v, v, v, v, v, v, v, v
+#define P63(v) P8(v), P8(v), P8(v), P8(v), P8(v), P8(v), P8(v), v, v, v, v, v, v, v
+static const double unit_partials[4][AD_STMT_MAX_ARGS] = {
+    {0.0}, {P63(1.0)}, {1.0, P8(-1.0), P8(-1.0), P8(-1.0), P8(-1.0), P8(-1.0), P8(-1.0), P8(-1.0), -1.0, -1.0, -1.0,
+                        -1.0, -1.0, -1.0}, {P63(-1.0)}};
+#undef P8
+#undef P63
 
 /* Statements s-1 down to stop of one block; *na and *np are the argument and
  * partial cursors. The zero test skips dead statements, which also keeps an
@@ -85,7 +82,6 @@ int ad__sweep_forward(ad_tape *t) {
 
 static int reverse_body(ad_tape *t, ad_tape_pos lo) {
   int rc;
-  unit_partials_init();
   ad__sync(t);
   double *adj = t->adj;
   size_t ri = t->nrec;
@@ -136,7 +132,6 @@ static void forward_run(double *restrict tan, ad_index base, const uint8_t *cnt,
 
 static int forward_body(ad_tape *t) {
   int rc;
-  unit_partials_init();
   ad__sync(t);
   size_t ri = 0;
   for (ad__block *b = t->head;; b = b->next) {
@@ -173,10 +168,13 @@ void ad__sweep_reverse_vec(ad_tape *t, double *restrict adj, size_t w) {
       int nz = 0;
       for (size_t l = 0; l < w; l++) nz |= ws[l] != 0.0;
       if (!nz) continue;
+      /* Per lane, as the scalar sweep: a lane whose adjoint is zero takes
+       * nothing, even through an infinite partial another lane needs. */
       for (uint32_t j = 0; j < c; j++) {
         double p = kind == AD__KIND_GENERAL ? b->par[np + j] : ad__unit(kind, j);
         double *x = adj + (size_t)b->idx[na + j] * w;
-        for (size_t l = 0; l < w; l++) x[l] += p * ws[l];
+        for (size_t l = 0; l < w; l++)
+          if (ws[l] != 0.0) x[l] += p * ws[l];
       }
     }
   }

@@ -17,6 +17,7 @@
 #ifndef ARIADNE_H
 #define ARIADNE_H
 
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -539,9 +540,12 @@ static inline void ad_stmt_begin(void) {
 static inline ad_real ad__add(ad_real a, ad_real b) { return ad__op_pm(a.v + b.v, a, b, 0, "ad_add"); }
 static inline ad_real ad__sub(ad_real a, ad_real b) { return ad__op_pm(a.v - b.v, a, b, 1, "ad_sub"); }
 static inline ad_real ad__mul(ad_real a, ad_real b) { return ad__op2(a.v * b.v, a, b.v, b, a.v, "ad_mul"); }
+/* d(a/b)/db = -r/b, computed as -r * (1/b) except where 1/b overflows (b
+ * subnormal), where the product would be 0 * inf or lose the finite result. */
 static inline ad_real ad__div(ad_real a, ad_real b) {
   double inv = 1.0 / b.v, r = a.v / b.v;
-  return ad__op2(r, a, inv, b, -r * inv, "ad_div");
+  double db = AD__UNLIKELY(isinf(inv)) ? -r / b.v : -r * inv;
+  return ad__op2(r, a, inv, b, db, "ad_div");
 }
 static inline ad_real ad__neg(ad_real a) { return ad__op_unit(-a.v, a, 1, "ad_neg"); }
 
@@ -576,10 +580,21 @@ static inline ad_real ad__acos(ad_real a) {
   return ad__op1(acos(a.v), a, -1.0 / sqrt((1.0 - a.v) * (1.0 + a.v)), "ad_acos");
 }
 static inline ad_real ad__atan(ad_real a) { return ad__op1(atan(a.v), a, 1.0 / (1.0 + a.v * a.v), "ad_atan"); }
-/* atan2(y, x): at the origin, where it is not differentiable, both partials are 0. */
+/* atan2(y, x): partials x / (x^2 + y^2) and -y / (x^2 + y^2), with x and y
+ * scaled by a power of two first, so that the squares neither overflow nor
+ * underflow anywhere in the double range. At the origin, where atan2 is not
+ * differentiable, both partials are 0. */
 static inline ad_real ad__atan2(ad_real y, ad_real x) {
-  double d = x.v * x.v + y.v * y.v, dy = 0.0, dx = 0.0;
-  if (d != 0.0) {
+  double m = fmax(fabs(x.v), fabs(y.v)), dy = 0.0, dx = 0.0;
+  if (m != 0.0 && m <= DBL_MAX) {
+    int e;
+    (void)frexp(m, &e);
+    double xs = ldexp(x.v, -e), ys = ldexp(y.v, -e), d = xs * xs + ys * ys; /* d in [1/4, 2] */
+    /* v / d / 2^(2e), scaling the smaller of v and v / d so as to stay normal */
+    dy = fabs(x.v) >= DBL_MIN ? ldexp(x.v / d, -2 * e) : ldexp(xs / d, -e);
+    dx = fabs(y.v) >= DBL_MIN ? ldexp(-y.v / d, -2 * e) : ldexp(-ys / d, -e);
+  } else if (m != 0.0) { /* an infinite or NaN argument */
+    double d = x.v * x.v + y.v * y.v;
     dy = x.v / d;
     dx = -y.v / d;
   }

@@ -211,6 +211,10 @@ static int stmt_end_small(ad__recorder *R, const ad__region *g, ad_real result, 
     return 1;
   }
   *out = ad__emit(R, result.v, g->ns, na, na + (uint32_t)k, np + (uint32_t)k, AD__KIND_GENERAL);
+  /* The region may have freed more arguments than statements (fused
+   * statements, merged repeats): the fast path's limit must count the
+   * statements left, not the arguments. */
+  ad__recorder_lim(R);
   return 1;
 }
 
@@ -299,6 +303,7 @@ ad_real ad_stmt_end(ad_real result) {
       R->na = g->na;
       R->np = g->np;
       R->next = g->start;
+      ad__recorder_lim(R);
       return result;
     }
   } else {

@@ -261,6 +261,10 @@ void ad_tape_begin(ad_tape *t) {
   current_tape = t;
 }
 
+/* Tapes that record on a thread form a stack through prev_tape, the current
+ * one on top. Ending a tape takes it out of the stack wherever it is, so that
+ * no tape (and no recorder) left current refers to a tape that was ended and
+ * may be destroyed. */
 void ad_tape_end(ad_tape *t) {
   if (!t || !t->recording) return;
   t->recording = 0;
@@ -269,6 +273,14 @@ void ad_tape_end(ad_tape *t) {
   if (current_tape == t) {
     ad__rec = t->prev_rec ? t->prev_rec : &idle_recorder;
     current_tape = t->prev_tape;
+  } else {
+    for (ad_tape *u = current_tape; u; u = u->prev_tape) {
+      if (u->prev_tape == t) {
+        u->prev_tape = t->prev_tape;
+        u->prev_rec = t->prev_rec;
+        break;
+      }
+    }
   }
   t->prev_rec = NULL;
   t->prev_tape = NULL;

@@ -236,6 +236,303 @@ static void test_rerecord_steps(void) {
   ad_tape_destroy(t);
 }
 
+
+/* ------------------------------------------------------------------------ */
+/* Preaccumulation regions                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A region that a reset ends: the result is either right or stale. */
+static void test_region_across_reset(void) {
+  CHECK_CONTEXT("region spanning ad_tape_reset");
+  ad_tape *t = ad_tape_create();
+  ad_tape_begin(t);
+  ad_real x = ad_input(1.25);
+  ad_stmt_begin();
+  ad_real a = ad_mul(x, x);
+  ad_tape_reset(t);
+  ad_real x2 = ad_input(0.5);
+  ad_real b = ad_mul(ad_sin(x2), 2.0);
+  ad_real r = ad_stmt_end(b);
+  (void)a;
+  ad_real y = ad_mul(r, r);
+  ad_tape_end(t);
+  double g = 0.0;
+  CHECK_INT(ad_gradient(t, y, 1, &x2, &g), AD_OK);
+  CHECK_CLOSE(g, 8.0 * sin(0.5) * cos(0.5), 1e-15);
+  /* The result from before the reset is stale, not a wrong number. */
+  ad_tape_reset(t);
+  ad_tape_begin(t);
+  x = ad_input(1.25);
+  ad_stmt_begin();
+  a = ad_mul(x, x);
+  ad_tape_reset(t);
+  x2 = ad_input(0.5);
+  b = ad_mul(x2, 3.0);
+  r = ad_stmt_end(a);
+  y = ad_add(r, b);
+  ad_tape_end(t);
+  CHECK_INT(ad_gradient(t, y, 1, &x2, &g), AD_ERR_STALE_HANDLE);
+
+  CHECK_CONTEXT("region spanning ad_tape_reset_to");
+  ad_tape_reset(t);
+  ad_tape_begin(t);
+  x = ad_input(1.25);
+  ad_tape_pos p = ad_tape_position(t);
+  ad_real pre = ad_exp(x);
+  ad_stmt_begin();
+  a = ad_mul(pre, x);
+  CHECK_INT(ad_tape_reset_to(t, p), AD_OK);
+  b = ad_mul(ad_cos(x), x);
+  r = ad_stmt_end(b);
+  ad_tape_end(t);
+  CHECK_INT(ad_gradient(t, r, 1, &x, &g), AD_OK);
+  CHECK_CLOSE(g, cos(1.25) - 1.25 * sin(1.25), 1e-15);
+  /* a position from before a full reset, with a region open */
+  ad_tape_reset(t);
+  ad_tape_begin(t);
+  x = ad_input(2.0);
+  ad_stmt_begin();
+  a = ad_mul(x, x);
+  CHECK_INT(ad_tape_reset_to(t, p), AD_ERR_ARG);
+  r = ad_stmt_end(ad_mul(a, x));
+  ad_tape_end(t);
+  CHECK_INT(ad_gradient(t, r, 1, &x, &g), AD_ERR_ARG); /* the refused reset, reported once */
+  CHECK_INT(ad_gradient(t, r, 1, &x, &g), AD_OK);
+  CHECK_CLOSE(g, 12.0, 1e-15);
+  ad_tape_destroy(t);
+}
+
+/* A value computed inside a region and used after it (not allowed: only the
+ * result survives) is refused when its handle lies above the last one, so a
+ * sweep never indexes past the adjoint vector. */
+static void test_region_discarded_value(void) {
+  CHECK_CONTEXT("region-internal value used after the region");
+  ad_tape *t = ad_tape_create();
+  ad_tape_begin(t);
+  ad_real x = ad_input(1.5);
+  ad_stmt_begin();
+  ad_real a = ad_mul(x, x);
+  ad_real b = ad_sin(a);
+  ad_real c = ad_mul(b, a);
+  ad_real r = ad_stmt_end(ad_add(c, x));
+  (void)b;
+  ad_real y = ad_mul(r, c); /* c's handle is above r's, the last issued */
+  ad_tape_end(t);
+  double g = 0.0;
+  CHECK_INT(ad_gradient(t, y, 1, &x, &g), AD_ERR_STALE_HANDLE);
+  CHECK_CONTAINS(ad_tape_error_message(t), "ad_mul");
+  ad_tape_destroy(t);
+}
+
+/* ad_sum, ad_dot, ad_lincomb and ad_custom inside regions, many times over
+ * (so regions straddle block ends), with closed-form gradients. */
+static void test_fused_in_regions(void) {
+  ad_tape_options o;
+  ad_tape_options_default(&o);
+  o.block_statements = 1024; /* statements run out long before arguments */
+  o.block_arguments = 1 << 16;
+  for (int kind = 0; kind < 4; kind++) {
+    CHECK_CONTEXT("fused statement kind %d inside regions", kind);
+    ad_tape *t = ad_tape_create_with(&o);
+    enum { N = 40 };
+    double xv[N];
+    for (int k = 0; k < N; k++) xv[k] = 0.1 + 0.05 * k;
+    ad_tape_begin(t);
+    ad_real x[N];
+    for (int k = 0; k < N; k++) x[k] = ad_input(xv[k]);
+    double w[N];
+    for (int k = 0; k < N; k++) w[k] = 1.0 + k;
+    ad_real acc = ad_const(0.0);
+    int reps = 300;
+    for (int r = 0; r < reps; r++) {
+      /* Two fused statements on the same arguments: the region ends with
+       * fewer arguments than it took, but only one statement fewer... */
+      ad_stmt_begin();
+      ad_real f[2];
+      for (int q = 0; q < 2; q++) {
+        if (kind == 0) {
+          f[q] = ad_sum(N, x);
+        } else if (kind == 1) {
+          f[q] = ad_dot(N, x, x);
+        } else if (kind == 2) {
+          f[q] = ad_lincomb(N, w, x);
+        } else {
+          f[q] = ad_custom(0.0, N, x, w);
+        }
+      }
+      ad_real z = ad_mul(ad_add(f[0], f[1]), 0.25);
+      acc = ad_add(acc, ad_stmt_end(z));
+      /* ... and a run of one-argument statements after it fills the block. */
+      for (int q = 0; q < 30; q++) acc = ad_mul(acc, 1.0);
+    }
+    ad_tape_end(t);
+    CHECK_INT(ad_tape_error(t), AD_OK);
+    double g[N];
+    CHECK_INT(ad_gradient(t, acc, N, x, g), AD_OK);
+    for (int k = 0; k < N; k++) {
+      double want = kind == 1 ? reps * xv[k] : kind == 0 ? reps * 0.5 : reps * 0.5 * w[k];
+      CHECK_CLOSE(g[k], want, 1e-13);
+    }
+    ad_tape_destroy(t);
+  }
+
+  CHECK_CONTEXT("fused statements in regions with a small index limit");
+  o.index_limit = 2000;
+  ad_tape *t = ad_tape_create_with(&o);
+  ad_tape_begin(t);
+  ad_real x[8];
+  for (int k = 0; k < 8; k++) x[k] = ad_input(1.0 + k);
+  ad_real acc = ad_const(0.0);
+  for (int r = 0; r < 5000; r++) {
+    ad_stmt_begin();
+    ad_real f = ad_mul(ad_sum(8, x), ad_dot(8, x, x));
+    acc = ad_add(acc, ad_stmt_end(f));
+    for (int q = 0; q < 30; q++) acc = ad_mul(acc, 1.0);
+  }
+  ad_tape_end(t);
+  CHECK_INT(ad_tape_error(t), AD_ERR_INDEX_OVERFLOW);
+  ad_stats st;
+  CHECK_INT(ad_tape_stats(t, &st), AD_OK);
+  CHECK(st.statements <= 2000);
+  ad_tape_destroy(t);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Nested tapes                                                              */
+/* ------------------------------------------------------------------------ */
+
+static void test_nested_out_of_order(void) {
+  CHECK_CONTEXT("destroying a tape under a nested one");
+  ad_tape *a = ad_tape_create(), *b = ad_tape_create();
+  ad_tape_begin(a);
+  ad_tape_begin(b);
+  ad_tape_destroy(a);
+  CHECK(ad_tape_current() == b);
+  ad_real x = ad_input(2.0);
+  ad_real y = ad_mul(x, x);
+  ad_tape_end(b);
+  CHECK(ad_tape_current() == NULL);
+  double g = 0.0;
+  CHECK_INT(ad_gradient(b, y, 1, &x, &g), AD_OK);
+  CHECK_CLOSE(g, 4.0, 1e-15);
+  ad_tape_destroy(b);
+
+  CHECK_CONTEXT("ending nested tapes out of order");
+  ad_tape *c = ad_tape_create(), *d = ad_tape_create(), *e = ad_tape_create();
+  ad_tape_begin(c);
+  ad_tape_begin(d);
+  ad_tape_begin(e);
+  ad_tape_end(d); /* the middle one */
+  CHECK(ad_tape_current() == e);
+  ad_tape_end(e);
+  CHECK(ad_tape_current() == c);
+  ad_tape_destroy(d);
+  ad_real u = ad_input(3.0);
+  ad_real v = ad_sin(u);
+  ad_tape_end(c);
+  CHECK(ad_tape_current() == NULL);
+  CHECK_INT(ad_gradient(c, v, 1, &u, &g), AD_OK);
+  CHECK_CLOSE(g, cos(3.0), 1e-15);
+  /* ending the lower one first, then destroying it, then using the upper */
+  ad_tape_begin(c);
+  ad_tape_begin(e);
+  ad_tape_end(c);
+  ad_tape_destroy(c);
+  ad_tape_end(e);
+  CHECK(ad_tape_current() == NULL);
+  ad_real w = ad_input(1.0); /* no tape: passive, AD_ERR_NO_TAPE */
+  CHECK_INT(w.i, 0);
+  CHECK_INT(ad_last_error(), AD_ERR_NO_TAPE);
+  ad_clear_last_error();
+  ad_tape_destroy(e);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Jacobians, atan2, division                                                */
+/* ------------------------------------------------------------------------ */
+
+/* sqrt(0) is used only by output 1: its infinite partial must not spread
+ * into row 0, which ad_gradient computes as (0, 3, 2). */
+static void test_jacobian_infinite_partial(void) {
+  CHECK_CONTEXT("vector Jacobian with an infinite partial in another row");
+  ad_tape *t = ad_tape_create();
+  ad_tape_begin(t);
+  ad_real x[3] = {ad_input(0.0), ad_input(2.0), ad_input(5.0)};
+  ad_real s = ad_sqrt(x[0]);
+  ad_real y[2] = {ad_add(ad_mul(x[1], 3.0), ad_mul(x[2], 2.0)), ad_add(s, x[1])};
+  ad_tape_end(t);
+  double J[6], g[3];
+  CHECK_INT(ad_jacobian(t, 2, y, 3, x, J), AD_OK);
+  CHECK_INT(ad_gradient(t, y[0], 3, x, g), AD_OK);
+  for (int k = 0; k < 3; k++) CHECK_SAME(J[k], g[k]);
+  CHECK_SAME(J[0], 0.0);
+  CHECK_SAME(J[1], 3.0);
+  CHECK_SAME(J[2], 2.0);
+  CHECK(isinf(J[3]));
+  CHECK_SAME(J[4], 1.0);
+  CHECK_SAME(J[5], 0.0);
+  ad_tape_destroy(t);
+}
+
+static void atan2_partials(double yv, double xv, double *dy, double *dx) {
+  ad_tape *t = ad_tape_create();
+  ad_tape_begin(t);
+  ad_real in[2] = {ad_input(yv), ad_input(xv)};
+  ad_real r = ad_atan2(in[0], in[1]);
+  ad_tape_end(t);
+  double g[2] = {NAN, NAN};
+  CHECK_INT(ad_gradient(t, r, 2, in, g), AD_OK);
+  *dy = g[0];
+  *dx = g[1];
+  ad_tape_destroy(t);
+}
+
+static void test_atan2_range(void) {
+  /* d/dy atan2(y, x) = x / (x^2 + y^2), d/dx = -y / (x^2 + y^2); with
+   * x = y = s: 1/(2s) and -1/(2s); with (3s, 4s)... computed in long double
+   * arithmetic as the reference (its exponent range holds every square). */
+  const double pts[][2] = {{1e-300, 1e-300}, {1e200, 1e200}, {3e-160, 4e-160}, {-4e-160, 3e-160},
+                           {1e-170, 2e150},  {5e300, -7e300}, {0.3, -0.4},      {2.5e-320, 1e-310}};
+  for (size_t k = 0; k < sizeof pts / sizeof *pts; k++) {
+    double yv = pts[k][0], xv = pts[k][1];
+    CHECK_CONTEXT("atan2 partials at (%g, %g)", yv, xv);
+    long double Y = yv, X = xv, r2 = X * X + Y * Y;
+    double wy = (double)(X / r2), wx = (double)(-Y / r2);
+    double dy, dx;
+    atan2_partials(yv, xv, &dy, &dx);
+    CHECK_CLOSE2(dy, wy, 1e-15, 0.0);
+    CHECK_CLOSE2(dx, wx, 1e-15, 0.0);
+  }
+}
+
+static void test_div_subnormal(void) {
+  CHECK_CONTEXT("ad_div(0, b) with subnormal b");
+  double bs[] = {4.9e-324, 1e-310, -3e-320, DBL_MIN};
+  for (size_t k = 0; k < sizeof bs / sizeof *bs; k++) {
+    ad_tape *t = ad_tape_create();
+    ad_tape_begin(t);
+    ad_real in[2] = {ad_input(0.0), ad_input(bs[k])};
+    ad_real r = ad_div(in[0], in[1]);
+    ad_tape_end(t);
+    double g[2];
+    CHECK_INT(ad_gradient(t, r, 2, in, g), AD_OK);
+    CHECK_SAME(g[0], 1.0 / bs[k]);
+    CHECK_SAME(g[1], 0.0); /* -a/b^2 = 0 exactly */
+    ad_tape_destroy(t);
+  }
+  /* and the ordinary case is unchanged: d/db (a/b) = -a/b^2 */
+  ad_tape *t = ad_tape_create();
+  ad_tape_begin(t);
+  ad_real in[2] = {ad_input(3.0), ad_input(-7.0)};
+  ad_real r = ad_div(in[0], in[1]);
+  ad_tape_end(t);
+  double g[2];
+  CHECK_INT(ad_gradient(t, r, 2, in, g), AD_OK);
+  CHECK_CLOSE(g[0], -1.0 / 7.0, 1e-16);
+  CHECK_CLOSE(g[1], -3.0 / 49.0, 4e-16);
+  ad_tape_destroy(t);
+}
+
 /* ------------------------------------------------------------------------ */
 
 int main(void) {
@@ -243,5 +540,12 @@ int main(void) {
   test_stale_uses();
   test_stale_nested_positions();
   test_rerecord_steps();
+  test_region_across_reset();
+  test_region_discarded_value();
+  test_fused_in_regions();
+  test_nested_out_of_order();
+  test_jacobian_infinite_partial();
+  test_atan2_range();
+  test_div_subnormal();
   return check_finish("test_hardening");
 }
