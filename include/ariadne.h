@@ -302,8 +302,8 @@ typedef struct ad__recorder {
   double *par;         /* partial derivatives (kind 0 statements only) */
   uint32_t ns, ns_cap; /* statements used / available; ns_cap is 0 while not recording */
   uint32_t na, na_cap; /* arguments used / available in the current block */
-  uint32_t np;         /* partials used (never more than arguments) */
-  uint32_t lim;        /* fast-path argument limit: na + room for statements and arguments, 0 if none */
+  uint32_t np, np_cap; /* partials used (never more than arguments) / available */
+  uint32_t lim;        /* fast-path argument limit: na + room for statements, arguments and partials, 0 if none */
   ad_index next;       /* handle of the last statement issued */
   uint32_t epoch;      /* recording identity, checked against handles */
   int active;          /* recording with no error */

@@ -197,7 +197,9 @@ static int stmt_end_small(ad__recorder *R, const ad__region *g, ad_real result, 
       opar[q] += od[i];
     }
   }
-  if (k > AD__MAX_ARGS) return 0;
+  /* Fewer arguments than the region's, but maybe more partials (a region of
+   * sums stores none): the block must have room for them. */
+  if (k > AD__MAX_ARGS || g->np + k > R->np_cap) return 0;
   /* Replace the region by one statement. */
   uint32_t na = g->na, np = g->np;
   memcpy(R->idx + na, oidx, k * sizeof *oidx);

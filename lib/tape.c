@@ -31,10 +31,15 @@ static uint32_t new_epoch(void) {
 /* Memory                                                                    */
 /* ------------------------------------------------------------------------ */
 
+static size_t bytes_recorded(const ad_tape *t);
+
 void *ad__alloc(ad_tape *t, size_t size) {
   if (t->opt.memory_limit && (size > t->opt.memory_limit || t->bytes_alloc > t->opt.memory_limit - size)) {
-    ad__fail(t, AD_ERR_NOMEM, "tape memory limit of %zu bytes reached (%zu in use, %zu more asked)",
-             t->opt.memory_limit, t->bytes_alloc, size);
+    ad__fail(t, AD_ERR_NOMEM,
+             "tape memory limit of %zu bytes reached: %zu bytes allocated (%zu of them recorded data, %zu "
+             "adjoint and tangent vectors), %zu more asked",
+             t->opt.memory_limit, t->bytes_alloc, bytes_recorded(t), (t->adj_cap + t->tan_cap) * sizeof(double),
+             size);
     return NULL;
   }
   void *p = t->opt.alloc ? t->opt.alloc(size, t->opt.alloc_ud) : malloc(size);
@@ -82,22 +87,61 @@ int ad__grow(ad_tape *t, void **arr, size_t *cap, size_t need, size_t elem) {
   return ad__grow_to(t, arr, cap, ncap, elem);
 }
 
-static size_t block_bytes(uint32_t ns, uint32_t na) {
-  return sizeof(ad__block) + (size_t)na * (sizeof(double) + sizeof(ad_index)) + ns;
+static size_t block_bytes(uint32_t ns, uint32_t na, uint32_t np) {
+  return sizeof(ad__block) + (size_t)np * sizeof(double) + (size_t)na * sizeof(ad_index) + ns;
 }
 
-static ad__block *block_new(ad_tape *t) {
-  uint32_t ns = t->opt.block_statements, na = t->opt.block_arguments;
-  ad__block *b = ad__alloc(t, block_bytes(ns, na));
+/* The smallest block: room for any one statement (a fused statement takes up
+ * to AD__MAX_ARGS arguments plus a link to the previous one). */
+#define BLOCK_FLOOR 64u
+
+static ad__block *block_alloc(ad_tape *t, uint32_t ns, uint32_t na, uint32_t np) {
+  ad__block *b = ad__alloc(t, block_bytes(ns, na, np));
   if (!b) return NULL;
   memset(b, 0, sizeof *b);
   b->ns_alloc = ns;
   b->na_alloc = na;
+  b->np_alloc = np;
   b->par = (double *)(b + 1);
-  b->idx = (ad_index *)(b->par + na);
+  b->idx = (ad_index *)(b->par + np);
   b->cnt = (uint8_t *)(b->idx + na);
   b->id = t->nblocks++;
   return b;
+}
+
+/* A new block after `full`, which the recording has just filled. The first
+ * block has the sizes of the options (room for 4 arguments with partials per
+ * statement by default); later ones take the arguments per statement and the
+ * partials per argument that `full` actually used, with an eighth to spare,
+ * so that what a tape reserves stays close to what it records. Under a
+ * memory limit the block shrinks to what the limit leaves, so that a
+ * recording can fill the limit with data. */
+static ad__block *block_new(ad_tape *t, const ad__block *full) {
+  uint64_t ns = t->opt.block_statements, na = t->opt.block_arguments, np = na;
+  if (full && full->ns >= 256) {
+    uint64_t a = (uint64_t)full->na * ns / full->ns;
+    a += a / 8 + BLOCK_FLOOR;
+    uint64_t p = full->na ? (uint64_t)full->np * a / full->na : 0;
+    p += p / 8 + BLOCK_FLOOR;
+    na = a < (uint64_t)AD__MAX_ARGS * ns ? a : (uint64_t)AD__MAX_ARGS * ns;
+    if (na > UINT32_MAX / 2) na = UINT32_MAX / 2;
+    np = p < na ? p : na;
+  }
+  size_t limit = t->opt.memory_limit;
+  size_t want = block_bytes((uint32_t)ns, (uint32_t)na, (uint32_t)np);
+  if (limit && (t->bytes_alloc > limit || want > limit - t->bytes_alloc)) {
+    size_t avail = t->bytes_alloc < limit ? limit - t->bytes_alloc : 0;
+    size_t fixed = sizeof(ad__block);
+    double f = avail > fixed ? (double)(avail - fixed) / (double)(want - fixed) : 0.0;
+    uint64_t ns2 = (uint64_t)((double)ns * f), na2 = (uint64_t)((double)na * f), np2 = (uint64_t)((double)np * f);
+    if (ns2 >= BLOCK_FLOOR && na2 >= BLOCK_FLOOR && np2 >= BLOCK_FLOOR) {
+      ns = ns2;
+      na = na2;
+      np = np2;
+    }
+    /* else: too little is left for a block; the allocation fails below with the limit's message */
+  }
+  return block_alloc(t, (uint32_t)ns, (uint32_t)na, (uint32_t)np);
 }
 
 /* Point the recorder at block b, whose first statement follows handle `base`.
@@ -113,6 +157,7 @@ static void recorder_enter(ad_tape *t, ad__block *b, uint32_t ns, uint32_t na, u
   R->na = na;
   R->np = np;
   R->na_cap = b->na_alloc;
+  R->np_cap = b->np_alloc;
   ad__recorder_arm(t);
 }
 
@@ -137,7 +182,7 @@ static int block_advance(ad_tape *t) {
   ad__sync(t);
   ad__block *b = t->cur->next;
   if (!b) {
-    b = block_new(t);
+    b = block_new(t, t->cur);
     if (!b) return 0;
     b->prev = t->cur;
     t->cur->next = b;
@@ -160,7 +205,7 @@ int ad__need(ad__recorder *R, uint32_t nargs, const ad_real *args, const char *o
       return 0;
     }
   }
-  if (R->ns < R->ns_cap && R->na + nargs <= R->na_cap) {
+  if (R->ns < R->ns_cap && R->na + nargs <= R->na_cap && R->np + nargs <= R->np_cap) {
     ad__recorder_lim(R);
     return 1;
   }
@@ -202,7 +247,7 @@ ad_tape *ad_tape_create_with(const ad_tape_options *opts) {
   t->opt = o;
   t->index_limit = o.index_limit;
   t->bytes_alloc = t->bytes_peak = sizeof *t;
-  t->head = block_new(t);
+  t->head = block_new(t, NULL);
   if (!t->head) {
     if (o.free)
       o.free(t, o.alloc_ud);
@@ -238,7 +283,7 @@ void ad_tape_destroy(ad_tape *t) {
   ad__free(t, t->loc, t->loc_cap * sizeof(double));
   for (ad__block *b = t->head, *n; b; b = n) {
     n = b->next;
-    ad__free(t, b, block_bytes(b->ns_alloc, b->na_alloc));
+    ad__free(t, b, block_bytes(b->ns_alloc, b->na_alloc, b->np_alloc));
   }
   if (t->opt.free)
     t->opt.free(t, t->opt.alloc_ud);
@@ -538,22 +583,32 @@ int ad__handle_check(const ad_tape *t, ad_real x) {
 /* Statistics                                                                */
 /* ------------------------------------------------------------------------ */
 
-int ad_tape_stats(const ad_tape *t, ad_stats *s) {
-  if (!t || !s) return AD_ERR_ARG;
-  memset(s, 0, sizeof *s);
+/* One byte per statement, a handle per argument, a double per stored
+ * partial, and the special records. */
+static size_t bytes_recorded(const ad_tape *t) {
   uint64_t args = 0, pars = 0;
   for (const ad__block *b = t->head; b; b = b->next) {
     args += b == t->cur ? t->rec.na : b->na;
     pars += b == t->cur ? t->rec.np : b->np;
     if (b == t->cur) break;
   }
+  return (size_t)t->rec.next + (size_t)args * sizeof(ad_index) + (size_t)pars * sizeof(double) +
+         t->nrec * sizeof(ad__record) + t->rec_bytes;
+}
+
+int ad_tape_stats(const ad_tape *t, ad_stats *s) {
+  if (!t || !s) return AD_ERR_ARG;
+  memset(s, 0, sizeof *s);
+  uint64_t args = 0;
+  for (const ad__block *b = t->head; b; b = b->next) {
+    args += b == t->cur ? t->rec.na : b->na;
+    if (b == t->cur) break;
+  }
   s->statements = t->rec.next;
   s->arguments = args;
   s->records = t->nrec;
   s->blocks = t->cur->id + 1;
-  /* one byte per statement, a handle per argument, a double per stored partial */
-  s->bytes_used = (size_t)s->statements + (size_t)args * sizeof(ad_index) + (size_t)pars * sizeof(double) +
-                  t->nrec * sizeof(ad__record) + t->rec_bytes;
+  s->bytes_used = bytes_recorded(t);
   s->bytes_adjoints = (t->adj_cap + t->tan_cap) * sizeof(double);
   s->bytes_reserved = t->bytes_alloc - s->bytes_adjoints;
   s->bytes_peak = t->bytes_peak;

@@ -13,7 +13,7 @@ typedef struct ad__block {
   uint64_t id;            /* position in the tape's block list, from 0 */
   ad_index base;          /* handle of the statement before the block's first */
   uint32_t ns, na, np;    /* used; for the current block the recorder holds the truth */
-  uint32_t ns_alloc, na_alloc;
+  uint32_t ns_alloc, na_alloc, np_alloc; /* capacities, sized from what recordings use */
   uint8_t *cnt;
   ad_index *idx;
   double *par;
@@ -148,11 +148,13 @@ static inline size_t ad__max_size(size_t a, size_t b) { return a > b ? a : b; }
 static inline ad_tape *ad__tape_of(ad__recorder *R) {
   return (ad_tape *)(void *)((char *)R - offsetof(ad_tape, rec));
 }
-/* The fast path's argument limit: as much room as the block has for both
- * statements and arguments (each inline statement has at least one argument). */
+/* The fast path's argument limit: as much room as the block has for
+ * statements, arguments and partials (each inline statement has at least one
+ * argument, and stores at most one partial per argument). */
 static inline void ad__recorder_lim(ad__recorder *R) {
-  uint32_t rs = R->ns < R->ns_cap ? R->ns_cap - R->ns : 0, ra = R->na_cap - R->na;
-  R->lim = rs ? R->na + (rs < ra ? rs : ra) : 0;
+  uint32_t rs = R->ns < R->ns_cap ? R->ns_cap - R->ns : 0, ra = R->na_cap - R->na, rp = R->np_cap - R->np;
+  uint32_t r = rs < ra ? rs : ra;
+  R->lim = rs ? R->na + (r < rp ? r : rp) : 0;
 }
 /* Recompute the recorder's statement capacity (0 while not recording). */
 void ad__recorder_arm(ad_tape *t);
