@@ -4,7 +4,7 @@
 #   ./run.sh example   install what is missing, build in build/, run the flagship example
 #                      (examples/heat_mpi on 4 MPI ranks)
 #   ./run.sh test      the same set-up, then the whole test suite: Release (with memcheck),
-#                      sanitizers, 64-bit handles, and the passive build
+#                      ASan+UBSan, ThreadSanitizer, 64-bit handles, and the passive build
 #   ./run.sh bench     build Release in build/ and run the benchmarks (extra arguments
 #                      are passed to every benchmark program)
 #
@@ -25,7 +25,7 @@ PACKAGES=(build-essential cmake pkg-config valgrind libmpich-dev mpich libadolc-
 
 # The options every build sets explicitly, so that a build directory left
 # over from another configuration is put right.
-BASE_OPTIONS=(-DARIADNE_INDEX_64=OFF -DARIADNE_PASSIVE=OFF -DARIADNE_ASAN=OFF -DARIADNE_UBSAN=OFF
+BASE_OPTIONS=(-DARIADNE_INDEX_64=OFF -DARIADNE_PASSIVE=OFF -DARIADNE_ASAN=OFF -DARIADNE_UBSAN=OFF -DARIADNE_TSAN=OFF -DARIADNE_MPI=ON
   -DARIADNE_BUILD_TESTS=ON -DARIADNE_BUILD_EXAMPLES=ON -DARIADNE_BUILD_BENCHMARKS=ON)
 
 # Open MPI refuses to run as root, or more ranks than cores, unless told to;
@@ -157,10 +157,15 @@ cmd_test() {
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
     HWLOC_COMPONENTS=${HWLOC_COMPONENTS:--pci} \
     run_ctest "$BUILD_ROOT/build-asan" -LE 'memcheck|install|bench-smoke'
-  # (iii) 64-bit tape handles.
+  # (iii) ThreadSanitizer: threads recording and sweeping tapes of their own
+  # at once, and the other serial tests (no MPI, examples or benchmarks).
+  configure_build "$BUILD_ROOT/build-tsan" -DCMAKE_BUILD_TYPE=Debug -DARIADNE_TSAN=ON -DARIADNE_MPI=OFF \
+    -DARIADNE_BUILD_BENCHMARKS=OFF -DARIADNE_BUILD_EXAMPLES=OFF
+  TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1} run_ctest "$BUILD_ROOT/build-tsan" -L serial -LE 'memcheck|install'
+  # (iv) 64-bit tape handles.
   configure_build "$BUILD_ROOT/build-idx64" -DCMAKE_BUILD_TYPE=Release -DARIADNE_INDEX_64=ON
   run_ctest "$BUILD_ROOT/build-idx64" -LE 'memcheck'
-  # (iv) Passive: every ad_* operation is plain double arithmetic.
+  # (v) Passive: every ad_* operation is plain double arithmetic.
   configure_build "$BUILD_ROOT/build-passive" -DCMAKE_BUILD_TYPE=Release -DARIADNE_PASSIVE=ON
   run_ctest "$BUILD_ROOT/build-passive" -L example
 }
