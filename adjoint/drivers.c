@@ -49,7 +49,7 @@ double ad_adjoint(const ad_tape *t, ad_real x) {
 void ad_adjoints_zero(ad_tape *t) {
   if (!t || !t->adj) return;
   /* Entries past the recording are zero already, or pending (dirty). */
-  size_t n = ad__max_size(t->adj_dirty, (size_t)t->rec.next + 1 < t->adj_cap ? (size_t)t->rec.next + 1 : t->adj_cap);
+  size_t n = ad__max_size(t->adj_dirty, ad__span(t) < t->adj_cap ? ad__span(t) : t->adj_cap);
   memset(t->adj, 0, n * sizeof(double));
   t->adj_dirty = 0;
 }
@@ -79,7 +79,7 @@ double ad_tangent(const ad_tape *t, ad_real y) {
 
 void ad_tangents_zero(ad_tape *t) {
   if (!t || !t->tan) return;
-  size_t n = ad__max_size(t->tan_dirty, (size_t)t->rec.next + 1 < t->tan_cap ? (size_t)t->rec.next + 1 : t->tan_cap);
+  size_t n = ad__max_size(t->tan_dirty, ad__span(t) < t->tan_cap ? ad__span(t) : t->tan_cap);
   memset(t->tan, 0, n * sizeof(double));
   t->tan_dirty = 0;
 }
@@ -146,7 +146,7 @@ int ad_jacobian(ad_tape *t, size_t m, const ad_real *y, size_t n, const ad_real 
   int rc = ad__driver_check(t);
   if (rc != AD_OK) return rc;
 
-  size_t len = (size_t)t->rec.next + 1;
+  size_t len = ad__span(t);
   if (len > SIZE_MAX / (AD_VEC_WIDTH * sizeof(double))) return AD_ERR_NOMEM;
   size_t bytes = len * AD_VEC_WIDTH * sizeof(double);
   double *v = ad__alloc(t, bytes);

@@ -346,14 +346,13 @@ static inline double ad__val_d(double x) { return x; }
  * One test guards the block: `lim` leaves room for as many statements as
  * arguments, and every statement recorded here has at least one argument;
  * it is 0 while the tape does not record. AD__STALE is non-zero for an
- * active argument recorded by another recording, or above the last handle
- * issued (discarded by a preaccumulation region); the slow path tells a
- * handle of an earlier part of this recording (before a position the tape
- * was reset to) from a stale one. */
+ * active argument of another recording epoch; the slow path tells a handle
+ * of an earlier part of this recording (before a position the tape was reset
+ * to) from a stale one. */
 #ifdef ARIADNE_INDEX_64
-#define AD__STALE(x, ep, nx) ((x).i != 0 && ((x).e != (ep) || (x).i > (nx)))
+#define AD__STALE(x, ep) ((x).i != 0 && (x).e != (ep))
 #else
-#define AD__STALE(x, ep, nx) ((uint64_t)(((x).e ^ (ep)) | ((x).i > (nx))) * (uint64_t)(x).i)
+#define AD__STALE(x, ep) ((uint64_t)((x).e ^ (ep)) * (uint64_t)(x).i)
 #endif
 
 static inline ad_real ad__emit(ad__recorder *R, double v, uint32_t ns, uint32_t na0, uint32_t na, uint32_t np,
@@ -377,7 +376,7 @@ static inline ad_real ad__op1(double v, ad_real a, double da, const char *op) {
   if (a.i == 0) return ad__const(v);
   ad__recorder *R = ad__rec;
   uint32_t ns = R->ns, na = R->na, np = R->np;
-  if (AD__UNLIKELY((na + 1 > R->lim) | ((a.e != R->epoch) | (a.i > R->next)))) {
+  if (AD__UNLIKELY((na + 1 > R->lim) | (a.e != R->epoch))) {
     if (!ad__need(R, 1, &a, op)) return ad__const(v);
     ns = R->ns;
     na = R->na;
@@ -392,8 +391,7 @@ static inline ad_real ad__op2(double v, ad_real a, double da, ad_real b, double 
   if ((a.i | b.i) == 0) return ad__const(v);
   ad__recorder *R = ad__rec;
   uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
-  ad_index nx = R->next;
-  if (AD__UNLIKELY((na + 2 > R->lim) | ((AD__STALE(a, ep, nx) | AD__STALE(b, ep, nx)) != 0))) {
+  if (AD__UNLIKELY((na + 2 > R->lim) | ((AD__STALE(a, ep) | AD__STALE(b, ep)) != 0))) {
     ad_real ab[2] = {a, b};
     if (!ad__need(R, 2, ab, op)) return ad__const(v);
     ns = R->ns;
@@ -420,8 +418,7 @@ static inline ad_real ad__op_pm(double v, ad_real a, ad_real b, int minus, const
   if ((a.i | b.i) == 0) return ad__const(v);
   ad__recorder *R = ad__rec;
   uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
-  ad_index nx = R->next;
-  if (AD__UNLIKELY((na + 2 > R->lim) | ((AD__STALE(a, ep, nx) | AD__STALE(b, ep, nx)) != 0))) {
+  if (AD__UNLIKELY((na + 2 > R->lim) | ((AD__STALE(a, ep) | AD__STALE(b, ep)) != 0))) {
     ad_real ab[2] = {a, b};
     if (!ad__need(R, 2, ab, op)) return ad__const(v);
     ns = R->ns;
@@ -443,7 +440,7 @@ static inline ad_real ad__op_unit(double v, ad_real a, int minus, const char *op
   if (a.i == 0) return ad__const(v);
   ad__recorder *R = ad__rec;
   uint32_t ns = R->ns, na = R->na, np = R->np;
-  if (AD__UNLIKELY((na + 1 > R->lim) | ((a.e != R->epoch) | (a.i > R->next)))) {
+  if (AD__UNLIKELY((na + 1 > R->lim) | (a.e != R->epoch))) {
     if (!ad__need(R, 1, &a, op)) return ad__const(v);
     ns = R->ns;
     na = R->na;
@@ -458,8 +455,7 @@ static inline ad_real ad__op3(double v, ad_real a, double da, ad_real b, double 
   if ((a.i | b.i | c.i) == 0) return ad__const(v);
   ad__recorder *R = ad__rec;
   uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
-  ad_index nx = R->next;
-  if (AD__UNLIKELY((na + 3 > R->lim) | ((AD__STALE(a, ep, nx) | AD__STALE(b, ep, nx) | AD__STALE(c, ep, nx)) != 0))) {
+  if (AD__UNLIKELY((na + 3 > R->lim) | ((AD__STALE(a, ep) | AD__STALE(b, ep) | AD__STALE(c, ep)) != 0))) {
     ad_real abc[3] = {a, b, c};
     if (!ad__need(R, 3, abc, op)) return ad__const(v);
     ns = R->ns;
@@ -490,7 +486,6 @@ ad_real ad__custom_n(double value, size_t n, const ad_real *args, const double *
 static inline ad_real ad_custom(double value, size_t n, const ad_real *args, const double *partials) {
   ad__recorder *R = ad__rec;
   uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
-  ad_index nx = R->next;
   if (AD__UNLIKELY(n > AD__MAX_ARGS || na + n > R->lim)) return ad__custom_n(value, n, args, partials);
   ad_index *idx = R->idx;
   double *par = R->par;
@@ -499,7 +494,7 @@ static inline ad_real ad_custom(double value, size_t n, const ad_real *args, con
   for (size_t k = 0; k < n; k++) {
     idx[m] = args[k].i;
     par[p] = partials[k];
-    stale |= (uint64_t)AD__STALE(args[k], ep, nx);
+    stale |= (uint64_t)AD__STALE(args[k], ep);
     m += (args[k].i != 0);
     p += (args[k].i != 0);
   }

@@ -204,12 +204,14 @@ static int stmt_end_small(ad__recorder *R, const ad__region *g, ad_real result, 
   uint32_t na = g->na, np = g->np;
   memcpy(R->idx + na, oidx, k * sizeof *oidx);
   memcpy(R->par + np, opar, k * sizeof *opar);
+  ad_tape *t = ad__tape_of(R);
+  if (R->next > t->hwm) t->hwm = R->next;
   R->next = start;
   R->ns = g->ns;
   R->na = na;
   R->np = np;
   if (k == 0) { /* every path to an outside value had a zero partial */
-    *out = ad__new_input(ad__tape_of(R), result.v);
+    *out = ad__new_input(t, result.v);
     return 1;
   }
   *out = ad__emit(R, result.v, g->ns, na, na + (uint32_t)k, np + (uint32_t)k, AD__KIND_GENERAL);
@@ -304,6 +306,7 @@ ad_real ad_stmt_end(ad_real result) {
       R->ns = g->ns;
       R->na = g->na;
       R->np = g->np;
+      if (R->next > t->hwm) t->hwm = R->next;
       R->next = g->start;
       ad__recorder_lim(R);
       return result;

@@ -355,7 +355,7 @@ void ad_tape_reset(ad_tape *t) {
   if (!t) return;
   records_clear(t, 0);
   if (t->ext_ops && t->ext_ops->reset) t->ext_ops->reset(t, t->ext_ctx);
-  size_t used = (size_t)t->rec.next + 1;
+  size_t used = ad__span(t);
   if (t->adj) t->adj_dirty = ad__max_size(t->adj_dirty, used < t->adj_cap ? used : t->adj_cap);
   if (t->tan) t->tan_dirty = ad__max_size(t->tan_dirty, used < t->tan_cap ? used : t->tan_cap);
   t->err = t->pending = AD_OK;
@@ -365,6 +365,7 @@ void ad_tape_reset(ad_tape *t) {
   t->rec.epoch = new_epoch();
   t->nhist = 0;
   t->epoch_start = 0;
+  t->hwm = 0;
   t->rec.active = t->recording;
   t->head->base = 0;
   t->head->ns = t->head->na = t->head->np = 0;
@@ -446,14 +447,16 @@ void ad__rewind(ad_tape *t, ad_tape_pos p) {
   ad__block *b = t->cur;
   while (b->id != p.block) b = b->prev;
   records_clear(t, p.records);
+  size_t span = ad__span(t);
+  if (t->rec.next > t->hwm) t->hwm = t->rec.next;
   if (t->adj && t->adj_cap > p.index + 1) {
-    size_t top = t->rec.next + 1 < t->adj_cap ? t->rec.next + 1 : t->adj_cap;
+    size_t top = span < t->adj_cap ? span : t->adj_cap;
     memset(t->adj + p.index + 1, 0, (top - p.index - 1) * sizeof(double));
   }
   /* Tangents too: a new input that reuses a discarded input's handle must
    * not inherit its tangent seed. */
   if (t->tan && t->tan_cap > p.index + 1) {
-    size_t top = t->rec.next + 1 < t->tan_cap ? t->rec.next + 1 : t->tan_cap;
+    size_t top = span < t->tan_cap ? span : t->tan_cap;
     memset(t->tan + p.index + 1, 0, (top - p.index - 1) * sizeof(double));
   }
   t->rec.next = (ad_index)p.index;
@@ -495,6 +498,7 @@ int ad_tape_reset_to(ad_tape *t, ad_tape_pos p) {
    * then leaves it as recorded). */
   if ((rc = lineage_cut(t, (ad_index)p.index)) != AD_OK) return rc;
   ad__rewind(t, p);
+  t->hwm = 0; /* the discarded handles belong to the old epoch now */
   return AD_OK;
 }
 
@@ -555,7 +559,7 @@ int ad__record_push(ad_tape *t, const ad__record_ops *ops, void *data, size_t by
 /* The adjoint and tangent vectors grow to the exact size the recording
  * needs (they are sized after recording, so doubling would only waste). */
 static int vector_ready(ad_tape *t, double **v, size_t *cap, size_t *dirty) {
-  size_t need = (size_t)t->rec.next + 1;
+  size_t need = ad__span(t);
   if (need > *cap) {
     void *a = *v;
     size_t c = *cap;

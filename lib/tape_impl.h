@@ -94,6 +94,10 @@ struct ad_tape {
   ad__lineage *hist;
   size_t nhist, caphist;
   ad_index epoch_start;
+  /* The highest handle issued in the current epoch: a preaccumulation region
+   * discards statements without ending the epoch, and a value it discarded
+   * that is used anyway must still index inside the adjoint vector. */
+  ad_index hwm;
 
   int err;
   char msg[512];
@@ -145,6 +149,10 @@ static inline double ad__unit(uint32_t kind, uint32_t j) {
   return kind == AD__KIND_PLUS || (kind == AD__KIND_DIFF && j == 0) ? 1.0 : -1.0;
 }
 static inline size_t ad__max_size(size_t a, size_t b) { return a > b ? a : b; }
+/* Entries the adjoint and tangent vectors need: every handle of the epoch. */
+static inline size_t ad__span(const ad_tape *t) {
+  return (size_t)(t->hwm > t->rec.next ? t->hwm : t->rec.next) + 1;
+}
 static inline ad_tape *ad__tape_of(ad__recorder *R) {
   return (ad_tape *)(void *)((char *)R - offsetof(ad_tape, rec));
 }
