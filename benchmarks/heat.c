@@ -198,6 +198,7 @@ static const variant variants[] = {
     {"ariadne_op", run_ariadne, HEAT_MODE_OP, 1, 1, "one statement per operation"},
     {"ariadne_stmt", run_ariadne, HEAT_MODE_STMT, 1, 1, "ad_stmt_begin/end around each cell"},
     {"ariadne_custom", run_ariadne, HEAT_MODE_CUSTOM, 1, 1, "ad_custom with hand partials"},
+    {"ariadne_tapeoff", run_ariadne, HEAT_MODE_TAPEOFF, 0, 1, "op code, active build, no tape recording"},
 #ifdef HEAT_HAVE_ADOLC
     {"adolc", run_adolc, 0, 1, 0, "ADOL-C adouble, tape in memory, fos_reverse"},
 #else
@@ -467,8 +468,8 @@ int main(int argc, char **argv) {
   /* The table. */
   printf("heat kernel: N=%d T=%d (%.0f cell updates), reps=%d, %s\n", o.n, o.steps, cells, o.reps,
          o.fork ? "one process per variant" : "all variants in one process");
-  printf("%-16s %10s %10s %10s %10s %8s %9s %10s %9s  %s\n", "variant", "primal_ms", "record_ms", "reverse_ms",
-         "grad_ratio", "vs_adolc", "B/cell", "peakRSS_MB", "ok", "J");
+  printf("%-16s %10s %10s %10s %10s %10s %8s %9s %9s %10s %9s  %s\n", "variant", "primal_ms", "record_ms",
+         "reverse_ms", "grad_ratio", "cold_ratio", "vs_adolc", "B/cell", "resv/used", "peakRSS_MB", "ok", "J");
   const slot *sa = &slots[NVAR - 1];
   double adolc_t = (sa->done && sa->r.rc == 0) ? sa->r.record_s + sa->r.reverse_s : NAN;
   for (int v = 0; v < NVAR; v++) {
@@ -481,10 +482,13 @@ int main(int argc, char **argv) {
     double t = s->r.record_s + s->r.reverse_s;
     char speedup[32] = "-";
     if (variants[v].gradient && isfinite(adolc_t / t)) snprintf(speedup, sizeof speedup, "%.1f", adolc_t / t);
-    printf("%-16s %10.2f %10.2f %10.2f %10.2f %8s %9.1f %10.1f %9s  %.12g%s%s\n", variants[v].name,
-           1e3 * s->primal_s, 1e3 * s->r.record_s, 1e3 * s->r.reverse_s, t / s->primal_s, speedup,
-           s->r.tape_bytes / cells, s->rss_peak_mb - s->rss_start_mb, chk[v].ok ? "yes" : "NO", s->r.J,
-           s->r.msg[0] ? "  " : "", s->r.msg);
+    char resv[32] = "-";
+    if (s->r.reserved_bytes > 0 && s->r.tape_bytes > 0)
+      snprintf(resv, sizeof resv, "%.2f", s->r.reserved_bytes / s->r.tape_bytes);
+    printf("%-16s %10.2f %10.2f %10.2f %10.2f %10.2f %8s %9.1f %9s %10.1f %9s  %.12g%s%s\n", variants[v].name,
+           1e3 * s->primal_s, 1e3 * s->r.record_s, 1e3 * s->r.reverse_s, t / s->primal_s,
+           (s->cold_record_s + s->cold_reverse_s) / s->primal_s, speedup, s->r.tape_bytes / cells, resv,
+           s->rss_peak_mb - s->rss_start_mb, chk[v].ok ? "yes" : "NO", s->r.J, s->r.msg[0] ? "  " : "", s->r.msg);
   }
   if (ref)
     printf("reference (N=128, T=100): J=%.12g dJ/du0[N+1]=%.12g dJ/du0[N*N/2+N/2]=%.12g\n", REF_J, REF_G1, REF_G2);
@@ -510,6 +514,8 @@ int main(int argc, char **argv) {
     json_num("cold_record_s", s->cold_record_s, 0);
     json_num("cold_reverse_s", s->cold_reverse_s, 0);
     json_num("gradient_ratio", t / s->primal_s, 0);
+    json_num("cold_gradient_ratio", (s->cold_record_s + s->cold_reverse_s) / s->primal_s, 0);
+    json_num("bytes_reserved", s->r.reserved_bytes, 0);
     json_num("speedup_vs_adolc", variants[v].gradient ? adolc_t / t : NAN, 0);
     json_num("tape_bytes", s->r.tape_bytes, 0);
     json_num("bytes_per_cell", s->r.tape_bytes / cells, 0);

@@ -30,6 +30,7 @@ typedef struct heat_result {
   double reverse_s;   /* reverse sweep and gradient extraction */
   double tape_bytes;  /* bytes the reverse sweep reads: tape, stored states or taylors */
   double extra_bytes; /* variant specific: ADOL-C taylor bytes, Ariadne adjoint vector bytes */
+  double reserved_bytes; /* Ariadne: tape storage allocated (bytes_reserved) at the end of the recording */
   double statements;  /* tape statements (Ariadne) or operations (ADOL-C); 0 if none */
   double arguments;   /* tape arguments (Ariadne) or locations (ADOL-C); 0 if none */
   int in_memory;      /* 1 if the whole tape stayed in memory */
@@ -38,7 +39,10 @@ typedef struct heat_result {
 } heat_result;
 
 /* Ariadne variants; `mode` is one of these. */
-enum { HEAT_MODE_OP = 0, HEAT_MODE_STMT = 1, HEAT_MODE_CUSTOM = 2 };
+enum { HEAT_MODE_OP = 0, HEAT_MODE_STMT = 1, HEAT_MODE_CUSTOM = 2, HEAT_MODE_TAPEOFF = 3 };
+/* HEAT_MODE_TAPEOFF: the op code in the active build with no tape recording,
+ * as checkpointed loops recompute steps and finite differences run: no
+ * gradient, record_s is the time of the run. */
 
 /* heat_ariadne.c compiled active. The context keeps the tape and the arrays
  * between repetitions, as a user that takes many gradients would. */

@@ -111,7 +111,7 @@ int HEAT_AD(run)(heat_ad *h, int mode, int n, int steps, const double *u0, doubl
   double t0 = now();
   ad_tape_reset(h->tape);
   double t1 = now();
-  ad_tape_begin(h->tape);
+  if (mode != HEAT_MODE_TAPEOFF) ad_tape_begin(h->tape);
   for (size_t k = 0; k < nn; k++) h->x[k] = h->u[k] = h->v[k] = ad_input(u0[k]);
   ad_real *u = h->u, *v = h->v;
   for (int t = 0; t < steps; t++) {
@@ -121,11 +121,15 @@ int HEAT_AD(run)(heat_ad *h, int mode, int n, int steps, const double *u0, doubl
     v = w;
   }
   ad_real J = ad_dot(nn, u, u);
-  ad_tape_end(h->tape);
+  if (mode != HEAT_MODE_TAPEOFF) ad_tape_end(h->tape);
   double t2 = now();
   out->J = ad_value(J);
   out->reset_s = t1 - t0;
   out->record_s = t2 - t0;
+  if (mode == HEAT_MODE_TAPEOFF) {
+    ad_clear_last_error(); /* ad_input without a recording tape */
+    return 0;
+  }
 
 #ifndef ARIADNE_PASSIVE
   /* Reverse: one sweep, adjoints zeroed and seeded by the driver. */
@@ -141,6 +145,7 @@ int HEAT_AD(run)(heat_ad *h, int mode, int n, int steps, const double *u0, doubl
   ad_tape_stats(h->tape, &st);
   out->tape_bytes = (double)st.bytes_used;
   out->extra_bytes = (double)st.bytes_adjoints;
+  out->reserved_bytes = (double)st.bytes_reserved;
   out->statements = (double)st.statements;
   out->arguments = (double)st.arguments;
 #else

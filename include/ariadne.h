@@ -82,8 +82,12 @@ typedef struct ad_stats {
 
 /* Options for ad_tape_create_with; start from ad_tape_options_default. */
 typedef struct ad_tape_options {
-  uint32_t block_statements; /* statements per storage block (>= 1024) */
-  uint32_t block_arguments;  /* arguments per storage block (>= 1024) */
+  /* Storage blocks. 0 (the default): automatic, from 4096 statements doubling
+   * up to 2^18, with the arguments and partials per statement of what was
+   * recorded. Otherwise statements per block (>= 1024), and arguments of the
+   * first block (>= 1024; later ones follow what was recorded). */
+  uint32_t block_statements;
+  uint32_t block_arguments;
   size_t memory_limit;       /* bytes the tape may allocate; 0 = unlimited */
   uint64_t index_limit;      /* largest handle the tape may issue; 0 = the index width's maximum */
   /* Allocator for all of the tape's memory; NULL members mean malloc/free. */
@@ -538,6 +542,7 @@ static inline ad_real ad__mul(ad_real a, ad_real b) { return ad__op2(a.v * b.v, 
 /* d(a/b)/db = -r/b, computed as -r * (1/b) except where 1/b overflows (b
  * subnormal), where the product would be 0 * inf or lose the finite result. */
 static inline ad_real ad__div(ad_real a, ad_real b) {
+  if ((a.i | b.i) == 0) return ad__const(a.v / b.v);
   double inv = 1.0 / b.v, r = a.v / b.v;
   double db = AD__UNLIKELY(isinf(inv)) ? -r / b.v : -r * inv;
   return ad__op2(r, a, inv, b, db, "ad_div");
@@ -553,33 +558,49 @@ static inline ad_real ad__neg(ad_real a) { return ad__op_unit(-a.v, a, 1, "ad_ne
 
 /* ------------------------------------------------------------------------ */
 /* <math.h> functions. Derivative rules where the function has a kink or    */
-/* the derivative is not finite are documented at each function.            */
+/* the derivative is not finite are documented at each function. Each one  */
+/* returns at once for passive arguments, before computing any partial, so */
+/* that code run with no tape recording (recomputation in checkpointed     */
+/* loops, finite differences) costs little more than double arithmetic.    */
 /* ------------------------------------------------------------------------ */
 
 #define AD__PI 3.14159265358979323846
 #define AD__LN2 0.69314718055994530942
 #define AD__LN10 2.30258509299404568402
 
-static inline ad_real ad__sin(ad_real a) { return ad__op1(sin(a.v), a, cos(a.v), "ad_sin"); }
-static inline ad_real ad__cos(ad_real a) { return ad__op1(cos(a.v), a, -sin(a.v), "ad_cos"); }
+static inline ad_real ad__sin(ad_real a) {
+  if (a.i == 0) return ad__const(sin(a.v));
+  return ad__op1(sin(a.v), a, cos(a.v), "ad_sin");
+}
+static inline ad_real ad__cos(ad_real a) {
+  if (a.i == 0) return ad__const(cos(a.v));
+  return ad__op1(cos(a.v), a, -sin(a.v), "ad_cos");
+}
 static inline ad_real ad__tan(ad_real a) {
   double t = tan(a.v);
+  if (a.i == 0) return ad__const(t);
   return ad__op1(t, a, 1.0 + t * t, "ad_tan");
 }
 /* asin, acos: derivative +-inf at +-1 (the exact one-sided limit), NaN outside [-1, 1]. */
 /* (1 - a)(1 + a) rather than 1 - a^2: no cancellation near +-1. */
 static inline ad_real ad__asin(ad_real a) {
+  if (a.i == 0) return ad__const(asin(a.v));
   return ad__op1(asin(a.v), a, 1.0 / sqrt((1.0 - a.v) * (1.0 + a.v)), "ad_asin");
 }
 static inline ad_real ad__acos(ad_real a) {
+  if (a.i == 0) return ad__const(acos(a.v));
   return ad__op1(acos(a.v), a, -1.0 / sqrt((1.0 - a.v) * (1.0 + a.v)), "ad_acos");
 }
-static inline ad_real ad__atan(ad_real a) { return ad__op1(atan(a.v), a, 1.0 / (1.0 + a.v * a.v), "ad_atan"); }
+static inline ad_real ad__atan(ad_real a) {
+  if (a.i == 0) return ad__const(atan(a.v));
+  return ad__op1(atan(a.v), a, 1.0 / (1.0 + a.v * a.v), "ad_atan");
+}
 /* atan2(y, x): partials x / (x^2 + y^2) and -y / (x^2 + y^2), with x and y
  * scaled by a power of two first, so that the squares neither overflow nor
  * underflow anywhere in the double range. At the origin, where atan2 is not
  * differentiable, both partials are 0. */
 static inline ad_real ad__atan2(ad_real y, ad_real x) {
+  if ((y.i | x.i) == 0) return ad__const(atan2(y.v, x.v));
   double m = fmax(fabs(x.v), fabs(y.v)), dy = 0.0, dx = 0.0;
   if (m != 0.0 && m <= DBL_MAX) {
     int e;
@@ -595,74 +616,102 @@ static inline ad_real ad__atan2(ad_real y, ad_real x) {
   }
   return ad__op2(atan2(y.v, x.v), y, dy, x, dx, "ad_atan2");
 }
-static inline ad_real ad__sinh(ad_real a) { return ad__op1(sinh(a.v), a, cosh(a.v), "ad_sinh"); }
-static inline ad_real ad__cosh(ad_real a) { return ad__op1(cosh(a.v), a, sinh(a.v), "ad_cosh"); }
+static inline ad_real ad__sinh(ad_real a) {
+  if (a.i == 0) return ad__const(sinh(a.v));
+  return ad__op1(sinh(a.v), a, cosh(a.v), "ad_sinh");
+}
+static inline ad_real ad__cosh(ad_real a) {
+  if (a.i == 0) return ad__const(cosh(a.v));
+  return ad__op1(cosh(a.v), a, sinh(a.v), "ad_cosh");
+}
 /* tanh: where tanh saturates, 1 - tanh^2 cancels to nothing (0 for |a| > 19),
  * so there the derivative is 1 / cosh^2, accurate to the last bit. */
 static inline ad_real ad__tanh(ad_real a) {
-  double t = tanh(a.v), c = fabs(t) < 0.9 ? 0.0 : cosh(a.v);
+  double t = tanh(a.v);
+  if (a.i == 0) return ad__const(t);
+  double c = fabs(t) < 0.9 ? 0.0 : cosh(a.v);
   return ad__op1(t, a, c == 0.0 ? 1.0 - t * t : 1.0 / (c * c), "ad_tanh");
 }
 /* hypot(a, 1) = sqrt(a^2 + 1) without overflow for large |a|. */
-static inline ad_real ad__asinh(ad_real a) { return ad__op1(asinh(a.v), a, 1.0 / hypot(a.v, 1.0), "ad_asinh"); }
+static inline ad_real ad__asinh(ad_real a) {
+  if (a.i == 0) return ad__const(asinh(a.v));
+  return ad__op1(asinh(a.v), a, 1.0 / hypot(a.v, 1.0), "ad_asinh");
+}
 /* acosh: derivative +inf at 1, NaN below 1. */
 static inline ad_real ad__acosh(ad_real a) {
+  if (a.i == 0) return ad__const(acosh(a.v));
   return ad__op1(acosh(a.v), a, 1.0 / (sqrt(a.v - 1.0) * sqrt(a.v + 1.0)), "ad_acosh");
 }
 /* atanh: derivative +inf at +-1, NaN outside. */
 static inline ad_real ad__atanh(ad_real a) {
   double r = atanh(a.v);
+  if (a.i == 0) return ad__const(r);
   return ad__op1(r, a, isnan(r) ? r : 1.0 / ((1.0 - a.v) * (1.0 + a.v)), "ad_atanh");
 }
 static inline ad_real ad__exp(ad_real a) {
   double e = exp(a.v);
+  if (a.i == 0) return ad__const(e);
   return ad__op1(e, a, e, "ad_exp");
 }
 static inline ad_real ad__exp2(ad_real a) {
   double e = exp2(a.v);
+  if (a.i == 0) return ad__const(e);
   return ad__op1(e, a, AD__LN2 * e, "ad_exp2");
 }
-static inline ad_real ad__expm1(ad_real a) { return ad__op1(expm1(a.v), a, exp(a.v), "ad_expm1"); }
+static inline ad_real ad__expm1(ad_real a) {
+  if (a.i == 0) return ad__const(expm1(a.v));
+  return ad__op1(expm1(a.v), a, exp(a.v), "ad_expm1");
+}
 /* log family: derivative +inf at 0 (the limit from the right), NaN below
  * (where the value is NaN, the plain formula would give a finite number). */
 static inline ad_real ad__log(ad_real a) {
   double r = log(a.v);
+  if (a.i == 0) return ad__const(r);
   return ad__op1(r, a, isnan(r) ? r : 1.0 / a.v, "ad_log");
 }
 static inline ad_real ad__log2(ad_real a) {
   double r = log2(a.v);
+  if (a.i == 0) return ad__const(r);
   return ad__op1(r, a, isnan(r) ? r : 1.0 / (AD__LN2 * a.v), "ad_log2");
 }
 static inline ad_real ad__log10(ad_real a) {
   double r = log10(a.v);
+  if (a.i == 0) return ad__const(r);
   return ad__op1(r, a, isnan(r) ? r : 1.0 / (AD__LN10 * a.v), "ad_log10");
 }
 static inline ad_real ad__log1p(ad_real a) {
   double r = log1p(a.v);
+  if (a.i == 0) return ad__const(r);
   return ad__op1(r, a, isnan(r) ? r : 1.0 / (1.0 + a.v), "ad_log1p");
 }
 /* sqrt, cbrt: derivative +inf at 0 (the limit from the right). A zero adjoint
  * skips the statement in the reverse sweep, so an unused sqrt(0) does no harm. */
 static inline ad_real ad__sqrt(ad_real a) {
   double s = sqrt(a.v);
+  if (a.i == 0) return ad__const(s);
   return ad__op1(s, a, 0.5 / s, "ad_sqrt");
 }
 static inline ad_real ad__cbrt(ad_real a) {
   double c = cbrt(a.v);
+  if (a.i == 0) return ad__const(c);
   return ad__op1(c, a, 1.0 / (3.0 * c * c), "ad_cbrt");
 }
 /* pow(a, b): d/da = b * a^(b-1) (exact at a = 0, e.g. 1 for b = 1; 0 for b = 0);
  * d/db = log(a) * a^b for a > 0 and 0 for a <= 0 (where it is undefined or,
- * at a = 0 with b > 0, the limit from the right). */
+ * at a = 0 with b > 0, the limit from the right). Each partial is computed
+ * only if its argument is active. */
 static inline ad_real ad__pow(ad_real a, ad_real b) {
   double r = pow(a.v, b.v);
-  double da = b.v != 0.0 ? b.v * pow(a.v, b.v - 1.0) : 0.0;
-  double db = a.v > 0.0 ? log(a.v) * r : 0.0;
+  if ((a.i | b.i) == 0) return ad__const(r);
+  double da = 0.0, db = 0.0;
+  if (a.i != 0) da = b.v != 0.0 ? b.v * pow(a.v, b.v - 1.0) : 0.0;
+  if (b.i != 0) db = a.v > 0.0 ? log(a.v) * r : 0.0;
   return ad__op2(r, a, da, b, db, "ad_pow");
 }
 /* hypot: at the origin both partials are 0. */
 static inline ad_real ad__hypot(ad_real a, ad_real b) {
   double h = hypot(a.v, b.v), da = 0.0, db = 0.0;
+  if ((a.i | b.i) == 0) return ad__const(h);
   if (h != 0.0) {
     da = a.v / h;
     db = b.v / h;
@@ -671,6 +720,7 @@ static inline ad_real ad__hypot(ad_real a, ad_real b) {
 }
 /* fabs: derivative sign(a), and 0 at a = 0. */
 static inline ad_real ad__fabs(ad_real a) {
+  if (a.i == 0) return ad__const(fabs(a.v));
   return ad__op1(fabs(a.v), a, a.v > 0.0 ? 1.0 : (a.v < 0.0 ? -1.0 : 0.0), "ad_fabs");
 }
 /* fmin/fmax: the derivative follows the argument whose value is returned;
@@ -688,12 +738,15 @@ static inline ad_real ad__fma(ad_real a, ad_real b, ad_real c) {
 }
 /* fmod(a, b) = a - trunc(a/b) b: d/da = 1, d/db = -trunc(a/b). */
 static inline ad_real ad__fmod(ad_real a, ad_real b) {
+  if ((a.i | b.i) == 0) return ad__const(fmod(a.v, b.v));
   return ad__op2(fmod(a.v, b.v), a, 1.0, b, -trunc(a.v / b.v), "ad_fmod");
 }
 static inline ad_real ad__erf(ad_real a) {
+  if (a.i == 0) return ad__const(erf(a.v));
   return ad__op1(erf(a.v), a, 1.12837916709551257390 * exp(-a.v * a.v), "ad_erf");
 }
 static inline ad_real ad__erfc(ad_real a) {
+  if (a.i == 0) return ad__const(erfc(a.v));
   return ad__op1(erfc(a.v), a, -1.12837916709551257390 * exp(-a.v * a.v), "ad_erfc");
 }
 /* Piecewise constant: derivative 0 everywhere, so the result is passive. */

@@ -1,5 +1,9 @@
 /* Tape storage: blocks, the recording slow paths, special records, positions,
  * memory accounting and statistics. */
+#if defined(__linux__)
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, madvise */
+#include <sys/mman.h>
+#endif
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +26,11 @@ static uint32_t new_epoch(void) {
   return e;
 }
 
-#define DEFAULT_BLOCK_STATEMENTS (1u << 16)
-#define DEFAULT_BLOCK_ARGUMENTS (1u << 18)
+/* Blocks of automatic size (the default) start small, so that a small tape
+ * costs little, and double up to AUTO_BLOCK_MAX statements, so that a large
+ * one is a few large arrays (huge pages, see big_alloc). */
+#define AUTO_BLOCK_FIRST (1u << 12)
+#define AUTO_BLOCK_MAX (1u << 18)
 #define MIN_BLOCK 1024u
 #define MAX_STMT_ARGS 255u
 
@@ -32,6 +39,51 @@ static uint32_t new_epoch(void) {
 /* ------------------------------------------------------------------------ */
 
 static size_t bytes_recorded(const ad_tape *t);
+
+/* Large arrays (blocks, adjoint vectors) come straight from the kernel, on
+ * Linux with transparent huge pages asked for: a recording writes memory it
+ * never touched before, and a fault per 2 MiB instead of per 4 KiB halves
+ * what that first touch costs; the sweeps' scattered adjoint updates miss
+ * the TLB less too. Everything else goes through malloc. Only ad__free knows
+ * a pointer's size, and it passes the size it was allocated with. */
+#define BIG_ALLOC ((size_t)2 << 20)
+#define HUGE_PAGE ((size_t)2 << 20)
+
+#if defined(__SANITIZE_ADDRESS__)
+#define AD__NO_BIG_ALLOC 1 /* AddressSanitizer checks malloc'd memory only */
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define AD__NO_BIG_ALLOC 1
+#endif
+#endif
+
+static void *big_alloc(size_t size) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE) && !defined(AD__NO_BIG_ALLOC)
+  if (size >= BIG_ALLOC) {
+    size_t len = (size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    /* Over-allocate by a huge page to align, and give back the slack. */
+    char *m = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    char *a = (char *)(((uintptr_t)m + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    if (a > m) munmap(m, (size_t)(a - m));
+    if (a + len < m + len + HUGE_PAGE) munmap(a + len, (size_t)(m + len + HUGE_PAGE - (a + len)));
+    madvise(a, len, MADV_HUGEPAGE);
+    return a;
+  }
+#endif
+  return malloc(size);
+}
+
+static void big_free(void *p, size_t size) {
+  (void)size;
+#if defined(__linux__) && defined(MADV_HUGEPAGE) && !defined(AD__NO_BIG_ALLOC)
+  if (size >= BIG_ALLOC) {
+    munmap(p, (size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1));
+    return;
+  }
+#endif
+  free(p);
+}
 
 void *ad__alloc(ad_tape *t, size_t size) {
   if (t->opt.memory_limit && (size > t->opt.memory_limit || t->bytes_alloc > t->opt.memory_limit - size)) {
@@ -42,7 +94,7 @@ void *ad__alloc(ad_tape *t, size_t size) {
              size);
     return NULL;
   }
-  void *p = t->opt.alloc ? t->opt.alloc(size, t->opt.alloc_ud) : malloc(size);
+  void *p = t->opt.alloc ? t->opt.alloc(size, t->opt.alloc_ud) : big_alloc(size);
   if (!p) {
     ad__fail(t, AD_ERR_NOMEM, "allocation of %zu bytes failed (%zu in use)", size, t->bytes_alloc);
     return NULL;
@@ -58,7 +110,7 @@ void ad__free(ad_tape *t, void *p, size_t size) {
   if (t->opt.free)
     t->opt.free(p, t->opt.alloc_ud);
   else
-    free(p);
+    big_free(p, size);
 }
 
 /* Grow by allocate-copy-free rather than realloc so that every byte goes
@@ -117,7 +169,11 @@ static ad__block *block_alloc(ad_tape *t, uint32_t ns, uint32_t na, uint32_t np)
  * memory limit the block shrinks to what the limit leaves, so that a
  * recording can fill the limit with data. */
 static ad__block *block_new(ad_tape *t, const ad__block *full) {
-  uint64_t ns = t->opt.block_statements, na = t->opt.block_arguments, np = na;
+  uint64_t ns = t->opt.block_statements, na = t->opt.block_arguments;
+  if (!ns) ns = full ? (full->ns_alloc < AUTO_BLOCK_MAX / 2 ? 2 * (uint64_t)full->ns_alloc : AUTO_BLOCK_MAX)
+                     : AUTO_BLOCK_FIRST;
+  if (!na) na = 4 * ns;
+  uint64_t np = na;
   if (full && full->ns >= 256) {
     uint64_t a = (uint64_t)full->na * ns / full->ns;
     a += a / 8 + BLOCK_FLOOR;
@@ -140,6 +196,16 @@ static ad__block *block_new(ad_tape *t, const ad__block *full) {
       np = np2;
     }
     /* else: too little is left for a block; the allocation fails below with the limit's message */
+  } else if (!t->opt.alloc && want >= BIG_ALLOC && (want & (HUGE_PAGE - 1))) {
+    /* A block from big_alloc occupies whole huge pages: make it fill them. */
+    size_t len = (want + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    double f = (double)(len - sizeof(ad__block)) / (double)(want - sizeof(ad__block));
+    uint64_t ns2 = (uint64_t)((double)ns * f), na2 = (uint64_t)((double)na * f), np2 = (uint64_t)((double)np * f);
+    if (na2 <= UINT32_MAX / 2 && ns2 <= UINT32_MAX / 2 && block_bytes((uint32_t)ns2, (uint32_t)na2, (uint32_t)np2) <= len) {
+      ns = ns2;
+      na = na2;
+      np = np2;
+    }
   }
   return block_alloc(t, (uint32_t)ns, (uint32_t)na, (uint32_t)np);
 }
@@ -225,8 +291,8 @@ int ad__need(ad__recorder *R, uint32_t nargs, const ad_real *args, const char *o
 
 void ad_tape_options_default(ad_tape_options *o) {
   memset(o, 0, sizeof *o);
-  o->block_statements = DEFAULT_BLOCK_STATEMENTS;
-  o->block_arguments = DEFAULT_BLOCK_ARGUMENTS;
+  o->block_statements = 0; /* automatic */
+  o->block_arguments = 0;
 }
 
 ad_tape *ad_tape_create(void) { return ad_tape_create_with(NULL); }
@@ -237,8 +303,8 @@ ad_tape *ad_tape_create_with(const ad_tape_options *opts) {
     o = *opts;
   else
     ad_tape_options_default(&o);
-  if (o.block_statements < MIN_BLOCK) o.block_statements = MIN_BLOCK;
-  if (o.block_arguments < MIN_BLOCK) o.block_arguments = MIN_BLOCK;
+  if (o.block_statements && o.block_statements < MIN_BLOCK) o.block_statements = MIN_BLOCK;
+  if (o.block_arguments && o.block_arguments < MIN_BLOCK) o.block_arguments = MIN_BLOCK;
   uint64_t max_index = (uint64_t)AD_INDEX_MAX - 1; /* keep AD_INDEX_MAX unissued: no wrap anywhere */
   if (o.index_limit == 0 || o.index_limit > max_index) o.index_limit = max_index;
   ad_tape *t = o.alloc ? o.alloc(sizeof *t, o.alloc_ud) : malloc(sizeof *t);
