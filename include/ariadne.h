@@ -113,6 +113,12 @@ typedef void (*ad_error_handler)(const ad_tape *tape, int code, const char *mess
 /* Errors                                                                    */
 /* ------------------------------------------------------------------------ */
 
+/* The library's version at run time, e.g. "0.1.0 (32-bit handles)", and as a
+ * number, major * 10000 + minor * 100 + patch; compare with ARIADNE_VERSION
+ * and ARIADNE_VERSION_NUMBER from ariadne_config.h, the headers compiled in. */
+const char *ad_version(void);
+int ad_version_number(void);
+
 /* Message for an error code ("unknown error" for codes not in the table). */
 const char *ad_strerror(int code);
 /* Name of an error code ("AD_ERR_NOMEM"), or "AD_ERR_UNKNOWN". */

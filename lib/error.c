@@ -4,6 +4,15 @@
 
 #include "tape_impl.h"
 
+#ifdef ARIADNE_INDEX_64
+#define AD__HANDLE_WIDTH "64-bit handles"
+#else
+#define AD__HANDLE_WIDTH "32-bit handles"
+#endif
+
+const char *ad_version(void) { return ARIADNE_VERSION " (" AD__HANDLE_WIDTH ")"; }
+int ad_version_number(void) { return ARIADNE_VERSION_NUMBER; }
+
 const char *ad_strerror(int code) {
   switch (code) {
 #define AD__ERRNO_MSG(name, c, msg) \

@@ -699,7 +699,19 @@ static void test_nesting(void) {
   ad_tape_destroy(a);
 }
 
+/* The version at run time is the version of the headers compiled in. */
+static void test_version(void) {
+  CHECK_CONTEXT("ad_version");
+  char want[64];
+  snprintf(want, sizeof want, "%d.%d.%d", ARIADNE_VERSION_MAJOR, ARIADNE_VERSION_MINOR, ARIADNE_VERSION_PATCH);
+  CHECK(strncmp(ad_version(), want, strlen(want)) == 0);
+  CHECK_CONTAINS(ad_version(), sizeof(ad_index) == 8 ? "64-bit handles" : "32-bit handles");
+  CHECK_INT(ad_version_number(), ARIADNE_VERSION_MAJOR * 10000 + ARIADNE_VERSION_MINOR * 100 + ARIADNE_VERSION_PATCH);
+  CHECK_INT(ad_version_number(), ARIADNE_VERSION_NUMBER);
+}
+
 int main(void) {
+  test_version();
   test_other_tape();
   test_before_reset();
   test_passive();
