@@ -3,8 +3,9 @@
 #
 #   ./run.sh example   install what is missing, build in build/, run the flagship example
 #                      (examples/heat_mpi on 4 MPI ranks)
-#   ./run.sh test      the same set-up, then the whole test suite: Release (with memcheck),
-#                      ASan+UBSan, ThreadSanitizer, 64-bit handles, and the passive build
+#   ./run.sh test      the same set-up, then the whole test suite: Release with MPICH (with
+#                      memcheck), Release with Open MPI, ASan+UBSan, ThreadSanitizer,
+#                      64-bit handles, and the passive build
 #   ./run.sh bench     build Release in build/ and run the benchmarks (extra arguments
 #                      are passed to every benchmark program)
 #
@@ -21,7 +22,15 @@ BUILD=$BUILD_ROOT/build
 
 # Debian packages: compiler and tools, MPI, valgrind for the memcheck tests,
 # ADOL-C for the benchmarks' comparison.
-PACKAGES=(build-essential cmake pkg-config valgrind libmpich-dev mpich libadolc-dev)
+PACKAGES=(build-essential cmake pkg-config valgrind libmpich-dev mpich libopenmpi-dev openmpi-bin libadolc-dev)
+
+# Both MPIs are installed; every build names its MPI explicitly (the vendor's
+# own compiler wrapper and launcher), so that what the Debian alternatives
+# point at does not matter. Open MPI also needs --oversubscribe to run more
+# ranks than cores.
+MPICH_OPTIONS=(-DMPI_C_COMPILER=/usr/bin/mpicc.mpich -DMPIEXEC_EXECUTABLE=/usr/bin/mpiexec.mpich -DMPIEXEC_PREFLAGS=)
+OPENMPI_OPTIONS=(-DMPI_C_COMPILER=/usr/bin/mpicc.openmpi -DMPIEXEC_EXECUTABLE=/usr/bin/mpiexec.openmpi
+  -DMPIEXEC_PREFLAGS=--oversubscribe)
 
 # The options every build sets explicitly, so that a build directory left
 # over from another configuration is put right.
@@ -137,19 +146,24 @@ run_ctest() {
 
 cmd_example() {
   install_deps
-  configure_build "$BUILD" -DCMAKE_BUILD_TYPE=Release
+  configure_build "$BUILD" -DCMAKE_BUILD_TYPE=Release "${MPICH_OPTIONS[@]}"
   step "flagship example" flagship "$BUILD"
 }
 
 cmd_test() {
   install_deps
-  # (i) Release with everything, the valgrind memcheck tests included.
-  configure_build "$BUILD" -DCMAKE_BUILD_TYPE=Release
+  # (i) Release with everything, the valgrind memcheck tests included (MPICH).
+  configure_build "$BUILD" -DCMAKE_BUILD_TYPE=Release "${MPICH_OPTIONS[@]}"
   run_ctest "$BUILD"
-  # (ii) AddressSanitizer + UndefinedBehaviorSanitizer. valgrind and
+  # (ii) The same against Open MPI: the MPI tests, the examples and the
+  # install test (the serial tests do not depend on the MPI).
+  configure_build "$BUILD_ROOT/build-openmpi" -DCMAKE_BUILD_TYPE=Release "${OPENMPI_OPTIONS[@]}" \
+    -DARIADNE_BUILD_BENCHMARKS=OFF
+  run_ctest "$BUILD_ROOT/build-openmpi" -LE 'serial|memcheck'
+  # (iii) AddressSanitizer + UndefinedBehaviorSanitizer. valgrind and
   # sanitizers do not mix; benchmarks are not run here.
   configure_build "$BUILD_ROOT/build-asan" -DCMAKE_BUILD_TYPE=Debug -DARIADNE_ASAN=ON -DARIADNE_UBSAN=ON \
-    -DARIADNE_BUILD_BENCHMARKS=OFF
+    -DARIADNE_BUILD_BENCHMARKS=OFF "${MPICH_OPTIONS[@]}"
   # MPI_Init loads hwloc's PCI plugin, whose allocations LeakSanitizer would
   # report as leaks in every MPI program; MPI on one machine does not need the
   # PCI topology, so the plugin stays out.
@@ -157,22 +171,22 @@ cmd_test() {
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
     HWLOC_COMPONENTS=${HWLOC_COMPONENTS:--pci} \
     run_ctest "$BUILD_ROOT/build-asan" -LE 'memcheck|install|bench-smoke'
-  # (iii) ThreadSanitizer: threads recording and sweeping tapes of their own
+  # (iv) ThreadSanitizer: threads recording and sweeping tapes of their own
   # at once, and the other serial tests (no MPI, examples or benchmarks).
   configure_build "$BUILD_ROOT/build-tsan" -DCMAKE_BUILD_TYPE=Debug -DARIADNE_TSAN=ON -DARIADNE_MPI=OFF \
     -DARIADNE_BUILD_BENCHMARKS=OFF -DARIADNE_BUILD_EXAMPLES=OFF
   TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1} run_ctest "$BUILD_ROOT/build-tsan" -L serial -LE 'memcheck|install'
-  # (iv) 64-bit tape handles.
-  configure_build "$BUILD_ROOT/build-idx64" -DCMAKE_BUILD_TYPE=Release -DARIADNE_INDEX_64=ON
+  # (v) 64-bit tape handles.
+  configure_build "$BUILD_ROOT/build-idx64" -DCMAKE_BUILD_TYPE=Release -DARIADNE_INDEX_64=ON "${MPICH_OPTIONS[@]}"
   run_ctest "$BUILD_ROOT/build-idx64" -LE 'memcheck'
-  # (v) Passive: every ad_* operation is plain double arithmetic.
-  configure_build "$BUILD_ROOT/build-passive" -DCMAKE_BUILD_TYPE=Release -DARIADNE_PASSIVE=ON
+  # (vi) Passive: every ad_* operation is plain double arithmetic.
+  configure_build "$BUILD_ROOT/build-passive" -DCMAKE_BUILD_TYPE=Release -DARIADNE_PASSIVE=ON "${MPICH_OPTIONS[@]}"
   run_ctest "$BUILD_ROOT/build-passive" -L example
 }
 
 cmd_bench() {
   install_deps
-  configure_build "$BUILD" -DCMAKE_BUILD_TYPE=Release
+  configure_build "$BUILD" -DCMAKE_BUILD_TYPE=Release "${MPICH_OPTIONS[@]}"
   local benches=() b
   if [[ -d $BUILD/benchmarks ]]; then
     # The reference-kernel (heat) benchmark first, then the others.

@@ -62,13 +62,13 @@ found=$(sed -n 's/^Ariadne_DIR:[A-Z]*=//p' "$work/consumer-build/CMakeCache.txt"
 
 step "build and run the consumer"
 "$cmake" --build "$work/consumer-build" --config "$config" || fail "building the consumer"
-for exe in consumer consumer_passive; do
+for exe in consumer consumer_static consumer_passive; do
   path=$work/consumer-build/$exe
   [ -x "$path" ] || path=$work/consumer-build/$config/$exe
   "$path" || fail "$exe"
 done
 if [ -n "$mpicc" ]; then
-  for exe in consumer_mpi consumer_mpi_passive; do
+  for exe in consumer_mpi consumer_mpi_static consumer_mpi_passive; do
     path=$work/consumer-build/$exe
     [ -x "$path" ] || path=$work/consumer-build/$config/$exe
     [ -x "$path" ] || fail "$exe was not built: find_package(Ariadne) gave no Ariadne::ariadne_mpi"
@@ -96,6 +96,17 @@ run_pc "$work/consumer_pc" || fail "consumer built with pkg-config"
 # shellcheck disable=SC2086
 "$cc" $sanitize -DARIADNE_PASSIVE -o "$work/consumer_pc_passive" "$source/consumer.c" $flags || fail "passive compile with pkg-config"
 run_pc "$work/consumer_pc_passive" || fail "passive consumer built with pkg-config"
+# Static: the archive by path, with the flags pkg-config gives.
+libdir_pc=$(pkg-config --variable=libdir ariadne)
+cflags=$(pkg-config --cflags ariadne)
+static_lib=$(ls "$libdir_pc"/libariadne*.a | grep -v _mpi | head -n 1)
+# shellcheck disable=SC2086
+"$cc" $sanitize -o "$work/consumer_pc_static" "$source/consumer.c" $cflags "$static_lib" -lm ||
+  fail "static link with pkg-config's paths"
+"$work/consumer_pc_static" || fail "consumer linked statically"
+if command -v nm >/dev/null 2>&1 && nm -D "$work/consumer_pc_static" 2>/dev/null | grep -q ' ad_tape_create'; then
+  fail "the statically linked consumer still imports ad_tape_create"
+fi
 
 if [ -n "$mpicc" ]; then
   step "compile the MPI consumer with pkg-config"
@@ -112,6 +123,13 @@ if [ -n "$mpicc" ]; then
   "$mcc" $sanitize -DARIADNE_PASSIVE -o "$work/consumer_mpi_pc_passive" "$source/consumer_mpi.c" $mflags ||
     fail "passive MPI compile with pkg-config"
   run_pc "$mpiexec" -n 2 "$work/consumer_mpi_pc_passive" || fail "passive MPI consumer built with pkg-config"
+  # Static: both archives (the MPI layer, then the core), MPI's own flags.
+  sflags=$(pkg-config --static --libs ariadne-mpi | sed "s/-lariadne_mpi\([0-9]*\)/-l:libariadne_mpi\1.a/; s/-lariadne\([0-9]*\)\( \|$\)/-l:libariadne\1.a\2/")
+  echo "static MPI link: $sflags"
+  # shellcheck disable=SC2086
+  "$mcc" $sanitize -o "$work/consumer_mpi_pc_static" "$source/consumer_mpi.c" $(pkg-config --cflags ariadne-mpi) $sflags ||
+    fail "static MPI link with pkg-config"
+  "$mpiexec" -n 2 "$work/consumer_mpi_pc_static" || fail "MPI consumer linked statically"
 fi
 
 echo "install test: OK"
