@@ -22,7 +22,8 @@ BUILD=$BUILD_ROOT/build
 
 # Debian packages: compiler and tools, MPI, valgrind for the memcheck tests,
 # ADOL-C for the benchmarks' comparison.
-PACKAGES=(build-essential cmake pkg-config valgrind libmpich-dev mpich libopenmpi-dev openmpi-bin libadolc-dev)
+PACKAGES=(build-essential cmake pkg-config valgrind libmpich-dev mpich libopenmpi-dev openmpi-bin libadolc-dev
+  gcc-multilib)
 
 # Both MPIs are installed; every build names its MPI explicitly (the vendor's
 # own compiler wrapper and launcher), so that what the Debian alternatives
@@ -176,10 +177,19 @@ cmd_test() {
   configure_build "$BUILD_ROOT/build-tsan" -DCMAKE_BUILD_TYPE=Debug -DARIADNE_TSAN=ON -DARIADNE_MPI=OFF \
     -DARIADNE_BUILD_BENCHMARKS=OFF -DARIADNE_BUILD_EXAMPLES=OFF
   TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1} run_ctest "$BUILD_ROOT/build-tsan" -L serial -LE 'memcheck|install'
-  # (v) 64-bit tape handles.
-  configure_build "$BUILD_ROOT/build-idx64" -DCMAKE_BUILD_TYPE=Release -DARIADNE_INDEX_64=ON "${MPICH_OPTIONS[@]}"
+  # (v) 64-bit tape handles, everything compiled with -pedantic-errors.
+  configure_build "$BUILD_ROOT/build-idx64" -DCMAKE_BUILD_TYPE=Release -DARIADNE_INDEX_64=ON "${MPICH_OPTIONS[@]}" \
+    -DCMAKE_C_FLAGS=-pedantic-errors
   run_ctest "$BUILD_ROOT/build-idx64" -LE 'memcheck'
-  # (vi) Passive: every ad_* operation is plain double arithmetic.
+  # (vi) The library for a 32-bit target (gcc -m32): it must compile there;
+  # this kernel may not run 32-bit programs, so only the libraries are built.
+  step "configure build-m32" cmake -S "$ROOT" -B "$BUILD_ROOT/build-m32" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_C_FLAGS=-m32 -DARIADNE_MPI=OFF -DARIADNE_BUILD_TESTS=OFF -DARIADNE_BUILD_EXAMPLES=OFF \
+    -DARIADNE_BUILD_BENCHMARKS=OFF -DARIADNE_INDEX_64=OFF -DARIADNE_PASSIVE=OFF -DARIADNE_ASAN=OFF \
+    -DARIADNE_UBSAN=OFF -DARIADNE_TSAN=OFF
+  step "build build-m32 (libraries)" cmake --build "$BUILD_ROOT/build-m32" --parallel "$JOBS" \
+    --target ariadne ariadne_static
+  # (vii) Passive: every ad_* operation is plain double arithmetic.
   configure_build "$BUILD_ROOT/build-passive" -DCMAKE_BUILD_TYPE=Release -DARIADNE_PASSIVE=ON "${MPICH_OPTIONS[@]}"
   run_ctest "$BUILD_ROOT/build-passive" -L example
 }

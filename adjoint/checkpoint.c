@@ -410,7 +410,9 @@ static int segments_even(ckpt *c, int nseg) {
   free(c->bnd);
   c->bnd = malloc((size_t)(nseg + 1) * sizeof *c->bnd);
   if (!c->bnd) return AD_ERR_NOMEM;
-  for (int j = 0; j <= nseg; j++) c->bnd[j] = (int64_t)((__int128)c->l * j / nseg);
+  /* floor(l j / nseg) without a 128-bit product: l = q nseg + r. */
+  int64_t q = c->l / nseg, r = c->l % nseg;
+  for (int j = 0; j <= nseg; j++) c->bnd[j] = q * j + r * j / nseg;
   c->nseg = nseg;
   return AD_OK;
 }

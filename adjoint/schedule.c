@@ -24,15 +24,28 @@ struct ad_revolve {
 
 #define REVOLVE_MAGIC 0x5245564f4c564531ull /* "REVOLVE1" */
 
-/* C(n, k), saturating at INT64_MAX. Each partial product C(n-k+i, i) is an
- * integer, so exact 128-bit arithmetic never rounds. */
+static uint64_t gcd_u64(uint64_t a, uint64_t b) {
+  while (b) {
+    uint64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+/* C(n, k), saturating at INT64_MAX. Each partial product C(n-k+i, i) =
+ * C(n-k+i-1, i-1) (n-k+i) / i is an integer; dividing r and i by their
+ * common factor first leaves an i that divides n-k+i, so the product is
+ * formed exactly in 64 bits or found to exceed them. */
 static int64_t binom(int64_t n, int64_t k) {
   if (k < 0 || n < k) return 0;
   if (k > n - k) k = n - k;
-  unsigned __int128 r = 1;
+  uint64_t r = 1;
   for (int64_t i = 1; i <= k; i++) {
-    r = r * (unsigned __int128)(n - k + i) / (unsigned __int128)i;
-    if (r > (unsigned __int128)INT64_MAX) return INT64_MAX;
+    uint64_t g = gcd_u64(r, (uint64_t)i), m = (uint64_t)(n - k + i) / ((uint64_t)i / g);
+    r /= g;
+    if (r > (uint64_t)INT64_MAX / m) return INT64_MAX;
+    r *= m;
   }
   return (int64_t)r;
 }
