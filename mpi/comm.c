@@ -121,6 +121,21 @@ int ad__mpi_setup(void) {
   handshake_tag = (int)tag_ub;
 
   MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+  /* A launcher of one MPI runs a program linked with another as N separate
+   * one-rank programs, each of which would "work". Whoever launches knows
+   * how many ranks it asked for: ARIADNE_EXPECT_RANKS=N makes that an error. */
+  const char *expect = getenv("ARIADNE_EXPECT_RANKS");
+  if (expect && *expect) {
+    int wsize = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+    if (atoi(expect) != wsize) {
+      fprintf(stderr,
+              "ariadne: [%d] MPI_COMM_WORLD has %d rank(s), but ARIADNE_EXPECT_RANKS=%s: the launcher (mpiexec) "
+              "and the MPI library this program is linked with probably belong to different MPIs\n",
+              wrank, wsize, expect);
+      MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+  }
   char prefix[32];
   snprintf(prefix, sizeof prefix, "[%d] ", wrank);
   ad__set_message_prefix(prefix);

@@ -29,6 +29,11 @@ if [ -n "$mpicc" ] && [ -z "$mpiexec" ]; then
   exit 1
 fi
 
+# Every MPI run below is on 2 ranks: the MPI layer checks that it got them
+# (a launcher of another MPI would start 2 one-rank programs).
+ARIADNE_EXPECT_RANKS=2
+export ARIADNE_EXPECT_RANKS
+
 step() { echo "--- $*"; }
 fail() { echo "install test FAILED: $*" >&2; exit 1; }
 
