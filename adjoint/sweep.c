@@ -4,17 +4,6 @@
 
 #include "tape_impl.h"
 
-/* The partials of statements that store none, by kind, as arrays: the
- * sweeps then read partials from one pointer whatever the kind, without a
- * branch on it. Constant, so that concurrent sweeps share it safely. */
-#define P8(v) v, v, v, v, v, v, v, v
-#define P63(v) P8(v), P8(v), P8(v), P8(v), P8(v), P8(v), P8(v), v, v, v, v, v, v, v
-static const double unit_partials[4][AD_STMT_MAX_ARGS] = {
-    {0.0}, {P63(1.0)}, {1.0, P8(-1.0), P8(-1.0), P8(-1.0), P8(-1.0), P8(-1.0), P8(-1.0), P8(-1.0), -1.0, -1.0, -1.0,
-                        -1.0, -1.0, -1.0}, {P63(-1.0)}};
-#undef P8
-#undef P63
-
 /* Statements s-1 down to stop of one block; *na and *np are the argument and
  * partial cursors. The zero test skips dead statements, which also keeps an
  * infinite partial (sqrt at 0) from turning an unused branch into NaN. */
@@ -26,7 +15,7 @@ static void reverse_run(double *restrict adj, ad_index base, const uint8_t *cnt,
     uint32_t c = cnt[s] & AD__MAX_ARGS, kind = cnt[s] >> 6;
     a -= c;
     p -= kind == AD__KIND_GENERAL ? c : 0;
-    const double *d = kind == AD__KIND_GENERAL ? par + p : unit_partials[kind];
+    const double *d = kind == AD__KIND_GENERAL ? par + p : ad__unit_partials[kind];
     double w = adj[(size_t)base + s + 1];
     if (w == 0.0) continue;
     for (uint32_t j = 0; j < c; j++) adj[idx[a + j]] += d[j] * w;
@@ -115,7 +104,7 @@ static void forward_run(double *restrict tan, ad_index base, const uint8_t *cnt,
   for (; s < stop; s++) {
     uint32_t c = cnt[s] & AD__MAX_ARGS, kind = cnt[s] >> 6;
     if (c == 0) continue; /* an input or a received value keeps its seed */
-    const double *d = kind == AD__KIND_GENERAL ? par + p : unit_partials[kind];
+    const double *d = kind == AD__KIND_GENERAL ? par + p : ad__unit_partials[kind];
     p += kind == AD__KIND_GENERAL ? c : 0;
     /* A zero tangent contributes nothing, even through an infinite partial. */
     double y = 0.0;

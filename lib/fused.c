@@ -156,50 +156,45 @@ static int stmt_end_small(ad__recorder *R, const ad__region *g, ad_real result, 
     a -= cnt[q - 1] & AD__MAX_ARGS;
     if (!(cnt[q - 1] >> 6)) p -= cnt[q - 1];
   }
-  if (a - g->na > 4 * SMALL) return 0;
-  /* loc[len] is a sink for outside arguments, so the inner loop has no
-   * branch on where an argument comes from; outside (handle, partial) pairs
-   * are appended and merged afterwards. */
-  double loc[SMALL + 1];
-  ad_index oh[4 * SMALL];
-  double od[4 * SMALL];
-  memset(loc, 0, (len + 1) * sizeof *loc);
+  /* Local adjoints of the region's statements; outside arguments are merged
+   * as they come, in the order of first appearance, into oidx/opar. */
+  double loc[SMALL];
+  ad_index oidx[AD__MAX_ARGS];
+  double opar[AD__MAX_ARGS];
+  memset(loc, 0, len * sizeof *loc);
   loc[len - 1] = 1.0;
-  size_t no = 0;
+  const double *locb = loc - (size_t)start - 1; /* locb[h] for handles start+1 .. result */
+  size_t k = 0;
   while (s > g->ns) {
     s--;
     uint32_t c = cnt[s] & AD__MAX_ARGS, kind = cnt[s] >> 6;
     a -= c;
-    if (kind == AD__KIND_GENERAL) p -= c;
+    p -= kind == AD__KIND_GENERAL ? c : 0;
     double w = loc[s - g->ns];
     if (w == 0.0) continue; /* a dead intermediate: no 0 * inf */
+    const double *d = kind == AD__KIND_GENERAL ? par + p : ad__unit_partials[kind];
+    const ad_index *h = idx + a;
     for (uint32_t j = 0; j < c; j++) {
-      ad_index h = idx[a + j];
-      double d = kind == AD__KIND_GENERAL ? par[p + j] * w : ad__unit(kind, j) * w;
-      int inside = h > start;
-      loc[inside ? h - start - 1 : len] += d;
-      oh[no] = h;
-      od[no] = d;
-      no += !inside;
-    }
-  }
-  /* Merge repeated outside arguments, keeping the order of first appearance. */
-  ad_index oidx[4 * SMALL];
-  double opar[4 * SMALL];
-  size_t k = 0;
-  for (size_t i = 0; i < no; i++) {
-    size_t q = 0;
-    while (q < k && oidx[q] != oh[i]) q++;
-    if (q == k) {
-      oidx[k] = oh[i];
-      opar[k++] = od[i];
-    } else {
-      opar[q] += od[i];
+      ad_index hj = h[j];
+      double dj = d[j] * w;
+      if (hj > start) {
+        ((double *)locb)[hj] += dj;
+        continue;
+      }
+      size_t q = 0;
+      while (q < k && oidx[q] != hj) q++;
+      if (q == k) {
+        if (k == AD__MAX_ARGS) return 0; /* too many for one statement: the general path chains */
+        oidx[k] = hj;
+        opar[k++] = dj;
+      } else {
+        opar[q] += dj;
+      }
     }
   }
   /* Fewer arguments than the region's, but maybe more partials (a region of
    * sums stores none): the block must have room for them. */
-  if (k > AD__MAX_ARGS || g->np + k > R->np_cap) return 0;
+  if (g->np + k > R->np_cap) return 0;
   /* Replace the region by one statement. */
   uint32_t na = g->na, np = g->np;
   memcpy(R->idx + na, oidx, k * sizeof *oidx);

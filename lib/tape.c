@@ -16,6 +16,17 @@ static ad__recorder idle_recorder;
 _Thread_local ad__recorder *ad__rec AD__TLS_MODEL = &idle_recorder;
 static _Thread_local ad_tape *current_tape;
 
+/* The partials of statements that store none, by kind, as arrays: the
+ * sweeps and preaccumulation read partials from one pointer whatever the
+ * kind, without a branch on it. Constant, so concurrent sweeps share it. */
+#define P8(v) v, v, v, v, v, v, v, v
+#define P63(v) P8(v), P8(v), P8(v), P8(v), P8(v), P8(v), P8(v), v, v, v, v, v, v, v
+const double ad__unit_partials[4][AD_STMT_MAX_ARGS] = {
+    {0.0}, {P63(1.0)}, {1.0, P8(-1.0), P8(-1.0), P8(-1.0), P8(-1.0), P8(-1.0), P8(-1.0), P8(-1.0), -1.0, -1.0, -1.0,
+                        -1.0, -1.0, -1.0}, {P63(-1.0)}};
+#undef P8
+#undef P63
+
 /* Epochs identify recordings across all tapes; 0 is never issued. */
 static atomic_uint_least32_t epoch_counter = 1;
 

@@ -144,6 +144,8 @@ extern int64_t (*ad__agree_min)(int64_t v);
 void ad__report(const ad_tape *t, int code, const char *msg);
 void ad__vformat(char *buf, size_t size, int code, const char *fmt, va_list ap);
 
+/* The partials of the kinds that store none, [kind][argument] (kind 0 unused). */
+extern const double ad__unit_partials[4][AD_STMT_MAX_ARGS];
 /* The partial of argument j of a statement of a kind without stored partials. */
 static inline double ad__unit(uint32_t kind, uint32_t j) {
   return kind == AD__KIND_PLUS || (kind == AD__KIND_DIFF && j == 0) ? 1.0 : -1.0;
