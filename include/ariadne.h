@@ -262,6 +262,12 @@ ad_real ad_dot(size_t n, const ad_real *a, const ad_real *b);
  * as recorded. */
 /* void ad_stmt_begin(void) is inline, below. */
 ad_real ad_stmt_end(ad_real result);
+/* A region with several results (a kernel computing several outputs from
+ * shared intermediates, e.g. the fluxes of a finite-volume face): each of
+ * results[0..m) that was computed inside the region is replaced by one
+ * statement on the region's outside arguments; the others are left as they
+ * are. Only the results may be used after it. */
+void ad_stmt_end_n(size_t m, ad_real *results);
 
 /* ------------------------------------------------------------------------ */
 /* External functions                                                        */
@@ -881,6 +887,7 @@ static inline double ad_custom(double v, size_t n, const double *a, const double
 }
 static inline void ad_stmt_begin(void) {}
 static inline double ad_stmt_end(double r) { return r; }
+static inline void ad_stmt_end_n(size_t m, double *r) { (void)m; (void)r; }
 static inline int ad_external(const ad_external_ops *ops, void *ud, size_t nin, const double *in, size_t nout,
                               double *out) {
   (void)nin; (void)in; (void)nout; (void)out;

@@ -217,31 +217,32 @@ static int stmt_end_small(ad__recorder *R, const ad__region *g, ad_real result, 
   return 1;
 }
 
-/* Any region: across blocks, large, with many outside arguments. */
-static ad_real stmt_end_general(ad_tape *t, ad_tape_pos p, ad_real result) {
-  ad__recorder *R = &t->rec;
+/* The partials of handle `res` (inside the region that starts at p) with
+ * respect to the region's outside arguments, by a local reverse sweep: they
+ * are merged, in the order of first appearance, into the scratch arrays from
+ * index `off` on, and their number is left in *k. */
+static int region_partials(ad_tape *t, ad_tape_pos p, ad_index res, size_t off, size_t *k) {
   ad_index start = (ad_index)p.index;
-  size_t len = (size_t)(result.i - start);
+  size_t len = (size_t)(res - start), n = 0;
   {
     void *l = t->loc;
-    if (ad__grow(t, &l, &t->loc_cap, len + 1, sizeof(double)) != AD_OK) return result;
+    if (ad__grow(t, &l, &t->loc_cap, len + 1, sizeof(double)) != AD_OK) return AD_ERR_NOMEM;
     t->loc = l;
   }
-  if (scratch(t, 64) != AD_OK) return result;
-  double *loc = t->loc - (size_t)start - 1; /* loc[h] for handles start+1 .. result */
+  if (scratch(t, off + 64) != AD_OK) return AD_ERR_NOMEM;
+  double *loc = t->loc - (size_t)start - 1; /* loc[h] for handles start+1 .. res */
   memset(t->loc, 0, len * sizeof(double));
-  loc[result.i] = 1.0;
-  size_t k = 0;
+  loc[res] = 1.0;
 
   ad__sync(t);
   ad__block *b = t->cur;
-  while (b->base >= result.i) b = b->prev;
+  while (b->base >= res) b = b->prev;
   uint32_t na = b->na, np = b->np;
-  for (uint32_t s = b->ns; s > (uint32_t)(result.i - b->base); s--) {
+  for (uint32_t s = b->ns; s > (uint32_t)(res - b->base); s--) {
     na -= b->cnt[s - 1] & AD__MAX_ARGS;
     if (!(b->cnt[s - 1] >> 6)) np -= b->cnt[s - 1];
   }
-  uint32_t s = (uint32_t)(result.i - b->base);
+  uint32_t s = (uint32_t)(res - b->base);
   for (;;) {
     uint32_t lo = b->id == p.block ? p.ns : 0;
     const uint8_t *cnt = b->cnt;
@@ -254,22 +255,23 @@ static ad_real stmt_end_general(ad_tape *t, ad_tape_pos p, ad_real result) {
       if (kind == AD__KIND_GENERAL) np -= c;
       double w = loc[b->base + s + 1];
       if (w == 0.0) continue;
+      const double *d = kind == AD__KIND_GENERAL ? par + np : ad__unit_partials[kind];
       for (uint32_t j = 0; j < c; j++) {
         ad_index h = idx[na + j];
-        double d = (kind == AD__KIND_GENERAL ? par[np + j] : ad__unit(kind, j)) * w;
+        double dj = d[j] * w;
         if (h > start) {
-          loc[h] += d;
+          loc[h] += dj;
           continue;
         }
         size_t q = 0;
-        while (q < k && t->sc_idx[q] != h) q++;
-        if (q == k) {
-          if (k == t->sc_cap && scratch(t, k + 1) != AD_OK) return result;
-          t->sc_idx[k] = h;
-          t->sc_par[k] = 0.0;
-          k++;
+        while (q < n && t->sc_idx[off + q] != h) q++;
+        if (q == n) {
+          if (off + n == t->sc_cap && scratch(t, off + n + 1) != AD_OK) return AD_ERR_NOMEM;
+          t->sc_idx[off + n] = h;
+          t->sc_par[off + n] = 0.0;
+          n++;
         }
-        t->sc_par[q] += d;
+        t->sc_par[off + q] += dj;
       }
     }
     if (b->id == p.block) break;
@@ -278,9 +280,82 @@ static ad_real stmt_end_general(ad_tape *t, ad_tape_pos p, ad_real result) {
     na = b->na;
     np = b->np;
   }
+  *k = n;
+  return AD_OK;
+}
+
+/* Any region: across blocks, large, with many outside arguments. */
+static ad_real stmt_end_general(ad_tape *t, ad_tape_pos p, ad_real result) {
+  size_t k = 0;
+  if (region_partials(t, p, result.i, 0, &k) != AD_OK) return result;
   ad__rewind(t, p);
   if (k == 0) return ad__new_input(t, result.v);
-  return emit(R, result.v, k, t->sc_idx, t->sc_par, "ad_stmt_end");
+  return emit(&t->rec, result.v, k, t->sc_idx, t->sc_par, "ad_stmt_end");
+}
+
+/* The region's state when it can be preaccumulated: the recorder, the tape
+ * and the region's start; NULL when the region is to be left as recorded
+ * (not recording, a reset inside it, special records inside it). */
+static ad__recorder *region_close(ad__region *g, ad_tape_pos *p) {
+  ad__recorder *R = g->rec;
+  g->rec = NULL;
+  if (!R || !R->active || ad__rec != R) return NULL;
+  if (R->epoch != g->epoch) return NULL; /* the tape was reset inside the region */
+  if (R->records != g->records) return NULL;
+  ad_tape *t = ad__tape_of(R);
+  ad__sync(t);
+  ad__block *b = t->cur;
+  while (b && b->cnt != g->cnt) b = b->prev;
+  if (!b) return NULL;
+  ad_tape_pos q = {g->start, g->records, b->id, g->ns, g->na, g->np, R->epoch};
+  *p = q;
+  return R;
+}
+
+void ad_stmt_end_n(size_t m, ad_real *results) {
+  ad__region *g = &ad__reg;
+  if (g->depth == 0) return; /* unmatched end: nothing to do */
+  if (--g->depth > 0) return;
+  ad_tape_pos p;
+  ad__recorder *R = region_close(g, &p);
+  if (!R || !results || R->next == g->start) return;
+  ad_tape *t = ad__tape_of(R);
+  /* Only live results computed inside the region are replaced; the others
+   * (passive, from before the region, stale) are left as they are. */
+  size_t total = 0, inside = 0;
+  for (size_t i = 0; i < m; i++) {
+    ad_real r = results[i];
+    if (r.i > g->start && ad__handle_live(t, r.i, r.e)) inside++;
+  }
+  if (inside == 0) {
+    ad__rewind(t, p);
+    return;
+  }
+  /* Counts per result, then the pairs of all results one after another. */
+  size_t *cnt = NULL;
+  {
+    void *a = t->sc_cnt;
+    if (ad__grow(t, &a, &t->sc_cnt_cap, m, sizeof(size_t)) != AD_OK) return;
+    t->sc_cnt = a;
+    cnt = t->sc_cnt;
+  }
+  const size_t keep = (size_t)-1; /* a result left as it is */
+  for (size_t i = 0; i < m; i++) {
+    ad_real r = results[i];
+    cnt[i] = keep;
+    if (!(r.i > g->start && ad__handle_live(t, r.i, r.e))) continue;
+    if (region_partials(t, p, r.i, total, &cnt[i]) != AD_OK) return; /* left as recorded */
+    total += cnt[i];
+  }
+  ad__rewind(t, p);
+  size_t off = 0;
+  for (size_t i = 0; i < m; i++) {
+    ad_real r = results[i];
+    if (cnt[i] == keep) continue;
+    results[i] = cnt[i] ? emit(R, r.v, cnt[i], t->sc_idx + off, t->sc_par + off, "ad_stmt_end_n")
+                        : ad__new_input(t, r.v);
+    off += cnt[i];
+  }
 }
 
 ad_real ad_stmt_end(ad_real result) {

@@ -357,6 +357,7 @@ void ad_tape_destroy(ad_tape *t) {
   ad__free(t, t->tan, t->tan_cap * sizeof(double));
   ad__free(t, t->sc_idx, t->sc_cap * sizeof(ad_index));
   ad__free(t, t->sc_par, t->sc_cap * sizeof(double));
+  ad__free(t, t->sc_cnt, t->sc_cnt_cap * sizeof(size_t));
   ad__free(t, t->loc, t->loc_cap * sizeof(double));
   for (ad__block *b = t->head, *n; b; b = n) {
     n = b->next;

@@ -86,6 +86,8 @@ struct ad_tape {
   ad_index *sc_idx;
   double *sc_par;
   size_t sc_cap;
+  size_t *sc_cnt; /* per-result counts of ad_stmt_end_n */
+  size_t sc_cnt_cap;
   double *loc;
   size_t loc_cap;
 
