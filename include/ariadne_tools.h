@@ -97,6 +97,7 @@ typedef struct ad_check_result {
 
 void ad_check_options_default(ad_check_options *o);
 
+#ifndef ARIADNE_PASSIVE
 /* Record f at x0[0..n) on a tape of its own (the current tape, if any, is
  * left alone), compute the m x n Jacobian's rows by reverse sweeps, compare
  * the chosen columns with central finite differences of f at every step,
@@ -106,6 +107,8 @@ void ad_check_options_default(ad_check_options *o);
  * error (a failed recording or sweep). */
 int ad_check_gradient(ad_check_fn f, void *ud, size_t n, const double *x0, size_t m, const ad_check_options *opts,
                       ad_check_result *res);
+
+#endif
 
 /* ------------------------------------------------------------------------ */
 /* Looking inside a tape                                                     */
@@ -117,6 +120,7 @@ typedef enum ad_dump_format {
   AD_DUMP_STATS = 2  /* counts by statement kind and record type */
 } ad_dump_format;
 
+#ifndef ARIADNE_PASSIVE
 /* Write `tape` (recorded, not necessarily swept) to `out` in `format`. Meant
  * for small tapes: every statement is a line (a node). The text lines are
  *   %H = input
@@ -128,6 +132,7 @@ typedef enum ad_dump_format {
 int ad_tape_dump(const ad_tape *tape, FILE *out, ad_dump_format format);
 /* The same into the file `path` (created or replaced). */
 int ad_tape_dump_path(const ad_tape *tape, const char *path, ad_dump_format format);
+#endif
 
 /* ------------------------------------------------------------------------ */
 /* Progress of long sweeps and checkpointed loops                            */
@@ -137,6 +142,23 @@ int ad_tape_dump_path(const ad_tape *tape, const char *path, ad_dump_format form
  * structs hold the callback). The ready-made report: one line on standard
  * error, rewritten in place on a terminal, on rank 0 only. */
 void ad_progress_print(const ad_progress *p, void *ud);
+
+#ifdef ARIADNE_PASSIVE
+/* A passive build has no tapes: the tools report so. */
+static inline int ad_check_gradient(ad_check_fn f, void *ud, size_t n, const double *x0, size_t m,
+                                    const ad_check_options *opts, ad_check_result *res) {
+  (void)f, (void)ud, (void)n, (void)x0, (void)m, (void)opts, (void)res;
+  return AD_ERR_PASSIVE_BUILD;
+}
+static inline int ad_tape_dump(const ad_tape *tape, FILE *out, ad_dump_format format) {
+  (void)tape, (void)out, (void)format;
+  return AD_ERR_PASSIVE_BUILD;
+}
+static inline int ad_tape_dump_path(const ad_tape *tape, const char *path, ad_dump_format format) {
+  (void)tape, (void)path, (void)format;
+  return AD_ERR_PASSIVE_BUILD;
+}
+#endif
 
 #ifdef __cplusplus
 }
