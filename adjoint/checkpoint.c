@@ -24,6 +24,7 @@
 
 #include <ariadne_checkpoint.h>
 
+#include "describe.h"
 #include "tape_impl.h"
 
 void ad_ckpt_options_default(ad_ckpt_options *o) {
@@ -677,7 +678,20 @@ static void ckpt_destroy(void *data) {
   ckpt_free(c);
 }
 
-static const ad__record_ops ckpt_ops = {"checkpointed loop", ckpt_reverse, ckpt_forward, ckpt_destroy};
+/* For ad_tape_dump: the schedule and the loop's state handles. */
+static int ckpt_describe(const void *data, char *buf, size_t size) {
+  static const char *const names[] = {"binomial", "multistage", "store_all", "online"};
+  const ckpt *c = data;
+  ad__line l = {buf, size, 0};
+  ad__line_printf(&l, "schedule=%s steps=%lld snapshots=%d state=%zu pbytes=%zu recomputed=%lld taped=%lld",
+                  names[c->o.schedule], (long long)c->l, c->o.snapshots, c->n, c->pb, (long long)c->st.advances,
+                  (long long)c->st.taped);
+  ad__line_handles(&l, "in", c->in, c->n);
+  ad__line_handles(&l, "out", c->out, c->n);
+  return (int)l.len;
+}
+
+static const ad__record_ops ckpt_ops = {"checkpointed loop", ckpt_reverse, ckpt_forward, ckpt_destroy, ckpt_describe};
 
 /* ------------------------------------------------------------------------ */
 /* Entry point                                                               */
