@@ -127,6 +127,8 @@ static void forward_run(double *restrict tan, ad_index base, const uint8_t *cnt,
 static int forward_body(ad_tape *t) {
   int rc;
   ad__sync(t);
+  ad__prog pg;
+  ad__prog_start(&pg, t->opt.progress, t->opt.progress_ud, "tangent sweep", t->rec.next, 0, 1u << 22);
   size_t ri = 0;
   for (ad__block *b = t->head;; b = b->next) {
     uint32_t s = 0, na = 0, np = 0, s_hi = b->ns;
@@ -142,11 +144,13 @@ static int forward_body(ad_tape *t) {
       s = stop;
     }
     if (b == t->cur) break;
+    if (pg.on) ad__prog_step(&pg, b->base + b->ns, 0);
   }
   while (ri < t->nrec) {
     if ((rc = run_record(t, &t->recs[ri], 0)) != AD_OK) return rc;
     ri++;
   }
+  ad__prog_end(&pg, 0);
   return AD_OK;
 }
 
