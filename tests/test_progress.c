@@ -1,4 +1,4 @@
-/* Progress reports: callbacks of a reverse sweep and of a checkpointed loop
+/* Progress reports: callbacks of reverse and tangent sweeps and of a checkpointed loop
  * fire in order, from done = 0 to done = total, with fractions, times and
  * recomputation counts that agree with what is known independently (the
  * statement count, the loop's steps, the binomial optimum); and the default
@@ -81,6 +81,13 @@ static void test_sweep(void) {
   int first = l->n;
   CHECK_INT(ad_reverse(t), AD_OK);
   CHECK(l->n > first && l->p[first].done == 0);
+  /* and so does a tangent sweep */
+  l->n = 0;
+  ad_tangent_seed(t, x, 1.0);
+  CHECK_INT(ad_forward(t), AD_OK);
+  check_sequence(l, "tangent sweep", 2 * (uint64_t)n + 1);
+  CHECK(l->n >= (int)(st.blocks + 1));
+  CHECK_CLOSE(ad_tangent(t, y), g, 1e-12);
   ad_tape_destroy(t);
   free(l);
 }
