@@ -115,9 +115,14 @@ static void record_out(walker *w, size_t ri) {
   } else if (w->format == AD_DUMP_DOT) {
     fprintf(w->out, "  r%zu [shape=box3d, style=filled, fillcolor=lightyellow, label=\"record %zu: %s\\n", ri, ri,
             r->ops->name);
+    /* one field per label line ("\\n" in DOT), quotes and backslashes escaped */
     for (const char *p = d; *p; p++) {
+      if (*p == ' ' && p != d) {
+        fputs("\\n", w->out);
+        continue;
+      }
       if (*p == '"' || *p == '\\') fputc('\\', w->out);
-      fputc(*p == ' ' && p != d ? '\n' : *p, w->out);
+      fputc(*p, w->out);
     }
     fputs("\"];\n", w->out);
     /* edges from the in= handles and to the out= handles */

@@ -206,8 +206,9 @@ int main(void) {
   CHECK_INT(ad_tape_dump(t, f, AD_DUMP_DOT), AD_OK);
   fclose(f);
   CHECK(strncmp(buf, "digraph tape {", 14) == 0);
-  int nodes = 0, edges = 0, dashed = 0, braces = 0;
+  int nodes = 0, edges = 0, dashed = 0, braces = 0, lines = 0;
   for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+    lines++;
     unsigned long long u, v;
     char kind;
     if (sscanf(line, " n%llu -> n%llu", &u, &v) == 2) {
@@ -225,6 +226,8 @@ int main(void) {
   CHECK_INT(edges, 9);
   CHECK_INT(dashed, 2 + 2 + 1 + 1);
   CHECK_INT(braces, 1);
+  /* nothing else: the header, one line per node and edge, the closing brace */
+  CHECK_INT(lines, 3 + nodes + edges + dashed + braces);
   free(buf);
 
   /* Into a file, and bad arguments. */
