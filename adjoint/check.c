@@ -246,7 +246,8 @@ int ad__check_run(const ad__check_env *env, ad_check_fn f, void *ud, size_t n, c
       for (size_t j = 0; j < m; j++) {
         double fd = (yp[j] - ym[j]) / hw[0], diff = fabs(adc[j] - fd);
         double err = diff / (o.rtol * fmax(fabs(adc[j]), fabs(fd)) + res->atol);
-        if (!(err >= e[j].err)) {
+        if (isnan(err)) err = INFINITY; /* a NaN difference or derivative fails */
+        if (err < e[j].err || e[j].step == 0.0) {
           e[j].err = err;
           e[j].fd = fd;
           e[j].step = o.steps[si];

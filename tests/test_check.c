@@ -149,6 +149,14 @@ static int failing(void *ud, size_t n, const ad_real *x, size_t m, ad_real *y) {
   return ++*calls > 1; /* records fine, fails in the first difference */
 }
 
+/* y = 2 x with a NaN partial recorded: the tape's derivative is NaN. */
+static int nan_partial(void *ud, size_t n, const ad_real *x, size_t m, ad_real *y) {
+  double p = NAN;
+  (void)ud, (void)n, (void)m;
+  y[0] = ad_custom(2.0 * ad_value(x[0]), 1, x, &p);
+  return 0;
+}
+
 static void test_errors(void) {
   CHECK_CONTEXT("errors");
   ad_check_options o;
@@ -159,6 +167,12 @@ static void test_errors(void) {
   CHECK_INT(ad_check_gradient(failing, &calls, 1, &x, 1, &o, NULL), AD_ERR_CALLBACK);
   CHECK_INT(ad_check_gradient(NULL, NULL, 1, &x, 1, &o, NULL), AD_ERR_ARG);
   CHECK_INT(ad_check_gradient(fn, NULL, N, X0, 0, &o, NULL), AD_ERR_ARG);
+  /* a NaN derivative never passes */
+  ad_check_result r;
+  CHECK_INT(ad_check_gradient(nan_partial, NULL, 1, &x, 1, &o, &r), AD_ERR_CHECK);
+  CHECK_INT(r.failed, 1);
+  CHECK(isnan(r.worst[0].ad));
+  CHECK_CLOSE(r.worst[0].fd, 2.0, 1e-9);
   /* The caller's recording is left alone. */
   cfg = (ext_cfg){0, 1};
   ad_tape *t = ad_tape_create();
