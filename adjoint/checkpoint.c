@@ -24,6 +24,8 @@
 
 #include <ariadne_checkpoint.h>
 
+#include "describe.h"
+#include "progress.h"
 #include "tape_impl.h"
 
 void ad_ckpt_options_default(ad_ckpt_options *o) {
@@ -70,6 +72,7 @@ typedef struct ckpt {
   int rank;
   uint64_t fp;       /* fingerprint of the run (resumable) */
   ad_ckpt_stats st;
+  ad__prog pg;       /* progress of the reverse action */
 } ckpt;
 
 static void stats_publish(ckpt *c) {
@@ -217,6 +220,7 @@ static int reverse_step(ckpt *c, ad_tape *t, int64_t i) {
     return rc;
   }
   for (size_t k = 0; k < c->n; k++) c->lam[k] = sc->adj[k + 1];
+  ad__prog_step(&c->pg, c->pg.p.done + 1, c->st.advances);
   return AD_OK;
 }
 
@@ -581,6 +585,7 @@ static int forward_again(ckpt *c, ad_tape *t);
 static int ckpt_reverse(ad_tape *t, void *data) {
   ckpt *c = data;
   int rc;
+  ad__prog_start(&c->pg, c->o.progress, c->o.progress_ud, "checkpointed loop", (uint64_t)c->l, c->st.advances, 0);
   for (size_t k = 0; k < c->n; k++) {
     c->lam[k] = t->adj[c->out[k]];
     t->adj[c->out[k]] = 0.0;
@@ -615,6 +620,7 @@ static int ckpt_reverse(ad_tape *t, void *data) {
   for (size_t k = 0; k < c->n; k++)
     if (c->in[k]) t->adj[c->in[k]] += c->lam[k];
   stats_publish(c);
+  ad__prog_end(&c->pg, c->st.advances);
   return AD_OK;
 }
 
@@ -677,7 +683,20 @@ static void ckpt_destroy(void *data) {
   ckpt_free(c);
 }
 
-static const ad__record_ops ckpt_ops = {"checkpointed loop", ckpt_reverse, ckpt_forward, ckpt_destroy};
+/* For ad_tape_dump: the schedule and the loop's state handles. */
+static int ckpt_describe(const void *data, char *buf, size_t size) {
+  static const char *const names[] = {"binomial", "multistage", "store_all", "online"};
+  const ckpt *c = data;
+  ad__line l = {buf, size, 0};
+  ad__line_printf(&l, "schedule=%s steps=%lld snapshots=%d state=%zu pbytes=%zu recomputed=%lld taped=%lld",
+                  names[c->o.schedule], (long long)c->l, c->o.snapshots, c->n, c->pb, (long long)c->st.advances,
+                  (long long)c->st.taped);
+  ad__line_handles(&l, "in", c->in, c->n);
+  ad__line_handles(&l, "out", c->out, c->n);
+  return (int)l.len;
+}
+
+static const ad__record_ops ckpt_ops = {"checkpointed loop", ckpt_reverse, ckpt_forward, ckpt_destroy, ckpt_describe};
 
 /* ------------------------------------------------------------------------ */
 /* Entry point                                                               */

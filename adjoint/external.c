@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "describe.h"
 #include "tape_impl.h"
 
 typedef struct ext_rec {
@@ -18,6 +19,17 @@ typedef struct ext_rec {
 } ext_rec;
 
 static const char *ext_name(const ext_rec *e) { return e->ops->name ? e->ops->name : "external function"; }
+
+/* For ad_tape_dump: name="..." in=... out=... tangent=yes|no. */
+static int ext_describe(const void *data, char *buf, size_t size) {
+  const ext_rec *e = data;
+  ad__line l = {buf, size, 0};
+  ad__line_printf(&l, "name=\"%s\"", ext_name(e));
+  ad__line_handles(&l, "in", e->in, e->nin);
+  ad__line_handles(&l, "out", e->out, e->nout);
+  ad__line_printf(&l, " tangent=%s", e->ops->forward ? "yes" : "no");
+  return (int)l.len;
+}
 
 static int ext_reverse(ad_tape *t, void *data) {
   ext_rec *e = data;
@@ -62,7 +74,7 @@ static void ext_destroy(void *data) {
   free(e);
 }
 
-static const ad__record_ops ext_ops = {"external function", ext_reverse, ext_forward, ext_destroy};
+static const ad__record_ops ext_ops = {"external function", ext_reverse, ext_forward, ext_destroy, ext_describe};
 
 int ad_external(const ad_external_ops *ops, void *ud, size_t nin, const ad_real *in, size_t nout, ad_real *out) {
   if (!ops || !ops->reverse || (nin && !in) || (nout && !out)) {

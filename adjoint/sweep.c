@@ -2,6 +2,7 @@
  * and vector mode. Special records run at their recorded positions. */
 #include <string.h>
 
+#include "progress.h"
 #include "tape_impl.h"
 
 /* Statements s-1 down to stop of one block; *na and *np are the argument and
@@ -72,6 +73,8 @@ int ad__sweep_forward(ad_tape *t) {
 static int reverse_body(ad_tape *t, ad_tape_pos lo) {
   int rc;
   ad__sync(t);
+  ad__prog pg; /* reported per block; the default report only for large tapes */
+  ad__prog_start(&pg, t->opt.progress, t->opt.progress_ud, "reverse sweep", t->rec.next - lo.index, 0, 1u << 22);
   double *adj = t->adj;
   size_t ri = t->nrec;
   for (ad__block *b = t->cur; b; b = b->prev) {
@@ -90,11 +93,13 @@ static int reverse_body(ad_tape *t, ad_tape_pos lo) {
       s = stop;
     }
     if (b->id == lo.block) break;
+    if (pg.on) ad__prog_step(&pg, t->rec.next - b->base, 0);
   }
   while (ri > lo.records) {
     ri--;
     if ((rc = run_record(t, &t->recs[ri], 1)) != AD_OK) return rc;
   }
+  ad__prog_end(&pg, 0);
   return AD_OK;
 }
 
@@ -122,6 +127,8 @@ static void forward_run(double *restrict tan, ad_index base, const uint8_t *cnt,
 static int forward_body(ad_tape *t) {
   int rc;
   ad__sync(t);
+  ad__prog pg;
+  ad__prog_start(&pg, t->opt.progress, t->opt.progress_ud, "tangent sweep", t->rec.next, 0, 1u << 22);
   size_t ri = 0;
   for (ad__block *b = t->head;; b = b->next) {
     uint32_t s = 0, na = 0, np = 0, s_hi = b->ns;
@@ -137,11 +144,13 @@ static int forward_body(ad_tape *t) {
       s = stop;
     }
     if (b == t->cur) break;
+    if (pg.on) ad__prog_step(&pg, b->base + b->ns, 0);
   }
   while (ri < t->nrec) {
     if ((rc = run_record(t, &t->recs[ri], 0)) != AD_OK) return rc;
     ri++;
   }
+  ad__prog_end(&pg, 0);
   return AD_OK;
 }
 

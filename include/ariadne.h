@@ -45,13 +45,14 @@ extern "C" {
   X(AD_ERR_MPI, -9, "MPI error")                                                             \
   X(AD_ERR_PASSIVE_BUILD, -10, "not available in a passive (ARIADNE_PASSIVE) build")         \
   X(AD_ERR_IO, -11, "I/O error")                                                             \
-  X(AD_ERR_CORRUPT, -12, "corrupt or foreign data")
+  X(AD_ERR_CORRUPT, -12, "corrupt or foreign data")                                          \
+  X(AD_ERR_CHECK, -13, "derivative check failed: the tape disagrees with finite differences or its tangent")
 
 typedef enum ad_errcode {
 #define AD__ERRNO_ENUM(name, code, msg) name = code,
   AD_ERRNO_MAP(AD__ERRNO_ENUM)
 #undef AD__ERRNO_ENUM
-  AD__ERR_LAST = -13
+  AD__ERR_LAST = -14
 } ad_errcode;
 
 /* ------------------------------------------------------------------------ */
@@ -80,6 +81,20 @@ typedef struct ad_stats {
   size_t bytes_peak;       /* highest bytes_reserved + bytes_adjoints since creation */
 } ad_stats;
 
+/* What a progress callback learns about a long sweep or checkpointed loop
+ * (see ariadne_tools.h). Calls come in order: the first with done = 0, the
+ * last with finished = 1 and done = total. */
+typedef struct ad_progress {
+  const char *what;     /* "reverse sweep", "tangent sweep", "checkpointed loop" */
+  uint64_t done, total; /* statements swept, or steps of the loop reversed */
+  int64_t recomputed;   /* checkpointed loops: steps re-run so far (advances) */
+  double fraction;      /* done / total, in [0, 1] */
+  double elapsed;       /* seconds since the first call */
+  double remaining;     /* estimated seconds left (from the rate so far; 0 when finished) */
+  int finished;
+} ad_progress;
+typedef void (*ad_progress_fn)(const ad_progress *p, void *ud);
+
 /* Options for ad_tape_create_with; start from ad_tape_options_default. */
 typedef struct ad_tape_options {
   /* Storage blocks. 0 (the default): automatic, from 4096 statements doubling
@@ -94,6 +109,10 @@ typedef struct ad_tape_options {
   void *(*alloc)(size_t size, void *ud);
   void (*free)(void *ptr, void *ud);
   void *alloc_ud;
+  /* Progress of this tape's sweeps. NULL: the default report (ad_progress_print
+   * of ariadne_tools.h) if ARIADNE_PROGRESS=1 or standard error is a terminal. */
+  ad_progress_fn progress;
+  void *progress_ud;
 } ad_tape_options;
 
 /* A position on a tape (see ad_tape_position). Fields are read-only. */

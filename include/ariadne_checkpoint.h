@@ -87,6 +87,10 @@ typedef struct ad_ckpt_options {
   int replace_foreign;   /* files of a different run in dir: replace them (1) or fail (0) */
   int rank;              /* for file names; -1: the MPI rank if the MPI layer runs, else 0 */
   ad_ckpt_stats *stats;  /* optional: filled in and kept up to date while the tape lives */
+  /* Progress of the reverse action, once per step reversed. NULL: the default
+   * report if ARIADNE_PROGRESS=1 or standard error is a terminal. */
+  ad_progress_fn progress;
+  void *progress_ud;
 } ad_ckpt_options;
 
 void ad_ckpt_options_default(ad_ckpt_options *o);

@@ -32,6 +32,7 @@
 #include <mpi.h>
 
 #include "ariadne.h"
+#include "ariadne_tools.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -170,6 +171,23 @@ static inline void ad_mpi_set_timeout(double s) { (void)s; }
 #define ad_mpi_exscan MPI_Exscan
 
 #endif /* ARIADNE_PASSIVE */
+
+/* ------------------------------------------------------------------------ */
+/* Tools over the ranks (see ariadne_tools.h)                                */
+/* ------------------------------------------------------------------------ */
+
+#ifndef ARIADNE_PASSIVE
+/* ad_check_gradient for a collective f: each rank gives its n inputs x0
+ * (numbered globally in rank order), the outputs are sums over the ranks,
+ * the sweeps and the finite differences run on all ranks at once, and rank 0
+ * prints (with the owner rank of each entry). Collective over comm; every
+ * rank gets the same result and return code (AD_ERR_MPI if comm is bad). */
+int ad_mpi_check_gradient(MPI_Comm comm, ad_check_fn f, void *ud, size_t n, const double *x0, size_t m,
+                          const ad_check_options *opts, ad_check_result *res);
+/* ad_tape_dump into one file per rank: "<prefix>.<rank>.txt" (AD_DUMP_TEXT),
+ * ".dot" or ".stats.txt". Not collective. */
+int ad_mpi_tape_dump(const ad_tape *tape, MPI_Comm comm, const char *prefix, ad_dump_format format);
+#endif
 
 #ifdef __cplusplus
 }

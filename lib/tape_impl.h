@@ -30,6 +30,9 @@ typedef struct ad__record_ops {
   int (*forward)(ad_tape *tape, void *data);
   /* Free `data`; may be NULL. */
   void (*destroy)(void *data);
+  /* For ad_tape_dump (optional): one line of key=value fields into buf, with
+   * in= and out= handle lists (lib/describe.h). Returns what snprintf would. */
+  int (*describe)(const void *data, char *buf, size_t size);
 } ad__record_ops;
 
 typedef struct ad__record {

@@ -754,7 +754,7 @@ static int mrec_forward(ad_tape *t, void *data) {
   return rc == -1 ? ad__coll_forward(t, r) : rc;
 }
 
-static const ad__record_ops mrec_ops = {"MPI communication", mrec_reverse, mrec_forward, mrec_destroy};
+static const ad__record_ops mrec_ops = {"MPI communication", mrec_reverse, mrec_forward, mrec_destroy, ad__mrec_describe};
 
 ad__mrec *ad__mrec_push(ad_tape *t, int kind, ad__comm *c, int nin, int nout) {
   ad__mrec *r = calloc(1, sizeof *r);

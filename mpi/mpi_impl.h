@@ -144,5 +144,7 @@ int ad__p2p_reverse(ad_tape *t, ad__mrec *r);
 int ad__p2p_forward(ad_tape *t, ad__mrec *r);
 int ad__coll_reverse(ad_tape *t, ad__mrec *r);
 int ad__coll_forward(ad_tape *t, ad__mrec *r);
+/* The record's line for ad_tape_dump (describe.c). */
+int ad__mrec_describe(const void *data, char *buf, size_t size);
 
 #endif

@@ -575,6 +575,7 @@ static void test_messages(void) {
       {AD_ERR_PASSIVE_BUILD, "AD_ERR_PASSIVE_BUILD"},
       {AD_ERR_IO, "AD_ERR_IO"},
       {AD_ERR_CORRUPT, "AD_ERR_CORRUPT"},
+      {AD_ERR_CHECK, "AD_ERR_CHECK"},
   };
   size_t n = sizeof codes / sizeof *codes;
   /* The codes are 0, -1, ..., up to the end marker, with no gaps. */

@@ -1,0 +1,258 @@
+/* ad_tape_dump: a small tape as text, as a Graphviz graph, or as counts by
+ * statement kind and record type. Reads the tape only. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ariadne_tools.h>
+
+#include "describe.h"
+#include "tape_impl.h"
+
+void ad__line_printf(ad__line *l, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  size_t room = l->len < l->size ? l->size - l->len : 0;
+  int k = vsnprintf(room ? l->buf + l->len : NULL, room, fmt, ap);
+  va_end(ap);
+  if (k > 0) l->len += (size_t)k;
+}
+
+void ad__line_handles(ad__line *l, const char *key, const ad_index *h, size_t n) {
+  ad__line_printf(l, " %s=", key);
+  size_t shown = n < 64 ? n : 64;
+  for (size_t k = 0; k < shown; k++) {
+    if (h[k])
+      ad__line_printf(l, "%s%%%llu", k ? "," : "", (unsigned long long)h[k]);
+    else
+      ad__line_printf(l, "%s-", k ? "," : "");
+  }
+  if (shown < n) ad__line_printf(l, ",...(%zu)", n);
+}
+
+static const char *const kind_names[4] = {"general", "plus", "diff", "minus"};
+
+/* The description of record r (its ops' describe, or nothing). */
+static const char *describe(const ad__record *r, char *buf, size_t size) {
+  buf[0] = '\0';
+  if (r->ops->describe) r->ops->describe(r->data, buf, size);
+  return buf;
+}
+
+/* Walks the statements in order, with the records at their places. */
+typedef struct walker {
+  const ad_tape *t;
+  FILE *out;
+  int format;
+  char desc[1024];
+  /* statistics */
+  uint64_t stmts, inputs, outputs, by_kind[4], args, partials, maxargs;
+  /* handles made by records (their out= lists), as ranges */
+  struct { uint64_t lo, hi; size_t rec; } made[256];
+  int nmade;
+  struct { char key[96]; uint64_t count; } rtype[64];
+  int nrtype;
+} walker;
+
+/* Remember the handles a record made (out=%A,%B,... or a truncated
+ * consecutive list ",...(N)"), to tell them from inputs. */
+static void note_outputs(walker *w, size_t ri, const char *d) {
+  const char *p = strstr(d, " out=");
+  if (p) p += 5;
+  else if (strncmp(d, "out=", 4) == 0) p = d + 4;
+  else return;
+  uint64_t first = 0, prev = 0, count = 0;
+  int consecutive = 1;
+  while (*p && *p != ' ') {
+    if (*p == '%') {
+      uint64_t h = strtoull(p + 1, (char **)&p, 10);
+      if (count == 0) first = h;
+      else if (h != prev + 1) consecutive = 0;
+      prev = h;
+      count++;
+      if (!consecutive && w->nmade < 256) {
+        w->made[w->nmade].lo = w->made[w->nmade].hi = h;
+        w->made[w->nmade++].rec = ri;
+      }
+    } else if (*p == '(') {
+      count = strtoull(p + 1, (char **)&p, 10);
+    } else {
+      p++;
+    }
+  }
+  if (consecutive && count && w->nmade < 256) {
+    w->made[w->nmade].lo = first;
+    w->made[w->nmade].hi = first + count - 1;
+    w->made[w->nmade++].rec = ri;
+  } else if (!consecutive && w->nmade < 256) {
+    w->made[w->nmade].lo = first; /* the first one too */
+    w->made[w->nmade].hi = first;
+    w->made[w->nmade++].rec = ri;
+  }
+}
+
+/* The record that made handle h, or -1 for an input. Ranges older than h's
+ * record are dropped as the walk passes them. */
+static long made_by(walker *w, uint64_t h) {
+  long r = -1;
+  int j = 0;
+  for (int k = 0; k < w->nmade; k++) {
+    if (w->made[k].hi < h) continue;
+    if (h >= w->made[k].lo) r = (long)w->made[k].rec;
+    w->made[j++] = w->made[k];
+  }
+  w->nmade = j;
+  return r;
+}
+
+static void record_out(walker *w, size_t ri) {
+  const ad__record *r = &w->t->recs[ri];
+  const char *d = describe(r, w->desc, sizeof w->desc);
+  note_outputs(w, ri, d);
+  if (w->format == AD_DUMP_TEXT) {
+    fprintf(w->out, "record %zu after %%%llu: %s: %s\n", ri, (unsigned long long)r->pos, r->ops->name, d);
+  } else if (w->format == AD_DUMP_DOT) {
+    fprintf(w->out, "  r%zu [shape=box3d, style=filled, fillcolor=lightyellow, label=\"record %zu: %s\\n", ri, ri,
+            r->ops->name);
+    /* one field per label line ("\\n" in DOT), quotes and backslashes escaped */
+    for (const char *p = d; *p; p++) {
+      if (*p == ' ' && p != d) {
+        fputs("\\n", w->out);
+        continue;
+      }
+      if (*p == '"' || *p == '\\') fputc('\\', w->out);
+      fputc(*p, w->out);
+    }
+    fputs("\"];\n", w->out);
+    /* edges from the in= handles and to the out= handles */
+    for (int io = 0; io < 2; io++) {
+      const char *key = io ? " out=" : " in=", *p = strstr(d, key);
+      if (!p && strncmp(d, key + 1, strlen(key + 1)) == 0) p = d - 1;
+      if (!p) continue;
+      p += strlen(key);
+      while (*p && *p != ' ') {
+        if (*p == '%') {
+          unsigned long long h = strtoull(p + 1, (char **)&p, 10);
+          if (io)
+            fprintf(w->out, "  r%zu -> n%llu [style=dashed];\n", ri, h);
+          else
+            fprintf(w->out, "  n%llu -> r%zu [style=dashed];\n", h, ri);
+        } else {
+          p++;
+        }
+      }
+    }
+  } else {
+    /* type: the ops name, and the description's first word if it is a kind (no '=') */
+    char key[96];
+    size_t k = strcspn(d, " ");
+    if (k && !memchr(d, '=', k))
+      snprintf(key, sizeof key, "%s: %.*s", r->ops->name, (int)(k < 40 ? k : 40), d);
+    else
+      snprintf(key, sizeof key, "%s", r->ops->name);
+    int j = 0;
+    while (j < w->nrtype && strcmp(w->rtype[j].key, key) != 0) j++;
+    if (j == w->nrtype && j < 64) {
+      snprintf(w->rtype[j].key, sizeof w->rtype[j].key, "%s", key);
+      w->rtype[j].count = 0;
+      w->nrtype++;
+    }
+    if (j < 64) w->rtype[j].count++;
+  }
+}
+
+static void statement_out(walker *w, ad_index h, uint32_t c, uint32_t kind, const ad_index *idx, const double *par) {
+  w->stmts++;
+  long from = c == 0 ? made_by(w, h) : -1;
+  if (c == 0 && from < 0) w->inputs++;
+  else if (c == 0) w->outputs++;
+  else w->by_kind[kind]++;
+  w->args += c;
+  if (kind == AD__KIND_GENERAL) w->partials += c;
+  if (c > w->maxargs) w->maxargs = c;
+  if (w->format == AD_DUMP_TEXT) {
+    fprintf(w->out, "%%%llu =", (unsigned long long)h);
+    if (c == 0 && from < 0) fputs(" input", w->out);
+    if (c == 0 && from >= 0) fprintf(w->out, " output of record %ld", from);
+    for (uint32_t j = 0; j < c; j++) {
+      double p = kind == AD__KIND_GENERAL ? par[j] : ad__unit(kind, j);
+      fprintf(w->out, "%s%.17g*%%%llu", j ? " + " : " ", p, (unsigned long long)idx[j]);
+    }
+    if (c && kind != AD__KIND_GENERAL) fprintf(w->out, "   # %s", kind_names[kind]);
+    fputc('\n', w->out);
+  } else if (w->format == AD_DUMP_DOT) {
+    if (c == 0 && from < 0)
+      fprintf(w->out, "  n%llu [shape=box, style=filled, fillcolor=lightblue, label=\"%%%llu\\ninput\"];\n",
+              (unsigned long long)h, (unsigned long long)h);
+    else if (c == 0)
+      fprintf(w->out, "  n%llu [shape=box, label=\"%%%llu\"];\n", (unsigned long long)h, (unsigned long long)h);
+    else
+      fprintf(w->out, "  n%llu [label=\"%%%llu\"];\n", (unsigned long long)h, (unsigned long long)h);
+    for (uint32_t j = 0; j < c; j++) {
+      double p = kind == AD__KIND_GENERAL ? par[j] : ad__unit(kind, j);
+      fprintf(w->out, "  n%llu -> n%llu [label=\"%.6g\"];\n", (unsigned long long)idx[j], (unsigned long long)h, p);
+    }
+  }
+}
+
+int ad_tape_dump(const ad_tape *t, FILE *out, ad_dump_format format) {
+  if (!t || !out || format < AD_DUMP_TEXT || format > AD_DUMP_STATS) return AD_ERR_ARG;
+  walker *w = calloc(1, sizeof *w);
+  if (!w) return AD_ERR_NOMEM;
+  w->t = t;
+  w->out = out;
+  w->format = format;
+  ad_stats st;
+  ad_tape_stats(t, &st);
+  if (format == AD_DUMP_TEXT)
+    fprintf(out, "# Ariadne tape: %llu statements, %llu arguments, %llu records%s%s\n",
+            (unsigned long long)st.statements, (unsigned long long)st.arguments, (unsigned long long)st.records,
+            t->err ? "; error: " : "", t->err ? t->msg : "");
+  else if (format == AD_DUMP_DOT)
+    fputs("digraph tape {\n  node [fontname=\"monospace\", fontsize=10];\n  edge [fontsize=8];\n", out);
+  size_t ri = 0;
+  /* The current block's counts live in the recorder while it records. */
+  for (const ad__block *b = t->head; b; b = b->next) {
+    uint32_t ns = b == t->cur ? t->rec.ns : b->ns, na = 0, np = 0;
+    for (uint32_t s = 0; s < ns; s++) {
+      ad_index h = b->base + s + 1;
+      while (ri < t->nrec && t->recs[ri].pos < h) record_out(w, ri++);
+      uint32_t c = b->cnt[s] & AD__MAX_ARGS, kind = b->cnt[s] >> 6;
+      statement_out(w, h, c, kind, b->idx + na, b->par + np);
+      na += c;
+      if (kind == AD__KIND_GENERAL) np += c;
+    }
+    if (b == t->cur) break;
+  }
+  while (ri < t->nrec) record_out(w, ri++);
+
+  if (format == AD_DUMP_DOT) {
+    fputs("}\n", out);
+  } else if (format == AD_DUMP_STATS) {
+    fprintf(out, "# Ariadne tape statistics\n");
+    fprintf(out, "statements %llu\n", (unsigned long long)w->stmts);
+    fprintf(out, "  inputs %llu\n", (unsigned long long)w->inputs);
+    fprintf(out, "  record_outputs %llu\n", (unsigned long long)w->outputs);
+    for (int k = 0; k < 4; k++) fprintf(out, "  %s %llu\n", kind_names[k], (unsigned long long)w->by_kind[k]);
+    fprintf(out, "arguments %llu\n", (unsigned long long)w->args);
+    fprintf(out, "partials %llu\n", (unsigned long long)w->partials);
+    fprintf(out, "max_arguments %llu\n", (unsigned long long)w->maxargs);
+    fprintf(out, "records %zu\n", t->nrec);
+    for (int j = 0; j < w->nrtype; j++) fprintf(out, "  %s %llu\n", w->rtype[j].key, (unsigned long long)w->rtype[j].count);
+    fprintf(out, "bytes_used %zu\n", st.bytes_used);
+    fprintf(out, "bytes_reserved %zu\n", st.bytes_reserved);
+    fprintf(out, "bytes_adjoints %zu\n", st.bytes_adjoints);
+  }
+  free(w);
+  return ferror(out) ? AD_ERR_IO : AD_OK;
+}
+
+int ad_tape_dump_path(const ad_tape *t, const char *path, ad_dump_format format) {
+  if (!t || !path) return AD_ERR_ARG;
+  FILE *f = fopen(path, "w");
+  if (!f) return AD_ERR_IO;
+  int rc = ad_tape_dump(t, f, format);
+  if (fclose(f) != 0 && rc == AD_OK) rc = AD_ERR_IO;
+  return rc;
+}

@@ -1,0 +1,200 @@
+/* The gradient checker: it passes correct code (with the derivatives it
+ * reports equal to the closed form), and it catches a deliberately wrong
+ * external-function adjoint by finite differences and by the dot-product
+ * test, a wrong tangent by the dot-product test, and a failing function. */
+#include <ariadne_tools.h>
+
+#include "check.h"
+
+#define N 5
+
+/* The external function y = (x0 x1^2, x1 + 3 x2); `mode` selects which of
+ * its callbacks is wrong: 0 none, 1 the reverse, 2 the forward. */
+typedef struct ext_cfg {
+  int mode;
+  int with_forward;
+} ext_cfg;
+static ext_cfg cfg;
+
+static int ext_reverse(void *ud, size_t nin, const double *x, double *xbar, size_t nout, const double *y,
+                       const double *ybar) {
+  (void)ud, (void)nin, (void)nout, (void)y;
+  xbar[0] += ybar[0] * x[1] * x[1];
+  /* the bug: the factor 2 of d(x1^2)/dx1 forgotten */
+  xbar[1] += ybar[0] * (cfg.mode == 1 ? 1.0 : 2.0) * x[0] * x[1] + ybar[1];
+  xbar[2] += 3.0 * ybar[1];
+  return 0;
+}
+static int ext_forward(void *ud, size_t nin, const double *x, const double *xdot, size_t nout, const double *y,
+                       double *ydot) {
+  (void)ud, (void)nin, (void)nout, (void)y;
+  ydot[0] = xdot[0] * x[1] * x[1] + 2.0 * x[0] * x[1] * xdot[1];
+  ydot[1] = xdot[1] + (cfg.mode == 2 ? -3.0 : 3.0) * xdot[2];
+  return 0;
+}
+static const ad_external_ops ops_fwd = {ext_reverse, ext_forward, NULL, "test map"};
+static const ad_external_ops ops_nofwd = {ext_reverse, NULL, NULL, "test map (reverse only)"};
+
+/* f(x) = sin(x3) y0 + y1^2 + x4 exp(x0), and a second output y0 - x4. */
+static int fn(void *ud, size_t n, const ad_real *x, size_t m, ad_real *out) {
+  (void)ud;
+  if (n != N) return 1;
+  ad_real y[2] = {ad_const(ad_value(x[0]) * ad_value(x[1]) * ad_value(x[1])),
+                  ad_const(ad_value(x[1]) + 3.0 * ad_value(x[2]))};
+  int rc = ad_external(cfg.with_forward ? &ops_fwd : &ops_nofwd, NULL, 3, x, 2, y);
+  if (rc != AD_OK) return 1;
+  out[0] = ad_add(ad_add(ad_mul(ad_sin(x[3]), y[0]), ad_mul(y[1], y[1])), ad_mul(x[4], ad_exp(x[0])));
+  if (m > 1) out[1] = ad_sub(y[0], x[4]);
+  return 0;
+}
+
+static const double X0[N] = {0.4, -1.3, 0.8, 0.9, 2.0};
+
+/* dF0/dx_i in closed form. */
+static double grad0(size_t i) {
+  const double *x = X0;
+  double y1 = x[1] + 3.0 * x[2];
+  switch (i) {
+  case 0: return sin(x[3]) * x[1] * x[1] + x[4] * exp(x[0]);
+  case 1: return sin(x[3]) * 2.0 * x[0] * x[1] + 2.0 * y1;
+  case 2: return 6.0 * y1;
+  case 3: return cos(x[3]) * x[0] * x[1] * x[1];
+  default: return exp(x[0]);
+  }
+}
+
+static void test_correct(void) {
+  CHECK_CONTEXT("correct code");
+  cfg = (ext_cfg){0, 1};
+  ad_check_options o;
+  ad_check_options_default(&o);
+  o.print = 2;
+  o.title = "correct external function";
+  o.table_rows = N;
+  ad_check_result r;
+  CHECK_INT(ad_check_gradient(fn, NULL, N, X0, 1, &o, &r), AD_OK);
+  CHECK(r.passed);
+  CHECK_INT(r.failed, 0);
+  CHECK_INT(r.checked, N);
+  CHECK_INT(r.n, N);
+  CHECK(r.dot_done);
+  CHECK(r.dot_rel < 1e-12);
+  CHECK(r.tangent_rel <= 1.0);
+  CHECK_INT(r.nworst, N);
+  /* the derivatives it compared are the closed form */
+  for (size_t k = 0; k < r.nworst; k++) {
+    CHECK_CLOSE(r.worst[k].ad, grad0(r.worst[k].col), 1e-13);
+    CHECK_CLOSE(r.worst[k].fd, grad0(r.worst[k].col), 1e-6);
+    CHECK(r.worst[k].err <= 1.0);
+  }
+  /* sorted worst first */
+  for (size_t k = 1; k < r.nworst; k++) CHECK(r.worst[k - 1].err >= r.worst[k].err);
+
+  /* A Jacobian block: two outputs, two chosen columns. */
+  size_t cols[2] = {1, 4};
+  o.columns = cols;
+  o.ncolumns = 2;
+  o.print = 0;
+  CHECK_INT(ad_check_gradient(fn, NULL, N, X0, 2, &o, &r), AD_OK);
+  CHECK_INT(r.checked, 4);
+  CHECK_INT(r.m, 2);
+  for (size_t k = 0; k < r.nworst; k++) {
+    size_t i = r.worst[k].col, j = r.worst[k].row;
+    CHECK(i == 1 || i == 4);
+    double want = j == 0 ? grad0(i) : (i == 1 ? 2.0 * X0[0] * X0[1] : -1.0);
+    CHECK_CLOSE(r.worst[k].ad, want, 1e-13);
+  }
+}
+
+static void test_wrong_reverse(void) {
+  CHECK_CONTEXT("wrong external adjoint");
+  for (int fwd = 1; fwd >= 0; fwd--) {
+    cfg = (ext_cfg){1, fwd};
+    ad_check_options o;
+    ad_check_options_default(&o);
+    o.print = 1; /* the report of the failure */
+    o.title = fwd ? "wrong reverse callback" : "wrong reverse callback, no tangent";
+    ad_check_result r;
+    CHECK_INT(ad_check_gradient(fn, NULL, N, X0, 1, &o, &r), AD_ERR_CHECK);
+    CHECK(!r.passed);
+    CHECK_INT(r.failed, 1); /* only dF/dx1 is wrong */
+    CHECK_INT(r.worst[0].col, 1);
+    CHECK(r.worst[0].err > 1.0);
+    /* the tape gives the wrong value, the differences the right one */
+    double wrong = grad0(1) - sin(X0[3]) * X0[0] * X0[1];
+    CHECK_CLOSE(r.worst[0].ad, wrong, 1e-13);
+    CHECK_CLOSE(r.worst[0].fd, grad0(1), 1e-6);
+    CHECK_INT(r.dot_done, fwd);
+    if (fwd) CHECK(r.dot_rel > 1e-3);
+  }
+}
+
+static void test_wrong_forward(void) {
+  CHECK_CONTEXT("wrong external tangent");
+  cfg = (ext_cfg){2, 1};
+  ad_check_options o;
+  ad_check_options_default(&o);
+  o.print = 0;
+  ad_check_result r;
+  CHECK_INT(ad_check_gradient(fn, NULL, N, X0, 1, &o, &r), AD_ERR_CHECK);
+  CHECK_INT(r.failed, 0); /* the gradient is right ... */
+  CHECK(r.dot_done);
+  CHECK(r.dot_rel > 1e-3); /* ... but the tangent disagrees with it */
+  CHECK(r.tangent_rel > 1.0);
+}
+
+static int failing(void *ud, size_t n, const ad_real *x, size_t m, ad_real *y) {
+  int *calls = ud;
+  (void)n, (void)x, (void)m, (void)y;
+  return ++*calls > 1; /* records fine, fails in the first difference */
+}
+
+/* y = 2 x with a NaN partial recorded: the tape's derivative is NaN. */
+static int nan_partial(void *ud, size_t n, const ad_real *x, size_t m, ad_real *y) {
+  double p = NAN;
+  (void)ud, (void)n, (void)m;
+  y[0] = ad_custom(2.0 * ad_value(x[0]), 1, x, &p);
+  return 0;
+}
+
+static void test_errors(void) {
+  CHECK_CONTEXT("errors");
+  ad_check_options o;
+  ad_check_options_default(&o);
+  o.print = 0;
+  int calls = 0;
+  double x = 1.0;
+  CHECK_INT(ad_check_gradient(failing, &calls, 1, &x, 1, &o, NULL), AD_ERR_CALLBACK);
+  CHECK_INT(ad_check_gradient(NULL, NULL, 1, &x, 1, &o, NULL), AD_ERR_ARG);
+  CHECK_INT(ad_check_gradient(fn, NULL, N, X0, 0, &o, NULL), AD_ERR_ARG);
+  /* a NaN derivative never passes */
+  ad_check_result r;
+  CHECK_INT(ad_check_gradient(nan_partial, NULL, 1, &x, 1, &o, &r), AD_ERR_CHECK);
+  CHECK_INT(r.failed, 1);
+  CHECK(isnan(r.worst[0].ad));
+  CHECK_CLOSE(r.worst[0].fd, 2.0, 1e-9);
+  /* The caller's recording is left alone. */
+  cfg = (ext_cfg){0, 1};
+  ad_tape *t = ad_tape_create();
+  ad_tape_begin(t);
+  ad_real a = ad_input(2.0);
+  CHECK_INT(ad_check_gradient(fn, NULL, N, X0, 1, &o, NULL), AD_OK);
+  ad_real b = ad_mul(a, a);
+  ad_tape_end(t);
+  CHECK(ad_tape_current() == NULL);
+  double g;
+  CHECK_INT(ad_gradient(t, b, 1, &a, &g), AD_OK);
+  CHECK_CLOSE(g, 4.0, 1e-15);
+  ad_stats s;
+  ad_tape_stats(t, &s);
+  CHECK_INT(s.records, 0);
+  ad_tape_destroy(t);
+}
+
+int main(void) {
+  test_correct();
+  test_wrong_reverse();
+  test_wrong_forward();
+  test_errors();
+  return check_finish("test_check");
+}
