@@ -402,7 +402,9 @@ static enum CXChildVisitResult top_visit(CXCursor c, CXCursor p, CXClientData d)
   (void)p;
   tu_scan *s = d;
   pt_ctx *x = s->x;
-  if (!clang_Location_isFromMainFile(clang_getCursorLocation(c))) return CXChildVisit_Continue;
+  CXFile f = NULL;
+  clang_getExpansionLocation(clang_getCursorLocation(c), &f, NULL, NULL, NULL);
+  if (!f || !clang_File_isEqual(f, x->file)) return CXChildVisit_Continue;
   enum CXCursorKind k = clang_getCursorKind(c);
   if (s->collect_only != (k == CXCursor_MacroExpansion)) return CXChildVisit_Continue;
   if (k == CXCursor_InclusionDirective) {

@@ -60,6 +60,19 @@ static const char *base_name(const char *p) {
   return s ? s + 1 : p;
 }
 
+/* mkdir -p */
+static int mkdir_p(const char *dir) {
+  char p[PATH_MAX];
+  snprintf(p, sizeof p, "%s", dir);
+  for (char *s = p + 1; *s; s++)
+    if (*s == '/') {
+      *s = 0;
+      if (mkdir(p, 0777) != 0 && errno != EEXIST) return -1;
+      *s = '/';
+    }
+  return mkdir(p, 0777) != 0 && errno != EEXIST ? -1 : 0;
+}
+
 static int write_file(const char *path, const char *text) {
   FILE *f = fopen(path, "w");
   if (!f) return -1;
@@ -98,8 +111,26 @@ static char *format(const char *input, const char *outdir, const char *text, con
   if (write_file(tmp_in, text) < 0) return NULL;
   char abs_in[PATH_MAX];
   if (!realpath(input, abs_in)) snprintf(abs_in, sizeof abs_in, "%s", input);
-  port_str_addf(&cmd, "'%s' --style=file '--fallback-style={BasedOnStyle: LLVM, ColumnLimit: 120, AllowShortIfStatementsOnASingleLine: WithoutElse, AllowShortLoopsOnASingleLine: true}' '--assume-filename=%s'%s < '%s' > '%s' 2>/dev/null", cf,
-                abs_in, lines, tmp_in, tmp_out);
+  /* The project's style if it has one, else a wide LLVM style that keeps
+   * short statements on their lines. */
+  const char *style = "{BasedOnStyle: LLVM, ColumnLimit: 120, AllowShortIfStatementsOnASingleLine: WithoutElse, "
+                      "AllowShortLoopsOnASingleLine: true}";
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", abs_in);
+  for (char *slash = strrchr(dir, '/'); slash; slash = strrchr(dir, '/')) {
+    *slash = 0;
+    char probe[PATH_MAX + 32];
+    snprintf(probe, sizeof probe, "%s/.clang-format", dir);
+    int found = access(probe, R_OK) == 0;
+    snprintf(probe, sizeof probe, "%s/_clang-format", dir);
+    found |= access(probe, R_OK) == 0;
+    if (found) {
+      style = "file";
+      break;
+    }
+  }
+  port_str_addf(&cmd, "'%s' '--style=%s' '--assume-filename=%s'%s < '%s' > '%s' 2>/dev/null", cf, style, abs_in, lines,
+                tmp_in, tmp_out);
   c = port_str_take(&cmd);
   int rc = system(c);
   free(c);
@@ -212,7 +243,7 @@ int main(int argc, char **argv) {
       if (!strcmp(base_name(files[i]), base_name(files[j])))
         return usage_error("two inputs share the name %s, which would be written twice", base_name(files[i]));
   }
-  if (mkdir(outdir, 0777) != 0 && errno != EEXIST) {
+  if (mkdir_p(outdir) != 0) {
     fprintf(stderr, "ariadne-port: cannot create %s: %s\n", outdir, strerror(errno));
     return 2;
   }

@@ -34,22 +34,23 @@ unsigned pt_off(CXSourceLocation loc) {
 }
 unsigned pt_b(CXCursor c) { return pt_off(clang_getRangeStart(clang_getCursorExtent(c))); }
 unsigned pt_e(CXCursor c) { return pt_off(clang_getRangeEnd(clang_getCursorExtent(c))); }
-/* Is c written inside a macro invocation (its body or its arguments)? */
+/* Is c written inside one macro invocation (its body or its arguments):
+ * does its extent lie within the invocation's text? Invocations nest or are
+ * disjoint, so the furthest reach of those starting at or before c's start
+ * tells. */
 int pt_in_macro(pt_ctx *x, CXCursor c) {
-  CXSourceLocation loc = clang_getCursorLocation(c);
-  if (!clang_Location_isFromMainFile(loc)) return 1;
-  unsigned off = pt_off(loc);
+  unsigned b = pt_b(c), e = pt_e(c);
   int lo = 0, hi = x->nmacros - 1, at = -1;
   while (lo <= hi) {
     int mid = (lo + hi) / 2;
-    if (x->macros[mid].b <= off) {
+    if (x->macros[mid].b <= b) {
       at = mid;
       lo = mid + 1;
     } else {
       hi = mid - 1;
     }
   }
-  return at >= 0 && x->macro_reach[at] > off;
+  return at >= 0 && x->macro_reach[at] >= e && x->macro_reach[at] > b;
 }
 
 char *pt_orig(pt_ctx *x, CXCursor c) {
@@ -968,6 +969,7 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
         if (argk[i] >= 0) texts[argk[i]] = pt_emit_to(x, a, 0);
         continue;
       }
+      if (is_math_name(name)) continue; /* reported above */
       if (pt_act(x, a) && (variadic_pos || pt_is_float(clang_getArgType(ft, (unsigned)i))))
         pt_error(x, a, "active value passed to the external function '%s', whose derivative would be lost; port "
                        "'%s' too, or record it with ad_external",
