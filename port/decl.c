@@ -111,7 +111,7 @@ static void root(pt_ctx *x, CXCursor c, int mode) {
         char *t = pt_fused_assign(x, c, kk[0], op, kk[1]);
         if (t) {
           free(kk);
-          edit_expr(x, c, t);
+          free(t);
           return;
         }
       }
@@ -157,12 +157,43 @@ static int for_header(pt_ctx *x, CXCursor c, unsigned *s1, unsigned *s2, unsigne
   return 0;
 }
 
+/* --fused: `T v = rhs;` of an active scalar as `T v; { ... v = ad_custom(...); }`. */
+static int fuse_decl(pt_ctx *x, CXCursor ds, CXCursor v) {
+  if (clang_getCursorKind(v) != CXCursor_VarDecl || x->no_fuse || pt_in_macro(x, ds)) return 0;
+  if (!pt_type_active(x, clang_getCursorType(v)) || clang_Cursor_getStorageClass(v) == CX_SC_Static) return 0;
+  unsigned b = pt_b(ds), name = pt_off(clang_getCursorLocation(v));
+  CXString sp = clang_getCursorSpelling(v);
+  unsigned name_end = name + (unsigned)strlen(clang_getCString(sp));
+  clang_disposeString(sp);
+  if (name_end > x->len || x->buf[name_end] == '[') return 0;
+  unsigned eq = name_end;
+  while (eq < x->len && (x->buf[eq] == ' ' || x->buf[eq] == '\t')) eq++;
+  if (eq >= x->len || x->buf[eq] != '=') return 0;
+  CXCursor *k;
+  int n = pt_children(v, &k);
+  CXCursor init = clang_getNullCursor();
+  for (int i = 0; i < n; i++)
+    if (clang_isExpression(clang_getCursorKind(k[i])) && pt_b(k[i]) > eq) init = k[i];
+  free(k);
+  if (clang_Cursor_isNull(init)) return 0;
+  char *decl = pt_retype_text(x, x->buf + b, name_end - b);
+  /* const goes: the variable is assigned in the block that follows. */
+  char *c = strstr(decl, "const ");
+  if (c && (c == decl || c[-1] == ' ')) memmove(c, c + 6, strlen(c + 6) + 1);
+  char *t = pt_fused_decl(x, ds, v, init, decl);
+  free(decl);
+  if (!t) return 0;
+  free(t);
+  return 1;
+}
+
 static void walk_stmt(pt_ctx *x, CXCursor c) {
   CXCursor *k;
   int n = pt_children(c, &k);
   enum CXCursorKind kind = clang_getCursorKind(c);
   switch (kind) {
   case CXCursor_DeclStmt:
+    if (x->o->fused && n == 1 && fuse_decl(x, c, k[0])) break;
     for (int i = 0; i < n; i++) {
       if (clang_getCursorKind(k[i]) == CXCursor_VarDecl) port_var(x, k[i], 0);
       else port_decl(x, k[i], 0);
@@ -198,14 +229,23 @@ static void walk_stmt(pt_ctx *x, CXCursor c) {
     }
     for (int i = 0; i < n; i++) {
       unsigned b = pt_b(k[i]);
+      x->no_fuse = b < close;
       if (b < s1) stmt_or_expr(x, k[i]);
       else if (b < s2) root(x, k[i], ROOT_COND);
       else if (b < close) root(x, k[i], ROOT_STMT);
       else stmt_or_expr(x, k[i]);
     }
+    x->no_fuse = 0;
     break;
   }
   case CXCursor_ReturnStmt:
+    if (n == 1 && x->o->fused && pt_type_active(x, x->fn_ret) && !pt_in_macro(x, c)) {
+      char *t = pt_fused_return(x, c, k[0]);
+      if (t) {
+        free(t);
+        break;
+      }
+    }
     if (n == 1 && clang_isExpression(clang_getCursorKind(k[0])))
       root(x, k[0], pt_type_active(x, x->fn_ret) ? ROOT_ACTIVE : ROOT_VALUE);
     break;
@@ -285,7 +325,6 @@ static void port_var(pt_ctx *x, CXCursor v, int file_scope) {
       return;
     }
     text = NULL;
-    if (x->o->fused && !x->static_init) text = pt_fused_decl(x, v, init, NULL, NULL);
     if (!text) text = pt_emit_to(x, init, 1);
   } else if (pt_act(x, init) && pt_is_float(t)) {
     text = pt_emit_to(x, init, 0);

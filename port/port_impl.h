@@ -5,6 +5,7 @@
 #include "port.h"
 
 #define PT_MAX_EXPAND 256
+#define AD_STMT_MAX_ARGS_PORT 63 /* ad_custom's arguments in one statement (AD_STMT_MAX_ARGS) */
 
 typedef struct pt_edit {
   unsigned b, e; /* replace [b, e) of the file */
@@ -40,7 +41,7 @@ typedef struct pt_ctx {
   int in_function;
   int uses_mpi;     /* an MPI call was renamed: include ariadne_mpi.h */
   int mpi_requests; /* an active nonblocking call exists: requests become ad_mpi_request */
-  int fused_tmp;    /* counter for the temporaries of fused statements */
+  int no_fuse;      /* inside a for header: statements cannot be blocks */
 } pt_ctx;
 
 unsigned pt_off(CXSourceLocation loc);
@@ -72,11 +73,12 @@ char *pt_emit_mpi(pt_ctx *x, CXCursor c, const char *name, int n, const CXCursor
 void pt_mpi_prescan(pt_ctx *x, CXCursor root);
 void pt_add_edit(pt_ctx *x, unsigned b, unsigned e, char *text);
 
-/* --fused: the statement `lhs = rhs` (op "=", "+=", ...; lhs NULL cursor
- * for a declaration's initializer `decl_text`) as one tape statement.
- * Returns the replacement text of the whole statement, or NULL to fall back
- * to the op-by-op port. */
+/* --fused: replace a whole statement by a block that computes the value and
+ * the partials and pushes one tape statement. Each adds its edit and returns
+ * non-NULL, or returns NULL when the statement is better left op by op. */
 char *pt_fused_assign(pt_ctx *x, CXCursor stmt, CXCursor lhs, const char *op, CXCursor rhs);
-char *pt_fused_decl(pt_ctx *x, CXCursor var, CXCursor init, const char *type_text, const char *name);
+char *pt_fused_return(pt_ctx *x, CXCursor ret, CXCursor value);
+char *pt_fused_decl(pt_ctx *x, CXCursor declstmt, CXCursor var, CXCursor init, const char *decl_text);
+char *pt_retype_text(pt_ctx *x, const char *p, size_t n);
 
 #endif

@@ -581,6 +581,12 @@ static void add_types(pt_ctx *x, port_str *s, const char *p, size_t n) {
   }
 }
 
+char *pt_retype_text(pt_ctx *x, const char *p, size_t n) {
+  port_str s = {0};
+  add_types(x, &s, p, n);
+  return port_str_take(&s);
+}
+
 /* The text of c with each child replaced by texts[i] (NULL: the child's own
  * emission) and, if `types`, active type keywords replaced in between. */
 char *pt_splice(pt_ctx *x, CXCursor c, int n, const CXCursor *k, char **texts, int types) {
