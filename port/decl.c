@@ -57,7 +57,7 @@ static void retype(pt_ctx *x, unsigned b, unsigned e, int force) {
       unsigned j = i;
       while (j < e && is_ident(p[j])) j++;
       if ((i == 0 || !is_ident(p[i - 1])) && j - i == 6 && !strncmp(p + i, "double", 6) &&
-          (x->double_active || force))
+          (x->double_active || force) && !pt_near_complex(p, i, j, x->len))
         pt_add_edit(x, i, j, port_strdup("ad_real"));
       else if (force && j - i == 5 && !strncmp(p + i, "float", 5))
         pt_add_edit(x, i, j, port_strdup("ad_real"));
@@ -792,4 +792,48 @@ int port_file(const port_options *o, const char *path, const char *const *args, 
   free(text);
   fprintf(stderr, "%s:1:1: error: macros nest too deeply to be expanded\n", path);
   return 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Several inputs                                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef struct collect {
+  port_options *o;
+  CXFile file;
+} collect;
+
+static enum CXChildVisitResult collect_visit(CXCursor c, CXCursor p, CXClientData d) {
+  (void)p;
+  collect *k = d;
+  if (clang_getCursorKind(c) != CXCursor_FunctionDecl) return CXChildVisit_Continue;
+  CXFile f = NULL;
+  clang_getExpansionLocation(clang_getCursorLocation(c), &f, NULL, NULL, NULL);
+  if (!f || !clang_File_isEqual(f, k->file)) return CXChildVisit_Continue;
+  if (clang_Cursor_getStorageClass(c) == CX_SC_Static) return CXChildVisit_Continue;
+  CXString s = clang_getCursorSpelling(c);
+  const char *name = clang_getCString(s);
+  int dup = !strcmp(name, "main");
+  for (int i = 0; i < k->o->nported && !dup; i++) dup = !strcmp(k->o->ported[i], name);
+  if (!dup) {
+    k->o->ported = realloc(k->o->ported, sizeof *k->o->ported * ((size_t)k->o->nported + 1));
+    if (!k->o->ported) abort();
+    k->o->ported[k->o->nported++] = port_strdup(name);
+  }
+  clang_disposeString(s);
+  return CXChildVisit_Continue;
+}
+
+int port_collect_functions(port_options *o, const char *path, const char *const *args, int nargs) {
+  pt_ctx x;
+  memset(&x, 0, sizeof x);
+  x.o = o;
+  if (parse(&x, path, NULL, 0, args, nargs) < 0) {
+    if (x.tu) clang_disposeTranslationUnit(x.tu);
+    return -1;
+  }
+  collect k = {o, x.file};
+  clang_visitChildren(clang_getTranslationUnitCursor(x.tu), collect_visit, &k);
+  clang_disposeTranslationUnit(x.tu);
+  return 0;
 }

@@ -32,6 +32,7 @@ static void usage(FILE *f) {
           "usage: ariadne-port [--fused] [--active-type NAME]... -o OUTDIR FILE.c... [-- COMPILER-FLAGS...]\n"
           "       ariadne-port [options] -p BUILD-DIR -o OUTDIR FILE.c...\n"
           "Ports double C code to Ariadne's ad_real; writes OUTDIR/<basename of FILE> for each input.\n"
+          "Files given together (headers too) are ported as one code: calls between them pass ad_real.\n"
           "  -o OUTDIR            where the ported files go (created if missing)\n"
           "  --active-type NAME   a floating type that becomes ad_real (repeatable; default double);\n"
           "                       a typedef such as real_t keeps plain double passive\n"
@@ -276,20 +277,24 @@ int main(int argc, char **argv) {
     for (char *d = strtok(dirs, ";"); d && nincs < 4; d = strtok(NULL, ";")) snprintf(incs[nincs++], sizeof incs[0], "-I%s", d);
   }
 
+  /* The flags of each file: from the database, then after --, then Ariadne's headers. */
+  const char ***fargs = calloc((size_t)nfiles, sizeof *fargs);
+  int *fnargs = calloc((size_t)nfiles, sizeof *fnargs);
+  char ***dbargs = calloc((size_t)nfiles, sizeof *dbargs);
+  int *ndb = calloc((size_t)nfiles, sizeof *ndb);
   int status = 0;
   for (int f = 0; f < nfiles; f++) {
-    char **dbargs = NULL;
-    int ndb = 0;
-    if (db && db_flags(db, files[f], &dbargs, &ndb) < 0) {
+    if (db && db_flags(db, files[f], &dbargs[f], &ndb[f]) < 0) {
       fprintf(stderr, "%s:1:1: error: not in %s/compile_commands.json; pass its flags after -- instead\n", files[f],
               builddir);
       status = 1;
+      fnargs[f] = -1;
       continue;
     }
     int nargs = 0;
-    const char **args = calloc((size_t)(ndb + (argc - flags_at) + nincs + 4), sizeof *args);
+    const char **args = calloc((size_t)(ndb[f] + (argc - flags_at) + nincs + 4), sizeof *args);
     args[nargs++] = "-xc";
-    for (int i = 0; i < ndb; i++) args[nargs++] = dbargs[i];
+    for (int i = 0; i < ndb[f]; i++) args[nargs++] = dbargs[f][i];
     for (int i = flags_at; i < argc; i++) {
       /* `mpicc -show` starts with the compiler's name, and links: both are no flags for parsing. */
       if (i == flags_at && argv[i][0] != '-') continue;
@@ -298,10 +303,22 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < nincs; i++) args[nargs++] = incs[i];
     args[nargs++] = "-Wno-everything";
+    fargs[f] = args;
+    fnargs[f] = nargs;
+  }
+  /* Inputs ported together: calls from one to another pass ad_real. */
+  if (nfiles > 1)
+    for (int f = 0; f < nfiles; f++)
+      if (fnargs[f] >= 0) port_collect_functions(&o, files[f], fargs[f], fnargs[f]);
+
+  for (int f = 0; f < nfiles; f++) {
+    if (fnargs[f] < 0) continue;
+    const char **args = fargs[f];
+    int nargs = fnargs[f];
     char *out = NULL, *lines = NULL;
     int rc = port_file(&o, files[f], args, nargs, &out, &lines);
-    for (int i = 0; i < ndb; i++) free(dbargs[i]);
-    free(dbargs);
+    for (int i = 0; i < ndb[f]; i++) free(dbargs[f][i]);
+    free(dbargs[f]);
     free(args);
     if (rc != 0) status = 1;
     if (rc < 0 || (rc > 0 && !o.keep_going)) {
@@ -326,6 +343,12 @@ int main(int argc, char **argv) {
     free(lines);
   }
   if (db) clang_CompilationDatabase_dispose(db);
+  for (int i = 0; i < o.nported; i++) free(o.ported[i]);
+  free(o.ported);
+  free(fargs);
+  free(fnargs);
+  free(dbargs);
+  free(ndb);
   free(active);
   free(files);
   return status;

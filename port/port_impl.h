@@ -80,5 +80,6 @@ char *pt_fused_assign(pt_ctx *x, CXCursor stmt, CXCursor lhs, const char *op, CX
 char *pt_fused_return(pt_ctx *x, CXCursor ret, CXCursor value);
 char *pt_fused_decl(pt_ctx *x, CXCursor declstmt, CXCursor var, CXCursor init, const char *decl_text);
 char *pt_retype_text(pt_ctx *x, const char *p, size_t n);
+int pt_near_complex(const char *p, size_t b, size_t e, size_t len);
 
 #endif

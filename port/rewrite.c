@@ -327,11 +327,17 @@ CXCursor pt_strip(CXCursor c) {
 
 /* A function this file defines or declares: its calls pass ad_real. */
 int pt_ported_function(pt_ctx *x, CXCursor fd) {
-  (void)x;
   if (clang_getCursorKind(fd) != CXCursor_FunctionDecl) return 0;
   CXCursor def = clang_getCursorDefinition(fd);
   if (!clang_Cursor_isNull(def) && clang_Location_isFromMainFile(clang_getCursorLocation(def))) return 1;
-  return clang_Location_isFromMainFile(clang_getCursorLocation(fd));
+  if (clang_Location_isFromMainFile(clang_getCursorLocation(fd))) return 1;
+  if (x->o->nported == 0) return 0;
+  CXString s = clang_getCursorSpelling(fd);
+  const char *name = clang_getCString(s);
+  int found = 0;
+  for (int i = 0; i < x->o->nported && !found; i++) found = !strcmp(x->o->ported[i], name);
+  clang_disposeString(s);
+  return found;
 }
 
 int pt_math_twin(const char *name) {
@@ -545,6 +551,20 @@ static char *emit_macro(pt_ctx *x, CXCursor c) {
 
 static int is_ident(char ch) { return isalnum((unsigned char)ch) || ch == '_'; }
 
+/* Is the `double` at [b, e) part of a complex type (`double _Complex`,
+ * `_Complex double`, `complex double`)? Complex data stays passive. */
+int pt_near_complex(const char *p, size_t b, size_t e, size_t len) {
+  size_t i = b;
+  while (i > 0 && (p[i - 1] == ' ' || p[i - 1] == '\t')) i--;
+  size_t k = i;
+  while (k > 0 && is_ident(p[k - 1])) k--;
+  if ((i - k == 8 && !strncmp(p + k, "_Complex", 8)) || (i - k == 7 && !strncmp(p + k, "complex", 7))) return 1;
+  size_t j = e;
+  while (j < len && (p[j] == ' ' || p[j] == '\t')) j++;
+  return (j + 8 <= len && !strncmp(p + j, "_Complex", 8) && !is_ident(p[j + 8])) ||
+         (j + 7 <= len && !strncmp(p + j, "complex", 7) && !is_ident(p[j + 7]));
+}
+
 /* Copy text, replacing the keyword `double` by ad_real when double is active. */
 static void add_types(pt_ctx *x, port_str *s, const char *p, size_t n) {
   size_t i = 0;
@@ -569,7 +589,8 @@ static void add_types(pt_ctx *x, port_str *s, const char *p, size_t n) {
     } else if (is_ident(ch)) {
       size_t j = i;
       while (j < n && is_ident(p[j])) j++;
-      if (x->double_active && j - i == 6 && !strncmp(p + i, "double", 6) && (i == 0 || !is_ident(p[i - 1])))
+      if (x->double_active && j - i == 6 && !strncmp(p + i, "double", 6) && (i == 0 || !is_ident(p[i - 1])) &&
+          !pt_near_complex(p, i, j, n))
         port_str_add(s, "ad_real");
       else
         port_str_addn(s, p + i, j - i);
@@ -980,7 +1001,8 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
         pt_error(x, a, "active value passed to the external function '%s', whose derivative would be lost; port "
                        "'%s' too, or record it with ad_external",
                  name, name);
-      else if (!known && pt_type_holds_active(x, clang_getCursorType(pt_strip(a))))
+      else if (!known && is_pointer_like(clang_getCursorType(pt_strip(a))) &&
+               pt_type_holds_active(x, clang_getCursorType(pt_strip(a))))
         pt_error(x, a, "active data passed to the external function '%s' (a library such as BLAS or FFTW cannot "
                        "differentiate it); record the call with ad_external and its adjoint",
                  name);

@@ -81,6 +81,32 @@ check "double stays passive" grep -q "^double tolerance = 1e-8;" "$work/types/ty
 check "mixed arithmetic" grep -q "ad_add(ad_mul(a, b), t)" "$work/types/types.c"
 check "types.c compiles" compiles "$work/types/types.c"
 
+# Files ported together: a header and two sources that call each other.
+mkdir -p "$work/multi"
+cat >"$work/multi/model.h" <<'EOT'
+double model_square(double v);
+double model_sum(const double *x, int n);
+EOT
+cat >"$work/multi/model.c" <<'EOT'
+#include "model.h"
+double model_square(double v) { return v * v; }
+EOT
+cat >"$work/multi/sum.c" <<'EOT'
+#include "model.h"
+double model_sum(const double *x, int n) {
+  double s = 0.0;
+  for (int i = 0; i < n; i++) s += model_square(x[i]) + 1.0;
+  return s;
+}
+EOT
+check "sum.c alone: model_square is external" status_is 1 "$tool" -o "$work/multi-one" "$work/multi/sum.c"
+check "says external" grep -q "external function 'model_square'" "$work/err.txt"
+check "three files together" status_is 0 "$tool" -o "$work/multi-out" "$work/multi/model.h" "$work/multi/model.c" "$work/multi/sum.c"
+check "the header is ported" grep -q "ad_real model_square(ad_real v);" "$work/multi-out/model.h"
+check "the call passes ad_real" grep -q "ad_add(model_square(x\[i\]), 1.0)" "$work/multi-out/sum.c"
+check "sum.c compiles beside the ported header" compiles "$work/multi-out/sum.c"
+check "model.c compiles beside the ported header" compiles "$work/multi-out/model.c"
+
 # Flags after --, and from a compilation database with -p.
 mkdir -p "$work/inc"
 echo "#define SCALE 3.0" >"$work/inc/scale.h"
