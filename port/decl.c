@@ -90,8 +90,8 @@ static void suffix_name(pt_ctx *x, CXCursor d) {
   unsigned at = pt_off(clang_getCursorLocation(d));
   CXString s = clang_getCursorSpelling(d);
   size_t n = strlen(clang_getCString(s));
+  pt_add_edit(x, at, at + (unsigned)n, pt_cat(clang_getCString(s), x->o->suffix, NULL));
   clang_disposeString(s);
-  pt_add_edit(x, at, at + (unsigned)n, pt_cat(clang_getCString(clang_getCursorSpelling(d)), x->o->suffix, NULL));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -600,8 +600,15 @@ static char *rename_ident(const char *s, const char *from, const char *to) {
   return port_str_take(&o);
 }
 
+static void dispose(pt_ctx *x) {
+  if (x->tu) clang_disposeTranslationUnit(x->tu);
+  if (x->index) clang_disposeIndex(x->index);
+  x->tu = NULL;
+  x->index = NULL;
+}
+
 static int parse(pt_ctx *x, const char *path, const char *text, size_t len, const char *const *args, int nargs) {
-  CXIndex idx = clang_createIndex(0, 0);
+  CXIndex idx = x->index = clang_createIndex(0, 0);
   struct CXUnsavedFile uf;
   uf.Filename = path;
   uf.Contents = text;
@@ -660,7 +667,7 @@ int port_file(const port_options *o, const char *path, const char *const *args, 
     for (int i = 0; i < o->nactive; i++) x.double_active |= !strcmp(o->active[i], "double");
     if (parse(&x, path, text, len, args, nargs) < 0) {
       free(text);
-      if (x.tu) clang_disposeTranslationUnit(x.tu);
+      dispose(&x);
       return -1;
     }
     size_t flen = 0;
@@ -720,7 +727,7 @@ int port_file(const port_options *o, const char *path, const char *const *args, 
       free(x.edits);
       free(x.macros);
       free(x.macro_reach);
-      clang_disposeTranslationUnit(x.tu);
+      dispose(&x);
       if (failed) {
         free(nt.s);
         free(text);
@@ -784,7 +791,7 @@ int port_file(const port_options *o, const char *path, const char *const *args, 
     free(x.edits);
     free(x.macros);
     free(x.macro_reach);
-    clang_disposeTranslationUnit(x.tu);
+    dispose(&x);
     free(text);
     *out = res;
     return result;
@@ -829,11 +836,11 @@ int port_collect_functions(port_options *o, const char *path, const char *const 
   memset(&x, 0, sizeof x);
   x.o = o;
   if (parse(&x, path, NULL, 0, args, nargs) < 0) {
-    if (x.tu) clang_disposeTranslationUnit(x.tu);
+    dispose(&x);
     return -1;
   }
   collect k = {o, x.file};
   clang_visitChildren(clang_getTranslationUnitCursor(x.tu), collect_visit, &k);
-  clang_disposeTranslationUnit(x.tu);
+  dispose(&x);
   return 0;
 }

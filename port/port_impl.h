@@ -20,6 +20,7 @@ typedef struct pt_macro {
 typedef struct pt_ctx {
   const port_options *o;
   const char *path;
+  CXIndex index;
   CXTranslationUnit tu;
   CXFile file;
   const char *buf;
