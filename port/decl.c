@@ -607,6 +607,50 @@ static void dispose(pt_ctx *x) {
   x->index = NULL;
 }
 
+/* OpenMP: the tape is per thread, so an active computation in a parallel
+ * region would lose its derivatives on the other threads. Each `#pragma omp`
+ * line of a ported file is kept for the passive build only: the active build
+ * records serially. */
+static char *guard_openmp(const char *s) {
+  port_str o = {0};
+  const char *line = s;
+  while (*line) {
+    const char *end = strchr(line, '\n');
+    size_t n = end ? (size_t)(end - line) + 1 : strlen(line);
+    const char *p = line;
+    while (*p == ' ' || *p == '\t') p++;
+    int is_omp = 0;
+    if (*p == '#') {
+      p++;
+      while (*p == ' ' || *p == '\t') p++;
+      if (!strncmp(p, "pragma", 6)) {
+        p += 6;
+        while (*p == ' ' || *p == '\t') p++;
+        is_omp = !strncmp(p, "omp", 3) && !is_ident(p[3]);
+      }
+    }
+    /* already guarded (the port of a port) */
+    int already = o.n >= 23 && !strcmp(o.s + o.n - 23, "#ifdef ARIADNE_PASSIVE\n");
+    if (is_omp && !already) {
+      port_str_add(&o, "#ifdef ARIADNE_PASSIVE\n");
+      /* the pragma with its continuation lines */
+      size_t m = n;
+      while (m >= 2 && line[m - 2] == '\\' && line[m - 1] == '\n' && line[m]) {
+        const char *e2 = strchr(line + m, '\n');
+        m = e2 ? (size_t)(e2 - line) + 1 : strlen(line);
+      }
+      port_str_addn(&o, line, m);
+      if (m == 0 || line[m - 1] != '\n') port_str_add(&o, "\n");
+      port_str_add(&o, "#endif\n");
+      line += m;
+      continue;
+    }
+    port_str_addn(&o, line, n);
+    line += n;
+  }
+  return port_str_take(&o);
+}
+
 static int parse(pt_ctx *x, const char *path, const char *text, size_t len, const char *const *args, int nargs) {
   CXIndex idx = x->index = clang_createIndex(0, 0);
   struct CXUnsavedFile uf;
@@ -784,6 +828,11 @@ int port_file(const port_options *o, const char *path, const char *const *args, 
       free(res);
       free(t1);
       res = t2;
+    }
+    if (x.nedits > 0) {
+      char *g = guard_openmp(res);
+      free(res);
+      res = g;
     }
     *lines = changed_lines(res, spans, nspans);
     free(spans);

@@ -107,6 +107,19 @@ check "the call passes ad_real" grep -q "ad_add(model_square(x\[i\]), 1.0)" "$wo
 check "sum.c compiles beside the ported header" compiles "$work/multi-out/sum.c"
 check "model.c compiles beside the ported header" compiles "$work/multi-out/model.c"
 
+# OpenMP: the tape is per thread, so pragmas are kept for the passive build only.
+cat >"$work/omp.c" <<'EOT'
+double sum(const double *x, int n) {
+  double s = 0.0;
+#pragma omp parallel for reduction(+ : s)
+  for (int i = 0; i < n; i++) s += x[i] * x[i];
+  return s;
+}
+EOT
+check "openmp" status_is 0 "$tool" -o "$work/omp" "$work/omp.c"
+check "pragma kept for the passive build" grep -B1 "^#pragma omp parallel for" "$work/omp/omp.c" | grep -q "^#ifdef ARIADNE_PASSIVE"
+check "openmp port compiles" compiles "$work/omp/omp.c" -fopenmp
+
 # Flags after --, and from a compilation database with -p.
 mkdir -p "$work/inc"
 echo "#define SCALE 3.0" >"$work/inc/scale.h"
