@@ -21,9 +21,10 @@ JOBS=${ARIADNE_JOBS:-$(nproc 2>/dev/null || echo 2)}
 BUILD=$BUILD_ROOT/build
 
 # Debian packages: compiler and tools, MPI, valgrind for the memcheck tests,
-# ADOL-C for the benchmarks' comparison.
+# ADOL-C for the benchmarks' comparison, libclang for ariadne-port (and
+# clang-format, which formats the lines it changes).
 PACKAGES=(build-essential cmake pkg-config valgrind libmpich-dev mpich libopenmpi-dev openmpi-bin libadolc-dev
-  gcc-multilib)
+  gcc-multilib libclang-dev clang-format)
 
 # Both MPIs are installed; every build names its MPI explicitly (the vendor's
 # own compiler wrapper and launcher), so that what the Debian alternatives

@@ -199,6 +199,13 @@ static const variant variants[] = {
     {"ariadne_stmt", run_ariadne, HEAT_MODE_STMT, 1, 1, "ad_stmt_begin/end around each cell"},
     {"ariadne_custom", run_ariadne, HEAT_MODE_CUSTOM, 1, 1, "ad_custom with hand partials"},
     {"ariadne_tapeoff", run_ariadne, HEAT_MODE_TAPEOFF, 0, 1, "op code, active build, no tape recording"},
+#ifdef HEAT_HAVE_PORT
+    {"port", run_ariadne, HEAT_MODE_PORT, 1, 1, "heat_kernel.c ported by ariadne-port"},
+    {"port_fused", run_ariadne, HEAT_MODE_PORT_FUSED, 1, 1, "heat_kernel.c ported by ariadne-port --fused"},
+#else
+    {"port", NULL, HEAT_MODE_PORT, 1, 1, "ariadne-port was not built (libclang not found)"},
+    {"port_fused", NULL, HEAT_MODE_PORT_FUSED, 1, 1, "ariadne-port was not built (libclang not found)"},
+#endif
 #ifdef HEAT_HAVE_ADOLC
     {"adolc", run_adolc, 0, 1, 0, "ADOL-C adouble, tape in memory, fos_reverse"},
 #else

@@ -39,10 +39,18 @@ typedef struct heat_result {
 } heat_result;
 
 /* Ariadne variants; `mode` is one of these. */
-enum { HEAT_MODE_OP = 0, HEAT_MODE_STMT = 1, HEAT_MODE_CUSTOM = 2, HEAT_MODE_TAPEOFF = 3 };
+enum {
+  HEAT_MODE_OP = 0,
+  HEAT_MODE_STMT = 1,
+  HEAT_MODE_CUSTOM = 2,
+  HEAT_MODE_TAPEOFF = 3,
+  HEAT_MODE_PORT = 4,
+  HEAT_MODE_PORT_FUSED = 5
+};
 /* HEAT_MODE_TAPEOFF: the op code in the active build with no tape recording,
  * as checkpointed loops recompute steps and finite differences run: no
- * gradient, record_s is the time of the run. */
+ * gradient, record_s is the time of the run. HEAT_MODE_PORT(_FUSED): the
+ * plain double kernel heat_kernel.c ported by ariadne-port at build time. */
 
 /* heat_ariadne.c compiled active. The context keeps the tape and the arrays
  * between repetitions, as a user that takes many gradients would. */

@@ -54,9 +54,26 @@ static ad_real cell_custom(ad_real x, ad_real n, ad_real s, ad_real w, ad_real e
   return ad_custom(value, 5, args, partials);
 }
 
+#if defined(HEAT_HAVE_PORT) && !defined(ARIADNE_PASSIVE)
+/* heat_kernel.c, the plain double step, ported at build time by ariadne-port
+ * op by op (suffix _port) and with --fused (suffix _fused). */
+void heat_kernel_step_port(int n, const ad_real *restrict u, ad_real *restrict v);
+void heat_kernel_step_fused(int n, const ad_real *restrict u, ad_real *restrict v);
+#endif
+
 /* One explicit step on the interior; the boundary handles of u and v are the
  * inputs themselves and never change. */
 static void step(int mode, int n, const ad_real *u, ad_real *v) {
+#if defined(HEAT_HAVE_PORT) && !defined(ARIADNE_PASSIVE)
+  if (mode == HEAT_MODE_PORT) {
+    heat_kernel_step_port(n, u, v);
+    return;
+  }
+  if (mode == HEAT_MODE_PORT_FUSED) {
+    heat_kernel_step_fused(n, u, v);
+    return;
+  }
+#endif
   for (int i = 1; i < n - 1; i++) {
     for (int j = 1; j < n - 1; j++) {
       int k = i * n + j;

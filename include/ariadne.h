@@ -223,6 +223,9 @@ int ad_tape_reset_to(ad_tape *tape, ad_tape_pos pos);
 ad_real ad_input(double value);
 /* A passive value (a constant), and the value of an ad_real or a number. */
 #define ad_const(x) ad__const((double)(x))
+/* A constant initializer of static storage: `static ad_real c = AD_REAL_INIT(0.5);`
+ * (ad_const is a function call, which C does not allow there). */
+#define AD_REAL_INIT(x) {(double)(x), 0, 0}
 #define ad_value(x) ad__val(x)
 
 /* ------------------------------------------------------------------------ */
@@ -866,6 +869,7 @@ static inline int ad_tape_reset_to(ad_tape *t, ad_tape_pos p) { (void)t; (void)p
 static inline int ad_reverse_to(ad_tape *t, ad_tape_pos p) { (void)t; (void)p; return AD_ERR_PASSIVE_BUILD; }
 static inline double ad_input(double x) { return x; }
 #define ad_const(x) ((double)(x))
+#define AD_REAL_INIT(x) ((double)(x))
 #define ad_value(x) ((double)(x))
 static inline void ad_seed(ad_tape *t, double y, double yb) { (void)t; (void)y; (void)yb; }
 static inline int ad_reverse(ad_tape *t) { (void)t; return AD_ERR_PASSIVE_BUILD; }

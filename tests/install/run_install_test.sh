@@ -72,6 +72,14 @@ for exe in consumer consumer_static consumer_passive; do
   [ -x "$path" ] || path=$work/consumer-build/$config/$exe
   "$path" || fail "$exe"
 done
+if [ -x "$prefix/bin/ariadne-port" ]; then
+  grep -q 'Ariadne::port' "$prefix/$libdir/cmake/Ariadne/AriadneTargets.cmake" ||
+    fail "the installed export set has no Ariadne::port"
+  path=$work/consumer-build/consumer_port
+  [ -x "$path" ] || path=$work/consumer-build/$config/consumer_port
+  [ -x "$path" ] || fail "consumer_port was not built: no ariadne_port_sources from the installed package"
+  "$path" || fail "consumer_port"
+fi
 if [ -n "$mpicc" ]; then
   for exe in consumer_mpi consumer_mpi_static consumer_mpi_passive; do
     path=$work/consumer-build/$exe

@@ -1,0 +1,55 @@
+# ariadne_port_sources(TARGET <target> SOURCES <file.c>...
+#                      [FUSED] [ACTIVE_TYPES <name>...] [SUFFIX <suffix>] [FLAGS <flag>...])
+#
+# Runs ariadne-port at build time on the plain double SOURCES and compiles the
+# ported files into <target>, so that a project keeps its double code as the
+# one source of truth. The sources are parsed with the target's include
+# directories and definitions, the sources' own directories and FLAGS.
+# FUSED tapes each assignment as one statement (the fast build); SUFFIX is
+# appended to the names the files define, so that the primal and the port
+# can be linked into one program. Installed with Ariadne's CMake package.
+function(ariadne_port_sources)
+  cmake_parse_arguments(ARG "FUSED" "TARGET;SUFFIX" "SOURCES;ACTIVE_TYPES;FLAGS" ${ARGN})
+  if(NOT ARG_TARGET OR NOT ARG_SOURCES)
+    message(FATAL_ERROR "ariadne_port_sources: TARGET and SOURCES are required")
+  endif()
+  if(NOT TARGET Ariadne::port)
+    message(FATAL_ERROR "ariadne_port_sources: Ariadne was built without ariadne-port (libclang was not found)")
+  endif()
+  set(_mode port)
+  set(_opts "")
+  if(ARG_FUSED)
+    set(_mode port_fused)
+    list(APPEND _opts --fused)
+  endif()
+  foreach(_t IN LISTS ARG_ACTIVE_TYPES)
+    list(APPEND _opts --active-type ${_t})
+  endforeach()
+  if(ARG_SUFFIX)
+    list(APPEND _opts --suffix ${ARG_SUFFIX})
+  endif()
+  set(_outdir ${CMAKE_CURRENT_BINARY_DIR}/ariadne_port/${ARG_TARGET}/${_mode}${ARG_SUFFIX})
+  set(_inc "$<TARGET_PROPERTY:${ARG_TARGET},INCLUDE_DIRECTORIES>")
+  set(_def "$<TARGET_PROPERTY:${ARG_TARGET},COMPILE_DEFINITIONS>")
+  set(_outs "")
+  set(_dirs "")
+  foreach(_src IN LISTS ARG_SOURCES)
+    get_filename_component(_abs ${_src} ABSOLUTE)
+    get_filename_component(_name ${_src} NAME)
+    get_filename_component(_dir ${_abs} DIRECTORY)
+    list(APPEND _dirs ${_dir})
+    set(_out ${_outdir}/${_name})
+    add_custom_command(OUTPUT ${_out}
+      COMMAND Ariadne::port ${_opts} -o ${_outdir} ${_abs} --
+              -I${_dir} "$<$<BOOL:${_inc}>:-I$<JOIN:${_inc},;-I>>" "$<$<BOOL:${_def}>:-D$<JOIN:${_def},;-D>>"
+              ${ARG_FLAGS}
+      DEPENDS ${_abs} Ariadne::port
+      COMMENT "ariadne-port ${_mode}: ${_name}"
+      COMMAND_EXPAND_LISTS VERBATIM)
+    list(APPEND _outs ${_out})
+  endforeach()
+  list(REMOVE_DUPLICATES _dirs)
+  target_sources(${ARG_TARGET} PRIVATE ${_outs})
+  # The ported files include their neighbours' headers as the originals do.
+  target_include_directories(${ARG_TARGET} PRIVATE ${_dirs})
+endfunction()

@@ -1,0 +1,895 @@
+/*
+ * Declarations and statements: the walk over one translation unit that
+ * collects the edits, then the edited text (macro expansion in place, the
+ * include of ariadne.h, MPI request names).
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "port_impl.h"
+
+void pt_add_edit(pt_ctx *x, unsigned b, unsigned e, char *text) {
+  for (int i = 0; i < x->nedits; i++)
+    if (x->edits[i].b == b && x->edits[i].e == e) {
+      free(text);
+      return;
+    }
+  if (x->nedits == x->capedits) {
+    x->capedits = x->capedits ? 2 * x->capedits : 64;
+    x->edits = realloc(x->edits, (size_t)x->capedits * sizeof *x->edits);
+    if (!x->edits) abort();
+  }
+  x->edits[x->nedits].b = b;
+  x->edits[x->nedits].e = e;
+  x->edits[x->nedits].text = text;
+  x->nedits++;
+}
+
+/* An edit for expression c if its text changes. */
+static void edit_expr(pt_ctx *x, CXCursor c, char *text) {
+  char *o = pt_orig(x, c);
+  if (strcmp(o, text)) pt_add_edit(x, pt_b(c), pt_e(c), text);
+  else free(text);
+  free(o);
+}
+
+static int is_ident(char ch) { return isalnum((unsigned char)ch) || ch == '_'; }
+
+/* Replace the active type keywords in [b, e): `double` when it is active,
+ * and also `float` for a typedef that names an active type (force). */
+static void retype(pt_ctx *x, unsigned b, unsigned e, int force) {
+  const char *p = x->buf;
+  unsigned i = b;
+  while (i < e && i < x->len) {
+    char ch = p[i];
+    if (ch == '"' || ch == '\'') {
+      unsigned j = i + 1;
+      while (j < e && p[j] != ch) j += p[j] == '\\' ? 2 : 1;
+      i = j + 1;
+    } else if (ch == '/' && i + 1 < e && p[i + 1] == '*') {
+      const char *q = strstr(p + i + 2, "*/");
+      i = q ? (unsigned)(q - p) + 2 : e;
+    } else if (ch == '/' && i + 1 < e && p[i + 1] == '/') {
+      while (i < e && p[i] != '\n') i++;
+    } else if (is_ident(ch)) {
+      unsigned j = i;
+      while (j < e && is_ident(p[j])) j++;
+      if ((i == 0 || !is_ident(p[i - 1])) && j - i == 6 && !strncmp(p + i, "double", 6) &&
+          (x->double_active || force) && !pt_near_complex(p, i, j, x->len))
+        pt_add_edit(x, i, j, port_strdup("ad_real"));
+      else if (force && j - i == 5 && !strncmp(p + i, "float", 5))
+        pt_add_edit(x, i, j, port_strdup("ad_real"));
+      i = j;
+    } else {
+      i++;
+    }
+  }
+}
+
+int pt_suffixed(pt_ctx *x, CXCursor d) {
+  if (!x->o->suffix || !x->o->suffix[0]) return 0;
+  enum CXCursorKind k = clang_getCursorKind(d);
+  if (k != CXCursor_FunctionDecl && k != CXCursor_VarDecl) return 0;
+  if (k == CXCursor_VarDecl && clang_getCursorKind(clang_getCursorSemanticParent(d)) != CXCursor_TranslationUnit)
+    return 0;
+  if (clang_Cursor_getStorageClass(d) == CX_SC_Static) return 0;
+  CXString s = clang_getCursorSpelling(d);
+  int is_main = !strcmp(clang_getCString(s), "main");
+  clang_disposeString(s);
+  if (is_main) return 0;
+  if (k == CXCursor_FunctionDecl) return pt_ported_function(x, d);
+  CXCursor def = clang_getCursorDefinition(d);
+  if (clang_Cursor_isNull(def)) def = d;
+  return clang_Location_isFromMainFile(clang_getCursorLocation(def));
+}
+
+static void suffix_name(pt_ctx *x, CXCursor d) {
+  if (!pt_suffixed(x, d) || pt_in_macro(x, d)) return;
+  unsigned at = pt_off(clang_getCursorLocation(d));
+  CXString s = clang_getCursorSpelling(d);
+  size_t n = strlen(clang_getCString(s));
+  pt_add_edit(x, at, at + (unsigned)n, pt_cat(clang_getCString(s), x->o->suffix, NULL));
+  clang_disposeString(s);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Statements                                                                */
+/* ------------------------------------------------------------------------ */
+
+enum { ROOT_STMT, ROOT_COND, ROOT_ACTIVE, ROOT_VALUE };
+
+static void root(pt_ctx *x, CXCursor c, int mode) {
+  if (mode == ROOT_STMT && x->o->fused && !pt_in_macro(x, c)) {
+    enum CXCursorKind k = clang_getCursorKind(c);
+    if (k == CXCursor_BinaryOperator || k == CXCursor_CompoundAssignOperator) {
+      CXCursor *kk;
+      int n = pt_children(c, &kk);
+      const char *op = pt_binop(x, c);
+      if (n == 2 && pt_act(x, kk[0]) && (k == CXCursor_CompoundAssignOperator || !strcmp(op, "="))) {
+        char *t = pt_fused_assign(x, c, kk[0], op, kk[1]);
+        if (t) {
+          free(kk);
+          free(t);
+          return;
+        }
+      }
+      free(kk);
+    }
+  }
+  char *t;
+  if (mode == ROOT_STMT) t = pt_emit(x, c, 1);
+  else if (mode == ROOT_COND) t = pt_emit_to(x, c, 0);
+  else if (mode == ROOT_ACTIVE) t = pt_emit_to(x, c, 1);
+  else t = pt_emit(x, c, 0);
+  edit_expr(x, c, t);
+}
+
+static void walk_stmt(pt_ctx *x, CXCursor c);
+static void port_var(pt_ctx *x, CXCursor v, int file_scope);
+static void port_decl(pt_ctx *x, CXCursor c, int file_scope);
+
+static void stmt_or_expr(pt_ctx *x, CXCursor c) {
+  if (clang_isExpression(clang_getCursorKind(c))) root(x, c, ROOT_STMT);
+  else walk_stmt(x, c);
+}
+
+/* The offsets of the two semicolons and the closing parenthesis of a for header. */
+static int for_header(pt_ctx *x, CXCursor c, unsigned *s1, unsigned *s2, unsigned *close) {
+  unsigned i = pt_b(c) + 3;
+  while (i < x->len && x->buf[i] != '(') i++;
+  int depth = 0, semis = 0;
+  for (; i < x->len; i++) {
+    char ch = x->buf[i];
+    if (ch == '(' || ch == '[' || ch == '{') depth++;
+    else if (ch == ')' || ch == ']' || ch == '}') {
+      if (--depth == 0) {
+        *close = i;
+        return semis == 2;
+      }
+    } else if (ch == ';' && depth == 1) {
+      if (semis == 0) *s1 = i;
+      else *s2 = i;
+      semis++;
+    }
+  }
+  return 0;
+}
+
+/* --fused: `T v = rhs;` of an active scalar as `T v; { ... v = ad_custom(...); }`. */
+static int fuse_decl(pt_ctx *x, CXCursor ds, CXCursor v) {
+  if (clang_getCursorKind(v) != CXCursor_VarDecl || x->no_fuse || pt_in_macro(x, ds)) return 0;
+  if (!pt_type_active(x, clang_getCursorType(v)) || clang_Cursor_getStorageClass(v) == CX_SC_Static) return 0;
+  unsigned b = pt_b(ds), name = pt_off(clang_getCursorLocation(v));
+  CXString sp = clang_getCursorSpelling(v);
+  unsigned name_end = name + (unsigned)strlen(clang_getCString(sp));
+  clang_disposeString(sp);
+  if (name_end > x->len || x->buf[name_end] == '[') return 0;
+  unsigned eq = name_end;
+  while (eq < x->len && (x->buf[eq] == ' ' || x->buf[eq] == '\t')) eq++;
+  if (eq >= x->len || x->buf[eq] != '=') return 0;
+  CXCursor *k;
+  int n = pt_children(v, &k);
+  CXCursor init = clang_getNullCursor();
+  for (int i = 0; i < n; i++)
+    if (clang_isExpression(clang_getCursorKind(k[i])) && pt_b(k[i]) > eq) init = k[i];
+  free(k);
+  if (clang_Cursor_isNull(init)) return 0;
+  char *decl = pt_retype_text(x, x->buf + b, name_end - b);
+  /* const goes: the variable is assigned in the block that follows. */
+  char *c = strstr(decl, "const ");
+  if (c && (c == decl || c[-1] == ' ')) memmove(c, c + 6, strlen(c + 6) + 1);
+  char *t = pt_fused_decl(x, ds, v, init, decl);
+  free(decl);
+  if (!t) return 0;
+  free(t);
+  return 1;
+}
+
+static void walk_stmt(pt_ctx *x, CXCursor c) {
+  CXCursor *k;
+  int n = pt_children(c, &k);
+  enum CXCursorKind kind = clang_getCursorKind(c);
+  switch (kind) {
+  case CXCursor_DeclStmt:
+    if (x->o->fused && n == 1 && fuse_decl(x, c, k[0])) break;
+    for (int i = 0; i < n; i++) {
+      if (clang_getCursorKind(k[i]) == CXCursor_VarDecl) port_var(x, k[i], 0);
+      else port_decl(x, k[i], 0);
+    }
+    break;
+  case CXCursor_IfStmt:
+  case CXCursor_WhileStmt:
+    for (int i = 0; i < n; i++) {
+      if (i == 0 && clang_isExpression(clang_getCursorKind(k[i]))) root(x, k[i], ROOT_COND);
+      else stmt_or_expr(x, k[i]);
+    }
+    break;
+  case CXCursor_DoStmt:
+    for (int i = 0; i < n; i++) {
+      if (i == n - 1 && clang_isExpression(clang_getCursorKind(k[i]))) root(x, k[i], ROOT_COND);
+      else stmt_or_expr(x, k[i]);
+    }
+    break;
+  case CXCursor_SwitchStmt:
+    for (int i = 0; i < n; i++) {
+      if (i == 0 && clang_isExpression(clang_getCursorKind(k[i]))) root(x, k[i], ROOT_VALUE);
+      else stmt_or_expr(x, k[i]);
+    }
+    break;
+  case CXCursor_CaseStmt:
+    for (int i = 1; i < n; i++) stmt_or_expr(x, k[i]);
+    break;
+  case CXCursor_ForStmt: {
+    unsigned s1 = 0, s2 = 0, close = 0;
+    if (!for_header(x, c, &s1, &s2, &close)) {
+      pt_error(x, c, "cannot read this for statement's header");
+      break;
+    }
+    for (int i = 0; i < n; i++) {
+      unsigned b = pt_b(k[i]);
+      x->no_fuse = b < close;
+      if (b < s1) stmt_or_expr(x, k[i]);
+      else if (b < s2) root(x, k[i], ROOT_COND);
+      else if (b < close) root(x, k[i], ROOT_STMT);
+      else stmt_or_expr(x, k[i]);
+    }
+    x->no_fuse = 0;
+    break;
+  }
+  case CXCursor_ReturnStmt:
+    if (n == 1 && x->o->fused && pt_type_active(x, x->fn_ret) && !pt_in_macro(x, c)) {
+      char *t = pt_fused_return(x, c, k[0]);
+      if (t) {
+        free(t);
+        break;
+      }
+    }
+    if (n == 1 && clang_isExpression(clang_getCursorKind(k[0])))
+      root(x, k[0], pt_type_active(x, x->fn_ret) ? ROOT_ACTIVE : ROOT_VALUE);
+    break;
+  case CXCursor_GCCAsmStmt:
+  case CXCursor_MSAsmStmt:
+    pt_error(x, c, "inline assembly cannot be ported; move it into a function of passive code");
+    break;
+  default:
+    if (clang_isExpression(kind)) root(x, c, ROOT_STMT);
+    else
+      for (int i = 0; i < n; i++) stmt_or_expr(x, k[i]);
+    break;
+  }
+  free(k);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Declarations                                                              */
+/* ------------------------------------------------------------------------ */
+
+static void port_var(pt_ctx *x, CXCursor v, int file_scope) {
+  if (pt_in_macro(x, v)) {
+    if (pt_type_holds_active(x, clang_getCursorType(v)))
+      pt_error(x, v, "declaration of active data inside a macro expansion; write it out");
+    return;
+  }
+  unsigned b = pt_b(v), e = pt_e(v), name = pt_off(clang_getCursorLocation(v));
+  CXString sp = clang_getCursorSpelling(v);
+  unsigned name_end = name + (unsigned)strlen(clang_getCString(sp));
+  clang_disposeString(sp);
+  /* The declarator's own part before the name, and the shared type specifier. */
+  unsigned first_sep = name, last_comma = b;
+  int depth = 0;
+  for (unsigned i = b; i < name && i < x->len; i++) {
+    char ch = x->buf[i];
+    if (ch == '(' || ch == '[' || ch == '{') depth++;
+    else if (ch == ')' || ch == ']' || ch == '}') depth--;
+    else if (depth == 0 && (ch == ',' || ch == '=')) {
+      if (first_sep == name) first_sep = i;
+      if (ch == ',') last_comma = i + 1;
+    }
+  }
+  /* The initializer starts after a top-level '=' behind the name. */
+  unsigned init_at = e;
+  depth = 0;
+  for (unsigned i = name_end; i < e && i < x->len; i++) {
+    char ch = x->buf[i];
+    if (ch == '(' || ch == '[' || ch == '{') depth++;
+    else if (ch == ')' || ch == ']' || ch == '}') depth--;
+    else if (depth == 0 && ch == '=') {
+      init_at = i + 1;
+      break;
+    }
+  }
+  retype(x, b, first_sep, 0);
+  if (last_comma > b) retype(x, last_comma, name, 0);
+  retype(x, name_end, init_at, 0);
+  if (file_scope) suffix_name(x, v);
+
+  CXCursor *k;
+  int n = pt_children(v, &k);
+  CXCursor init = clang_getNullCursor();
+  for (int i = 0; i < n; i++)
+    if (clang_isExpression(clang_getCursorKind(k[i])) && pt_b(k[i]) >= init_at && init_at < e) {
+      init = k[i];
+      break;
+    }
+  free(k);
+  if (clang_Cursor_isNull(init)) return;
+  CXType t = clang_getCursorType(v);
+  x->static_init = file_scope || clang_Cursor_getStorageClass(v) == CX_SC_Static;
+  char *text;
+  if (pt_type_active(x, t)) {
+    if (x->static_init && pt_act(x, init)) {
+      pt_error(x, init, "an active value initializes a variable of static storage; assign it in code instead");
+      x->static_init = 0;
+      return;
+    }
+    text = NULL;
+    if (!text) text = pt_emit_to(x, init, 1);
+  } else if (pt_act(x, init) && pt_is_float(t)) {
+    text = pt_emit_to(x, init, 0);
+  } else {
+    text = pt_emit(x, init, 0);
+  }
+  x->static_init = 0;
+  edit_expr(x, init, text);
+}
+
+static void port_function(pt_ctx *x, CXCursor f) {
+  CXCursor *k;
+  int n = pt_children(f, &k);
+  unsigned body = pt_e(f);
+  int has_body = 0;
+  for (int i = 0; i < n; i++)
+    if (clang_getCursorKind(k[i]) == CXCursor_CompoundStmt) {
+      body = pt_b(k[i]);
+      has_body = 1;
+    }
+  if (!pt_in_macro(x, f)) {
+    retype(x, pt_b(f), body, 0);
+    suffix_name(x, f);
+  }
+  if (clang_isFunctionTypeVariadic(clang_getCursorType(f)) && has_body) {
+    /* A variadic function of this file that reads active values with va_arg
+     * is reported where it is called with one. */
+  }
+  if (has_body) {
+    CXType saved = x->fn_ret;
+    x->fn_ret = clang_getCursorResultType(f);
+    x->in_function = 1;
+    for (int i = 0; i < n; i++)
+      if (clang_getCursorKind(k[i]) == CXCursor_CompoundStmt) walk_stmt(x, k[i]);
+    x->in_function = 0;
+    x->fn_ret = saved;
+  }
+  free(k);
+}
+
+static void port_decl(pt_ctx *x, CXCursor c, int file_scope) {
+  enum CXCursorKind k = clang_getCursorKind(c);
+  switch (k) {
+  case CXCursor_FunctionDecl: port_function(x, c); break;
+  case CXCursor_VarDecl: port_var(x, c, file_scope); break;
+  case CXCursor_TypedefDecl: {
+    CXString s = clang_getCursorSpelling(c);
+    int force = 0;
+    for (int i = 0; i < x->o->nactive; i++) force |= !strcmp(x->o->active[i], clang_getCString(s));
+    clang_disposeString(s);
+    if (!pt_in_macro(x, c)) retype(x, pt_b(c), pt_e(c), force);
+    CXCursor *kk;
+    int n = pt_children(c, &kk);
+    for (int i = 0; i < n; i++) port_decl(x, kk[i], file_scope);
+    free(kk);
+    break;
+  }
+  case CXCursor_StructDecl:
+  case CXCursor_UnionDecl: {
+    CXCursor *kk;
+    int n = pt_children(c, &kk);
+    for (int i = 0; i < n; i++) {
+      enum CXCursorKind kk_kind = clang_getCursorKind(kk[i]);
+      if (kk_kind == CXCursor_FieldDecl) {
+        if (k == CXCursor_UnionDecl && pt_type_holds_active(x, clang_getCursorType(kk[i])))
+          pt_error(x, kk[i], "a union with an active member (type punning of active values) cannot be ported; use a "
+                             "struct or keep the union's data passive");
+        if (!pt_in_macro(x, kk[i])) retype(x, pt_b(kk[i]), pt_e(kk[i]), 0);
+      } else {
+        port_decl(x, kk[i], file_scope);
+      }
+    }
+    free(kk);
+    break;
+  }
+  case CXCursor_MacroDefinition: {
+    /* sizeof(double) in a macro body becomes sizeof(ad_real). */
+    if (!x->double_active) break;
+    unsigned b = pt_b(c), e = pt_e(c);
+    for (unsigned i = b; i + 6 <= e; i++) {
+      if (strncmp(x->buf + i, "sizeof", 6) || (i > 0 && is_ident(x->buf[i - 1]))) continue;
+      unsigned j = i + 6;
+      while (j < e && isspace((unsigned char)x->buf[j])) j++;
+      if (j < e && x->buf[j] == '(') {
+        j++;
+        while (j < e && isspace((unsigned char)x->buf[j])) j++;
+        if (j + 6 <= e && !strncmp(x->buf + j, "double", 6) && !is_ident(x->buf[j + 6]))
+          pt_add_edit(x, j, j + 6, port_strdup("ad_real"));
+      }
+    }
+    break;
+  }
+  default: break;
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The translation unit                                                      */
+/* ------------------------------------------------------------------------ */
+
+typedef struct tu_scan {
+  pt_ctx *x;
+  unsigned last_include_end;
+  int has_include, has_ariadne, has_ariadne_mpi;
+  int collect_only;
+} tu_scan;
+
+static int macro_cmp(const void *a, const void *b) {
+  const pt_macro *p = a, *q = b;
+  return p->b < q->b ? -1 : p->b > q->b;
+}
+
+static enum CXChildVisitResult top_visit(CXCursor c, CXCursor p, CXClientData d) {
+  (void)p;
+  tu_scan *s = d;
+  pt_ctx *x = s->x;
+  CXFile f = NULL;
+  clang_getExpansionLocation(clang_getCursorLocation(c), &f, NULL, NULL, NULL);
+  if (!f || !clang_File_isEqual(f, x->file)) return CXChildVisit_Continue;
+  enum CXCursorKind k = clang_getCursorKind(c);
+  if (s->collect_only != (k == CXCursor_MacroExpansion)) return CXChildVisit_Continue;
+  if (k == CXCursor_InclusionDirective) {
+    CXString f = clang_getCursorSpelling(c);
+    const char *name = clang_getCString(f);
+    if (!strcmp(name, "ariadne.h")) s->has_ariadne = 1;
+    if (!strcmp(name, "ariadne_mpi.h")) s->has_ariadne_mpi = 1;
+    clang_disposeString(f);
+    s->last_include_end = pt_e(c);
+    s->has_include = 1;
+  } else if (k == CXCursor_MacroExpansion) {
+    if (x->nmacros == x->capmacros) {
+      x->capmacros = x->capmacros ? 2 * x->capmacros : 64;
+      x->macros = realloc(x->macros, (size_t)x->capmacros * sizeof *x->macros);
+      if (!x->macros) abort();
+    }
+    x->macros[x->nmacros].b = pt_b(c);
+    x->macros[x->nmacros].e = pt_e(c);
+    x->macros[x->nmacros].cur = c;
+    x->nmacros++;
+  } else {
+    port_decl(x, c, 1);
+  }
+  return CXChildVisit_Continue;
+}
+
+/* The expansion of macro m, its arguments as written. NULL (reported) if it
+ * uses # or ## or cannot be read. */
+static char *expand_macro(pt_ctx *x, const pt_macro *m) {
+  CXCursor def = clang_getCursorReferenced(m->cur);
+  if (clang_Cursor_isNull(def)) return NULL;
+  CXToken *dt = NULL, *it = NULL;
+  unsigned ndt = 0, nit = 0;
+  clang_tokenize(x->tu, clang_getCursorExtent(def), &dt, &ndt);
+  clang_tokenize(x->tu, clang_getCursorExtent(m->cur), &it, &nit);
+  char *params[64];
+  int np = 0;
+  unsigned body = 1;
+  int fnlike = clang_Cursor_isMacroFunctionLike(def);
+  int ok = ndt >= 1;
+  if (fnlike && ok) {
+    unsigned i = 2; /* name ( */
+    for (; i < ndt; i++) {
+      CXString s = clang_getTokenSpelling(x->tu, dt[i]);
+      const char *t = clang_getCString(s);
+      if (!strcmp(t, ")")) {
+        clang_disposeString(s);
+        break;
+      }
+      if (!strcmp(t, "...")) ok = 0;
+      if (strcmp(t, ",") && np < 64) params[np++] = port_strdup(t);
+      clang_disposeString(s);
+    }
+    body = i + 1;
+  }
+  /* Arguments: the text between the invocation's top-level commas. */
+  char *args[64];
+  int nargs = 0;
+  if (fnlike && ok) {
+    int depth = 0;
+    unsigned start = 0;
+    for (unsigned i = 1; i < nit; i++) {
+      CXString s = clang_getTokenSpelling(x->tu, it[i]);
+      const char *t = clang_getCString(s);
+      unsigned off = pt_off(clang_getTokenLocation(x->tu, it[i]));
+      if (!strcmp(t, "(")) {
+        if (depth++ == 0) start = off + 1;
+      } else if (!strcmp(t, ")") || (!strcmp(t, ",") && depth == 1)) {
+        if (!strcmp(t, ")")) depth--;
+        if (depth == 0 || !strcmp(t, ",")) {
+          if (nargs < 64) args[nargs++] = port_strndup(x->buf + start, off - start);
+          start = off + 1;
+        }
+      }
+      clang_disposeString(s);
+      if (depth == 0) break;
+    }
+    if (nargs == 1 && np == 0) {
+      free(args[0]);
+      nargs = 0;
+    }
+    if (nargs != np) ok = 0;
+  }
+  port_str out = {0};
+  for (unsigned i = body; ok && i < ndt; i++) {
+    CXString s = clang_getTokenSpelling(x->tu, dt[i]);
+    const char *t = clang_getCString(s);
+    if (!strcmp(t, "#") || !strcmp(t, "##")) ok = 0;
+    int sub = -1;
+    for (int p = 0; p < np; p++)
+      if (!strcmp(params[p], t)) sub = p;
+    const char *piece = sub >= 0 ? args[sub] : t;
+    /* A space only where tokens would otherwise merge. */
+    if (out.n > 0 && piece[0]) {
+      char a = out.s[out.n - 1], b = piece[0];
+      const char *ops = "+-*/&|<>=!%^.";
+      if ((is_ident(a) && is_ident(b)) || (strchr(ops, a) && strchr(ops, b)) || a == ',') port_str_add(&out, " ");
+    }
+    port_str_add(&out, piece);
+    clang_disposeString(s);
+  }
+  for (int p = 0; p < np; p++) free(params[p]);
+  for (int a = 0; a < nargs; a++) free(args[a]);
+  clang_disposeTokens(x->tu, dt, ndt);
+  clang_disposeTokens(x->tu, it, nit);
+  char *r = port_str_take(&out);
+  if (!ok) {
+    free(r);
+    return NULL;
+  }
+  return r;
+}
+
+static int edit_cmp(const void *a, const void *b) {
+  const pt_edit *p = a, *q = b;
+  if (p->b != q->b) return p->b < q->b ? -1 : 1;
+  return p->e > q->e ? -1 : p->e < q->e;
+}
+
+/* Replace whole identifiers `from` by `to` outside strings and comments. */
+static char *rename_ident(const char *s, const char *from, const char *to) {
+  port_str o = {0};
+  size_t n = strlen(s), fl = strlen(from);
+  size_t i = 0;
+  while (i < n) {
+    char ch = s[i];
+    if (ch == '"' || ch == '\'') {
+      size_t j = i + 1;
+      while (j < n && s[j] != ch) j += s[j] == '\\' ? 2 : 1;
+      j = j < n ? j + 1 : n;
+      port_str_addn(&o, s + i, j - i);
+      i = j;
+    } else if (ch == '/' && i + 1 < n && s[i + 1] == '*') {
+      const char *q = strstr(s + i + 2, "*/");
+      size_t j = q ? (size_t)(q - s) + 2 : n;
+      port_str_addn(&o, s + i, j - i);
+      i = j;
+    } else if (ch == '/' && i + 1 < n && s[i + 1] == '/') {
+      size_t j = i;
+      while (j < n && s[j] != '\n') j++;
+      port_str_addn(&o, s + i, j - i);
+      i = j;
+    } else if (is_ident(ch)) {
+      size_t j = i;
+      while (j < n && is_ident(s[j])) j++;
+      if (j - i == fl && !strncmp(s + i, from, fl)) port_str_add(&o, to);
+      else port_str_addn(&o, s + i, j - i);
+      i = j;
+    } else {
+      port_str_addn(&o, s + i, 1);
+      i++;
+    }
+  }
+  return port_str_take(&o);
+}
+
+static void dispose(pt_ctx *x) {
+  if (x->tu) clang_disposeTranslationUnit(x->tu);
+  if (x->index) clang_disposeIndex(x->index);
+  x->tu = NULL;
+  x->index = NULL;
+}
+
+/* OpenMP: the tape is per thread, so an active computation in a parallel
+ * region would lose its derivatives on the other threads. Each `#pragma omp`
+ * line of a ported file is kept for the passive build only: the active build
+ * records serially. */
+static char *guard_openmp(const char *s) {
+  port_str o = {0};
+  const char *line = s;
+  while (*line) {
+    const char *end = strchr(line, '\n');
+    size_t n = end ? (size_t)(end - line) + 1 : strlen(line);
+    const char *p = line;
+    while (*p == ' ' || *p == '\t') p++;
+    int is_omp = 0;
+    if (*p == '#') {
+      p++;
+      while (*p == ' ' || *p == '\t') p++;
+      if (!strncmp(p, "pragma", 6)) {
+        p += 6;
+        while (*p == ' ' || *p == '\t') p++;
+        is_omp = !strncmp(p, "omp", 3) && !is_ident(p[3]);
+      }
+    }
+    /* already guarded (the port of a port) */
+    int already = o.n >= 23 && !strcmp(o.s + o.n - 23, "#ifdef ARIADNE_PASSIVE\n");
+    if (is_omp && !already) {
+      port_str_add(&o, "#ifdef ARIADNE_PASSIVE\n");
+      /* the pragma with its continuation lines */
+      size_t m = n;
+      while (m >= 2 && line[m - 2] == '\\' && line[m - 1] == '\n' && line[m]) {
+        const char *e2 = strchr(line + m, '\n');
+        m = e2 ? (size_t)(e2 - line) + 1 : strlen(line);
+      }
+      port_str_addn(&o, line, m);
+      if (m == 0 || line[m - 1] != '\n') port_str_add(&o, "\n");
+      port_str_add(&o, "#endif\n");
+      line += m;
+      continue;
+    }
+    port_str_addn(&o, line, n);
+    line += n;
+  }
+  return port_str_take(&o);
+}
+
+static int parse(pt_ctx *x, const char *path, const char *text, size_t len, const char *const *args, int nargs) {
+  CXIndex idx = x->index = clang_createIndex(0, 0);
+  struct CXUnsavedFile uf;
+  uf.Filename = path;
+  uf.Contents = text;
+  uf.Length = (unsigned long)len;
+  enum CXErrorCode ec = clang_parseTranslationUnit2(
+      idx, path, args, nargs, text ? &uf : NULL, text ? 1 : 0,
+      CXTranslationUnit_DetailedPreprocessingRecord | CXTranslationUnit_KeepGoing, &x->tu);
+  if (ec != CXError_Success || !x->tu) {
+    fprintf(stderr, "%s:1:1: error: libclang could not parse the file (code %d)\n", path, (int)ec);
+    return -1;
+  }
+  int bad = 0;
+  unsigned nd = clang_getNumDiagnostics(x->tu);
+  for (unsigned i = 0; i < nd; i++) {
+    CXDiagnostic d = clang_getDiagnostic(x->tu, i);
+    if (clang_getDiagnosticSeverity(d) >= CXDiagnostic_Error) {
+      CXString s = clang_formatDiagnostic(d, CXDiagnostic_DisplaySourceLocation | CXDiagnostic_DisplayColumn);
+      const char *m = clang_getCString(s);
+      const char *e = strstr(m, "error: ");
+      fprintf(stderr, "%.*serror: the file does not compile as given (%s); pass its compiler flags after -- or with "
+                      "-p BUILD-DIR\n",
+              e ? (int)(e - m) : 0, m, e ? e + 7 : m);
+      clang_disposeString(s);
+      bad++;
+    }
+    clang_disposeDiagnostic(d);
+  }
+  x->file = clang_getFile(x->tu, path);
+  return bad ? -1 : 0;
+}
+
+/* The output lines (1-based, inclusive) that edits touched, as clang-format
+ * --lines options. */
+static char *changed_lines(const char *res, const unsigned *spans, int nspans) {
+  port_str o = {0};
+  for (int i = 0; i < nspans; i++) {
+    unsigned a = spans[2 * i], b = spans[2 * i + 1];
+    unsigned la = 1, lb;
+    for (unsigned j = 0; j < a && res[j]; j++) la += res[j] == '\n';
+    lb = la;
+    for (unsigned j = a; j < b && res[j]; j++) lb += res[j] == '\n';
+    port_str_addf(&o, " --lines=%u:%u", la, lb);
+  }
+  return port_str_take(&o);
+}
+
+int port_file(const port_options *o, const char *path, const char *const *args, int nargs, char **out,
+              char **lines) {
+  char *text = NULL;
+  size_t len = 0;
+  for (int round = 0; round < 16; round++) {
+    pt_ctx x;
+    memset(&x, 0, sizeof x);
+    x.o = o;
+    x.path = path;
+    for (int i = 0; i < o->nactive; i++) x.double_active |= !strcmp(o->active[i], "double");
+    if (parse(&x, path, text, len, args, nargs) < 0) {
+      free(text);
+      dispose(&x);
+      return -1;
+    }
+    size_t flen = 0;
+    const char *fbuf = clang_getFileContents(x.tu, x.file, &flen);
+    if (!text) {
+      text = port_strndup(fbuf ? fbuf : "", fbuf ? flen : 0);
+      len = fbuf ? flen : 0;
+    }
+    x.buf = text;
+    x.len = len;
+    CXCursor tu = clang_getTranslationUnitCursor(x.tu);
+    pt_mpi_prescan(&x, tu);
+    tu_scan s;
+    memset(&s, 0, sizeof s);
+    s.x = &x;
+    /* Macro expansions first (sorted, with their reach), then the walk. */
+    s.collect_only = 1;
+    clang_visitChildren(tu, top_visit, &s);
+    qsort(x.macros, (size_t)x.nmacros, sizeof *x.macros, macro_cmp);
+    x.macro_reach = malloc(sizeof *x.macro_reach * ((size_t)x.nmacros + 1));
+    for (int i = 0; i < x.nmacros; i++)
+      x.macro_reach[i] = i && x.macro_reach[i - 1] > x.macros[i].e ? x.macro_reach[i - 1] : x.macros[i].e;
+    s.collect_only = 0;
+    clang_visitChildren(tu, top_visit, &s);
+
+    int result = x.errors;
+    if (x.nexpand > 0 && !x.errors) {
+      /* Expand the requested macros in place and parse again. */
+      port_str nt = {0};
+      unsigned at = 0;
+      int *order = x.expand;
+      for (int i = 0; i < x.nexpand; i++)
+        for (int j = i + 1; j < x.nexpand; j++)
+          if (x.macros[order[j]].b < x.macros[order[i]].b) {
+            int t = order[i];
+            order[i] = order[j];
+            order[j] = t;
+          }
+      int failed = 0;
+      for (int i = 0; i < x.nexpand; i++) {
+        const pt_macro *m = &x.macros[order[i]];
+        if (m->b < at) continue;
+        char *ex = expand_macro(&x, m);
+        if (!ex) {
+          pt_error(&x, m->cur, "macro with active arithmetic that cannot be expanded in place (it uses # or ##, or "
+                               "variadic arguments); write the expression out");
+          failed = 1;
+          continue;
+        }
+        port_str_addn(&nt, text + at, m->b - at);
+        port_str_add(&nt, ex);
+        free(ex);
+        at = m->e;
+      }
+      port_str_addn(&nt, text + at, len - at);
+      for (int i = 0; i < x.nedits; i++) free(x.edits[i].text);
+      free(x.edits);
+      free(x.macros);
+      free(x.macro_reach);
+      dispose(&x);
+      if (failed) {
+        free(nt.s);
+        free(text);
+        return x.errors;
+      }
+      free(text);
+      len = nt.n;
+      text = port_str_take(&nt);
+      continue;
+    }
+
+    /* Apply the edits. Nested edits (a type inside a rewritten expression) are
+     * dropped: the outer one already carries them. */
+    qsort(x.edits, (size_t)x.nedits, sizeof *x.edits, edit_cmp);
+    port_str r = {0};
+    unsigned at = 0;
+    int changed = 0;
+    unsigned insert_at = s.has_include ? s.last_include_end : 0;
+    if (s.has_include)
+      while (insert_at < len && text[insert_at] != '\n') insert_at++;
+    int want_mpi = x.uses_mpi && !s.has_ariadne_mpi;
+    int want_core = !s.has_ariadne && !s.has_ariadne_mpi && !want_mpi;
+    int inserted = 0;
+    unsigned *spans = malloc(sizeof *spans * (2 * (size_t)x.nedits + 4));
+    int nspans = 0;
+    for (int i = 0; i <= x.nedits; i++) {
+      unsigned b = i < x.nedits ? x.edits[i].b : (unsigned)len;
+      if (i < x.nedits && b < at) continue;
+      if (!inserted && insert_at <= b && (x.nedits > 0 || x.uses_mpi)) {
+        port_str_addn(&r, text + at, insert_at - at);
+        at = insert_at;
+        if (want_mpi || want_core) {
+          const char *inc = want_mpi ? "#include <ariadne_mpi.h>" : "#include <ariadne.h>";
+          if (s.has_include) port_str_addf(&r, "\n%s", inc);
+          else port_str_addf(&r, "%s\n", inc);
+        }
+        inserted = 1;
+      }
+      if (i == x.nedits) break;
+      port_str_addn(&r, text + at, b - at);
+      spans[2 * nspans] = (unsigned)r.n;
+      port_str_add(&r, x.edits[i].text);
+      spans[2 * nspans + 1] = (unsigned)r.n;
+      nspans++;
+      at = x.edits[i].e;
+      changed = 1;
+    }
+    port_str_addn(&r, text + at, len - at);
+    (void)changed;
+    char *res = port_str_take(&r);
+    if (x.mpi_requests) {
+      char *t1 = rename_ident(res, "MPI_Request", "ad_mpi_request");
+      char *t2 = rename_ident(t1, "MPI_REQUEST_NULL", "(ad_mpi_request)AD_MPI_REQUEST_NULL");
+      free(res);
+      free(t1);
+      res = t2;
+    }
+    if (x.nedits > 0) {
+      char *g = guard_openmp(res);
+      free(res);
+      res = g;
+    }
+    *lines = changed_lines(res, spans, nspans);
+    free(spans);
+    for (int i = 0; i < x.nedits; i++) free(x.edits[i].text);
+    free(x.edits);
+    free(x.macros);
+    free(x.macro_reach);
+    dispose(&x);
+    free(text);
+    *out = res;
+    return result;
+  }
+  free(text);
+  fprintf(stderr, "%s:1:1: error: macros nest too deeply to be expanded\n", path);
+  return 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Several inputs                                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef struct collect {
+  port_options *o;
+  CXFile file;
+} collect;
+
+static enum CXChildVisitResult collect_visit(CXCursor c, CXCursor p, CXClientData d) {
+  (void)p;
+  collect *k = d;
+  if (clang_getCursorKind(c) != CXCursor_FunctionDecl) return CXChildVisit_Continue;
+  CXFile f = NULL;
+  clang_getExpansionLocation(clang_getCursorLocation(c), &f, NULL, NULL, NULL);
+  if (!f || !clang_File_isEqual(f, k->file)) return CXChildVisit_Continue;
+  if (clang_Cursor_getStorageClass(c) == CX_SC_Static) return CXChildVisit_Continue;
+  CXString s = clang_getCursorSpelling(c);
+  const char *name = clang_getCString(s);
+  int dup = !strcmp(name, "main");
+  for (int i = 0; i < k->o->nported && !dup; i++) dup = !strcmp(k->o->ported[i], name);
+  if (!dup) {
+    k->o->ported = realloc(k->o->ported, sizeof *k->o->ported * ((size_t)k->o->nported + 1));
+    if (!k->o->ported) abort();
+    k->o->ported[k->o->nported++] = port_strdup(name);
+  }
+  clang_disposeString(s);
+  return CXChildVisit_Continue;
+}
+
+int port_collect_functions(port_options *o, const char *path, const char *const *args, int nargs) {
+  pt_ctx x;
+  memset(&x, 0, sizeof x);
+  x.o = o;
+  if (parse(&x, path, NULL, 0, args, nargs) < 0) {
+    dispose(&x);
+    return -1;
+  }
+  collect k = {o, x.file};
+  clang_visitChildren(clang_getTranslationUnitCursor(x.tu), collect_visit, &k);
+  dispose(&x);
+  return 0;
+}

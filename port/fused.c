@@ -1,0 +1,428 @@
+/*
+ * --fused: an assignment whose right-hand side holds two or more active
+ * operations becomes straight-line code that computes the value in C's
+ * order (so the value is the original's to the bit), then the local partial
+ * derivatives with respect to the distinct active operands by a reverse
+ * sweep over the expression tree, then one tape statement (ad_custom).
+ * Reads of the same side-effect-free lvalue become one argument.
+ *
+ *   { const ad_real ad__a[2] = {x, y};
+ *     const double ad__v0 = ad_value(ad__a[0]), ad__v1 = ad_value(ad__a[1]);
+ *     const double ad__v2 = ad__v0 * ad__v1; ...
+ *     double ad__d[2]; ad__d[0] = ...; ad__d[1] = ...;
+ *     lhs = ad_custom(ad__vN, 2, ad__a, ad__d); }
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "port_impl.h"
+
+enum { F_LEAF, F_PASSIVE, F_ADD, F_SUB, F_MUL, F_DIV, F_NEG, F_FN };
+
+#define F_MAX_NODES 512
+
+typedef struct fnode {
+  int kind;
+  char fn[16];
+  int a, b;   /* children (-1 none) */
+  int arg;    /* F_LEAF: argument index */
+  char *text; /* F_LEAF, F_PASSIVE: the expression */
+} fnode;
+
+typedef struct ftree {
+  fnode n[F_MAX_NODES];
+  int nn;
+  int leaf_of_arg[AD_STMT_MAX_ARGS_PORT];
+  char *args[AD_STMT_MAX_ARGS_PORT];
+  int shareable[AD_STMT_MAX_ARGS_PORT];
+  int nargs;
+  int ops; /* active operations */
+  int fail;
+} ftree;
+
+static int has_side_effects(pt_ctx *x, CXCursor c) {
+  enum CXCursorKind k = clang_getCursorKind(c);
+  if (k == CXCursor_CallExpr || k == CXCursor_CompoundAssignOperator) return 1;
+  if (k == CXCursor_UnaryOperator) {
+    CXCursor e = pt_last_expr(c);
+    const char *op = clang_Cursor_isNull(e) ? "?" : pt_unop(x, c, e);
+    if (strstr(op, "++") || strstr(op, "--") || !strcmp(op, "?")) return 1;
+  }
+  if (k == CXCursor_BinaryOperator) {
+    const char *op = pt_binop(x, c);
+    if (!strcmp(op, "=") || !strcmp(op, "?")) return 1;
+  }
+  CXCursor *kk;
+  int n = pt_children(c, &kk);
+  int r = 0;
+  for (int i = 0; i < n && !r; i++) r = has_side_effects(x, kk[i]);
+  free(kk);
+  return r;
+}
+
+static int node(ftree *t, int kind) {
+  if (t->nn >= F_MAX_NODES) {
+    t->fail = 1;
+    return 0;
+  }
+  fnode *f = &t->n[t->nn];
+  memset(f, 0, sizeof *f);
+  f->kind = kind;
+  f->a = f->b = -1;
+  return t->nn++;
+}
+
+static int leaf_text(ftree *t, char *text, int shareable) {
+  if (shareable)
+    for (int k = 0; k < t->nargs; k++)
+      if (t->shareable[k] && !strcmp(t->args[k], text)) {
+        free(text);
+        int i = node(t, F_LEAF);
+        t->n[i].arg = k;
+        return i;
+      }
+  if (t->nargs >= AD_STMT_MAX_ARGS_PORT) {
+    t->fail = 1;
+    free(text);
+    return 0;
+  }
+  int k = t->nargs++;
+  t->args[k] = text;
+  t->shareable[k] = shareable;
+  int i = node(t, F_LEAF);
+  t->n[i].arg = k;
+  return i;
+}
+
+static int fn_supported(const char *name, int nargs) {
+  static const char *const one[] = {"sin",  "cos",   "tan",   "exp",  "exp2", "expm1", "log",   "log2",
+                                    "log10", "log1p", "sqrt", "cbrt", "fabs", "tanh",  "sinh",  "cosh",
+                                    "atan", "asin",  "acos",  "erf",  "erfc", "asinh", NULL};
+  static const char *const two[] = {"pow", "hypot", "atan2", "fmin", "fmax", NULL};
+  const char *const *list = nargs == 1 ? one : nargs == 2 ? two : NULL;
+  if (!list) return 0;
+  for (int i = 0; list[i]; i++)
+    if (!strcmp(list[i], name)) return 1;
+  return 0;
+}
+
+static int build(pt_ctx *x, ftree *t, CXCursor c);
+
+static int build_passive(pt_ctx *x, ftree *t, CXCursor c) {
+  int i = node(t, F_PASSIVE);
+  if (!t->fail) t->n[i].text = pt_emit(x, c, 0);
+  return i;
+}
+
+static int build(pt_ctx *x, ftree *t, CXCursor c) {
+  if (t->fail) return 0;
+  if (!pt_act(x, c)) return build_passive(x, t, c);
+  if (pt_in_macro(x, c)) return leaf_text(t, pt_emit(x, c, 0), 0);
+  enum CXCursorKind k = clang_getCursorKind(c);
+  switch (k) {
+  case CXCursor_ParenExpr:
+  case CXCursor_UnexposedExpr:
+  case CXCursor_CStyleCastExpr: {
+    CXCursor e = pt_last_expr(c);
+    if (clang_Cursor_isNull(e)) break;
+    return build(x, t, e);
+  }
+  case CXCursor_BinaryOperator: {
+    const char *op = pt_binop(x, c);
+    int kind = !strcmp(op, "+") ? F_ADD : !strcmp(op, "-") ? F_SUB : !strcmp(op, "*") ? F_MUL : !strcmp(op, "/") ? F_DIV : -1;
+    if (kind < 0) {
+      t->fail = 1;
+      return 0;
+    }
+    CXCursor *kk;
+    int n = pt_children(c, &kk);
+    if (n != 2) {
+      free(kk);
+      t->fail = 1;
+      return 0;
+    }
+    int a = build(x, t, kk[0]);
+    int b = build(x, t, kk[1]);
+    free(kk);
+    int i = node(t, kind);
+    if (t->fail) return 0;
+    t->n[i].a = a;
+    t->n[i].b = b;
+    t->ops++;
+    return i;
+  }
+  case CXCursor_UnaryOperator: {
+    CXCursor e = pt_last_expr(c);
+    if (clang_Cursor_isNull(e)) break;
+    const char *op = pt_unop(x, c, e);
+    if (!strcmp(op, "+")) return build(x, t, e);
+    if (!strcmp(op, "-")) {
+      int a = build(x, t, e);
+      int i = node(t, F_NEG);
+      if (t->fail) return 0;
+      t->n[i].a = a;
+      t->ops++;
+      return i;
+    }
+    if (!strcmp(op, "*")) return leaf_text(t, pt_emit(x, c, 0), !has_side_effects(x, c));
+    t->fail = 1;
+    return 0;
+  }
+  case CXCursor_CallExpr: {
+    CXCursor fd = clang_getCursorReferenced(c);
+    int na = clang_Cursor_getNumArguments(c);
+    if (clang_getCursorKind(fd) == CXCursor_FunctionDecl && !pt_ported_function(x, fd)) {
+      CXString s = clang_getCursorSpelling(fd);
+      char name[16];
+      snprintf(name, sizeof name, "%s", clang_getCString(s));
+      clang_disposeString(s);
+      if (!fn_supported(name, na)) {
+        t->fail = 1;
+        return 0;
+      }
+      int a = build(x, t, clang_Cursor_getArgument(c, 0));
+      int b = na > 1 ? build(x, t, clang_Cursor_getArgument(c, 1)) : -1;
+      int i = node(t, F_FN);
+      if (t->fail) return 0;
+      snprintf(t->n[i].fn, sizeof t->n[i].fn, "%s", name);
+      t->n[i].a = a;
+      t->n[i].b = b;
+      t->ops++;
+      return i;
+    }
+    /* A ported function's result: one operand, evaluated once. */
+    return leaf_text(t, pt_emit(x, c, 0), 0);
+  }
+  case CXCursor_DeclRefExpr:
+  case CXCursor_MemberRefExpr:
+  case CXCursor_ArraySubscriptExpr: return leaf_text(t, pt_emit(x, c, 0), !has_side_effects(x, c));
+  default: break;
+  }
+  t->fail = 1;
+  return 0;
+}
+
+static int is_active_node(const ftree *t, int i) { return i >= 0 && t->n[i].kind != F_PASSIVE; }
+
+/* Value names: ad__v<i>. Emit the values in post-order (the tree's order is
+ * already post-order: children are built before their parent). */
+static void emit_values(const ftree *t, port_str *s) {
+  for (int k = 0; k < t->nargs; k++) port_str_addf(s, "const double ad__w%d = ad_value(ad__a[%d]);\n", k, k);
+  for (int i = 0; i < t->nn; i++) {
+    const fnode *f = &t->n[i];
+    switch (f->kind) {
+    case F_LEAF: port_str_addf(s, "const double ad__v%d = ad__w%d;\n", i, f->arg); break;
+    case F_PASSIVE: port_str_addf(s, "const double ad__v%d = (%s);\n", i, f->text); break;
+    case F_ADD: port_str_addf(s, "const double ad__v%d = ad__v%d + ad__v%d;\n", i, f->a, f->b); break;
+    case F_SUB: port_str_addf(s, "const double ad__v%d = ad__v%d - ad__v%d;\n", i, f->a, f->b); break;
+    case F_MUL: port_str_addf(s, "const double ad__v%d = ad__v%d * ad__v%d;\n", i, f->a, f->b); break;
+    case F_DIV: port_str_addf(s, "const double ad__v%d = ad__v%d / ad__v%d;\n", i, f->a, f->b); break;
+    case F_NEG: port_str_addf(s, "const double ad__v%d = -ad__v%d;\n", i, f->a); break;
+    case F_FN:
+      if (f->b >= 0) port_str_addf(s, "const double ad__v%d = %s(ad__v%d, ad__v%d);\n", i, f->fn, f->a, f->b);
+      else port_str_addf(s, "const double ad__v%d = %s(ad__v%d);\n", i, f->fn, f->a);
+      break;
+    }
+  }
+}
+
+/* The local partial of node i with respect to its operand (which = 0: a,
+ * 1: b), in terms of the operands' values A, B and the result R. */
+static void partial(const ftree *t, int i, int which, port_str *s) {
+  const fnode *f = &t->n[i];
+  char A[24], B[24], R[24];
+  snprintf(A, sizeof A, "ad__v%d", f->a);
+  snprintf(B, sizeof B, "ad__v%d", f->b >= 0 ? f->b : f->a);
+  snprintf(R, sizeof R, "ad__v%d", i);
+  const char *fn = f->fn;
+  switch (f->kind) {
+  case F_ADD: port_str_add(s, "1.0"); return;
+  case F_SUB: port_str_add(s, which ? "-1.0" : "1.0"); return;
+  case F_MUL: port_str_add(s, which ? A : B); return;
+  case F_DIV:
+    if (!which) port_str_addf(s, "(1.0 / %s)", B);
+    else port_str_addf(s, "(-%s * (1.0 / %s))", R, B);
+    return;
+  case F_NEG: port_str_add(s, "-1.0"); return;
+  default: break;
+  }
+  if (!strcmp(fn, "sin")) port_str_addf(s, "cos(%s)", A);
+  else if (!strcmp(fn, "cos")) port_str_addf(s, "(-sin(%s))", A);
+  else if (!strcmp(fn, "tan")) port_str_addf(s, "(1.0 + %s * %s)", R, R);
+  else if (!strcmp(fn, "exp")) port_str_add(s, R);
+  else if (!strcmp(fn, "exp2")) port_str_addf(s, "(0.69314718055994530942 * %s)", R);
+  else if (!strcmp(fn, "expm1")) port_str_addf(s, "exp(%s)", A);
+  else if (!strcmp(fn, "log")) port_str_addf(s, "(isnan(%s) ? %s : 1.0 / %s)", R, R, A);
+  else if (!strcmp(fn, "log2")) port_str_addf(s, "(isnan(%s) ? %s : 1.0 / (0.69314718055994530942 * %s))", R, R, A);
+  else if (!strcmp(fn, "log10")) port_str_addf(s, "(isnan(%s) ? %s : 1.0 / (2.30258509299404568402 * %s))", R, R, A);
+  else if (!strcmp(fn, "log1p")) port_str_addf(s, "(isnan(%s) ? %s : 1.0 / (1.0 + %s))", R, R, A);
+  else if (!strcmp(fn, "sqrt")) port_str_addf(s, "(0.5 / %s)", R);
+  else if (!strcmp(fn, "cbrt")) port_str_addf(s, "(1.0 / (3.0 * %s * %s))", R, R);
+  else if (!strcmp(fn, "fabs")) port_str_addf(s, "(%s > 0.0 ? 1.0 : (%s < 0.0 ? -1.0 : 0.0))", A, A);
+  else if (!strcmp(fn, "tanh"))
+    port_str_addf(s, "(fabs(%s) < 0.9 ? 1.0 - %s * %s : 1.0 / (cosh(%s) * cosh(%s)))", R, R, R, A, A);
+  else if (!strcmp(fn, "sinh")) port_str_addf(s, "cosh(%s)", A);
+  else if (!strcmp(fn, "cosh")) port_str_addf(s, "sinh(%s)", A);
+  else if (!strcmp(fn, "atan")) port_str_addf(s, "(1.0 / (1.0 + %s * %s))", A, A);
+  else if (!strcmp(fn, "asin")) port_str_addf(s, "(1.0 / sqrt((1.0 - %s) * (1.0 + %s)))", A, A);
+  else if (!strcmp(fn, "acos")) port_str_addf(s, "(-1.0 / sqrt((1.0 - %s) * (1.0 + %s)))", A, A);
+  else if (!strcmp(fn, "erf")) port_str_addf(s, "(1.12837916709551257390 * exp(-%s * %s))", A, A);
+  else if (!strcmp(fn, "erfc")) port_str_addf(s, "(-1.12837916709551257390 * exp(-%s * %s))", A, A);
+  else if (!strcmp(fn, "asinh")) port_str_addf(s, "(1.0 / hypot(%s, 1.0))", A);
+  else if (!strcmp(fn, "pow")) {
+    if (!which) port_str_addf(s, "(%s != 0.0 ? %s * pow(%s, %s - 1.0) : 0.0)", B, B, A, B);
+    else port_str_addf(s, "(%s > 0.0 ? log(%s) * %s : 0.0)", A, A, R);
+  } else if (!strcmp(fn, "hypot")) {
+    port_str_addf(s, "(%s != 0.0 ? %s / %s : 0.0)", R, which ? B : A, R);
+  } else if (!strcmp(fn, "atan2")) {
+    /* atan2(y, x): d/dy = x / (x^2 + y^2), d/dx = -y / (x^2 + y^2); 0 at the origin */
+    if (!which) port_str_addf(s, "(%s * %s + %s * %s != 0.0 ? %s / (%s * %s + %s * %s) : 0.0)", B, B, A, A, B, B, B, A, A);
+    else port_str_addf(s, "(%s * %s + %s * %s != 0.0 ? -%s / (%s * %s + %s * %s) : 0.0)", B, B, A, A, A, B, B, A, A);
+  } else if (!strcmp(fn, "fmax")) {
+    port_str_addf(s, "((%s >= %s || isnan(%s)) ? %s : %s)", A, B, B, which ? "0.0" : "1.0", which ? "1.0" : "0.0");
+  } else if (!strcmp(fn, "fmin")) {
+    port_str_addf(s, "((%s <= %s || isnan(%s)) ? %s : %s)", A, B, B, which ? "0.0" : "1.0", which ? "1.0" : "0.0");
+  }
+}
+
+/* The adjoints, top-down: ad__b<i> for every active node; contributions to
+ * each argument collected in order. */
+static void emit_reverse(const ftree *t, int root, port_str *s, port_str *contrib) {
+  /* Children come before parents in n[], so walking down from the root in
+   * reverse index order visits parents before children. */
+  port_str_addf(s, "const double ad__b%d = 1.0;\n", root);
+  for (int i = root; i >= 0; i--) {
+    const fnode *f = &t->n[i];
+    if (f->kind == F_PASSIVE) continue;
+    if (f->kind == F_LEAF) continue;
+    int kids[2] = {f->a, f->b};
+    for (int w = 0; w < 2; w++) {
+      int c = kids[w];
+      if (c < 0 || !is_active_node(t, c)) continue;
+      port_str_addf(s, "const double ad__b%d = ad__b%d * ", c, i);
+      partial(t, i, w, s);
+      port_str_add(s, ";\n");
+    }
+  }
+  for (int i = 0; i <= root; i++)
+    if (t->n[i].kind == F_LEAF) {
+      port_str *p = &contrib[t->n[i].arg];
+      port_str_addf(p, "%sad__b%d", p->n ? " + " : "", i);
+    }
+}
+
+/* Nodes not reachable from the root (none in a tree) are fine; the adjoints
+ * of unused nodes are never emitted because every node has one parent. */
+static char *generate(pt_ctx *x, ftree *t, int root, const char *assign_to, const char *prefix, const char *suffix) {
+  (void)x;
+  port_str s = {0};
+  port_str_add(&s, prefix);
+  port_str_addf(&s, "{\nconst ad_real ad__a[%d] = {", t->nargs);
+  for (int k = 0; k < t->nargs; k++) port_str_addf(&s, "%s%s", k ? ", " : "", t->args[k]);
+  port_str_add(&s, "};\n");
+  emit_values(t, &s);
+  port_str contrib[AD_STMT_MAX_ARGS_PORT];
+  memset(contrib, 0, sizeof contrib);
+  emit_reverse(t, root, &s, contrib);
+  port_str_addf(&s, "const double ad__d[%d] = {", t->nargs);
+  for (int k = 0; k < t->nargs; k++) {
+    port_str_addf(&s, "%s%s", k ? ", " : "", contrib[k].s ? contrib[k].s : "0.0");
+    free(contrib[k].s);
+  }
+  port_str_add(&s, "};\n");
+  port_str_addf(&s, "%sad_custom(ad__v%d, %d, ad__a, ad__d);\n}%s", assign_to, root, t->nargs, suffix);
+  return port_str_take(&s);
+}
+
+static void tree_free(ftree *t) {
+  for (int i = 0; i < t->nn; i++) free(t->n[i].text);
+  for (int k = 0; k < t->nargs; k++) free(t->args[k]);
+}
+
+/* Build the tree of rhs (of lhs op= rhs when lhs is given); NULL if it is
+ * not worth fusing or holds something the generator does not handle. */
+static ftree *tree_of(pt_ctx *x, CXCursor lhs, const char *op, CXCursor rhs, int *root) {
+  ftree *t = calloc(1, sizeof *t);
+  if (!t) return NULL;
+  int r;
+  if (!clang_Cursor_isNull(lhs) && strcmp(op, "=")) {
+    int kind = !strcmp(op, "+=") ? F_ADD : !strcmp(op, "-=") ? F_SUB : !strcmp(op, "*=") ? F_MUL : !strcmp(op, "/=") ? F_DIV : -1;
+    if (kind < 0 || has_side_effects(x, lhs)) t->fail = 1;
+    int a = t->fail ? 0 : leaf_text(t, pt_emit(x, lhs, 0), 1);
+    int b = build(x, t, rhs);
+    r = node(t, kind < 0 ? F_ADD : kind);
+    if (!t->fail) {
+      t->n[r].a = a;
+      t->n[r].b = b;
+      t->ops++;
+    }
+  } else {
+    r = build(x, t, rhs);
+  }
+  if (t->fail || t->ops < 2 || !is_active_node(t, r)) {
+    tree_free(t);
+    free(t);
+    return NULL;
+  }
+  *root = r;
+  return t;
+}
+
+/* The ';' that ends the statement whose expression ends at `end`. */
+static unsigned semicolon_after(pt_ctx *x, unsigned end) {
+  unsigned i = end;
+  while (i < x->len && (x->buf[i] == ' ' || x->buf[i] == '\t' || x->buf[i] == '\n' || x->buf[i] == '\r')) i++;
+  return i < x->len && x->buf[i] == ';' ? i + 1 : 0;
+}
+
+char *pt_fused_assign(pt_ctx *x, CXCursor stmt, CXCursor lhs, const char *op, CXCursor rhs) {
+  if (x->no_fuse || has_side_effects(x, lhs)) return NULL;
+  unsigned semi = semicolon_after(x, pt_e(stmt));
+  if (!semi) return NULL;
+  int root;
+  ftree *t = tree_of(x, lhs, op, rhs, &root);
+  if (!t) return NULL;
+  char *l = pt_emit(x, lhs, 0);
+  char *assign = pt_cat(l, " = ", NULL);
+  char *r = generate(x, t, root, assign, "", "");
+  free(l);
+  free(assign);
+  tree_free(t);
+  free(t);
+  pt_add_edit(x, pt_b(stmt), semi, r);
+  return port_strdup(""); /* the edit is made; nothing more for the expression */
+}
+
+char *pt_fused_return(pt_ctx *x, CXCursor ret, CXCursor value) {
+  if (x->no_fuse) return NULL;
+  int root;
+  ftree *t = tree_of(x, clang_getNullCursor(), "=", value, &root);
+  if (!t) return NULL;
+  unsigned e = pt_e(ret);
+  unsigned semi = semicolon_after(x, e);
+  char *r = generate(x, t, root, "return ", "", "");
+  tree_free(t);
+  free(t);
+  pt_add_edit(x, pt_b(ret), semi ? semi : e, r);
+  return port_strdup("");
+}
+
+char *pt_fused_decl(pt_ctx *x, CXCursor declstmt, CXCursor var, CXCursor init, const char *decl_text) {
+  if (x->no_fuse) return NULL;
+  (void)var;
+  int root;
+  ftree *t = tree_of(x, clang_getNullCursor(), "=", init, &root);
+  if (!t) return NULL;
+  CXString sp = clang_getCursorSpelling(var);
+  char *assign = pt_cat(clang_getCString(sp), " = ", NULL);
+  clang_disposeString(sp);
+  char *prefix = pt_cat(decl_text, ";\n", NULL);
+  char *r = generate(x, t, root, assign, prefix, "");
+  free(assign);
+  free(prefix);
+  tree_free(t);
+  free(t);
+  pt_add_edit(x, pt_b(declstmt), pt_e(declstmt), r);
+  return port_strdup("");
+}

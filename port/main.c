@@ -1,0 +1,355 @@
+/*
+ * ariadne-port [--fused] [--active-type NAME]... -o OUTDIR FILE.c... [-- COMPILER-FLAGS...]
+ *
+ * Writes OUTDIR/<basename of FILE> for each input. Exit status: 0 when every
+ * input was ported completely, 1 when something could not be ported (one
+ * "file:line:col: error: ..." per construct on stderr, nothing written for
+ * that file unless --keep-going), 2 for usage errors.
+ */
+#define _DEFAULT_SOURCE
+#include <clang-c/CXCompilationDatabase.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "port.h"
+#include "port_config.h"
+
+#ifndef ARIADNE_PORT_INCLUDE_DIRS
+#define ARIADNE_PORT_INCLUDE_DIRS ""
+#endif
+#ifndef ARIADNE_PORT_VERSION
+#define ARIADNE_PORT_VERSION "0"
+#endif
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: ariadne-port [--fused] [--active-type NAME]... -o OUTDIR FILE.c... [-- COMPILER-FLAGS...]\n"
+          "       ariadne-port [options] -p BUILD-DIR -o OUTDIR FILE.c...\n"
+          "Ports double C code to Ariadne's ad_real; writes OUTDIR/<basename of FILE> for each input.\n"
+          "Files given together (headers too) are ported as one code: calls between them pass ad_real.\n"
+          "  -o OUTDIR            where the ported files go (created if missing)\n"
+          "  --active-type NAME   a floating type that becomes ad_real (repeatable; default double);\n"
+          "                       a typedef such as real_t keeps plain double passive\n"
+          "  --fused              tape each assignment with an active right-hand side as one statement\n"
+          "                       (partials computed in the generated code): the fast build\n"
+          "  --suffix SUFFIX      append SUFFIX to the functions and globals the file defines, so that\n"
+          "                       the primal and the port link into one program\n"
+          "  -p BUILD-DIR         read each file's compiler flags from BUILD-DIR/compile_commands.json\n"
+          "  --keep-going         write the output even when constructs were reported\n"
+          "  --no-format          do not run clang-format on the changed lines\n"
+          "  -- FLAGS...          the flags the files compile with (-I, -D, mpicc -show's flags)\n"
+          "Exit status: 0 ported completely, 1 something could not be ported (file:line:col: error: ...\n"
+          "on stderr), 2 usage error.\n");
+}
+
+static int usage_error(const char *fmt, const char *arg) {
+  fprintf(stderr, "ariadne-port: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n");
+  usage(stderr);
+  return 2;
+}
+
+static const char *base_name(const char *p) {
+  const char *s = strrchr(p, '/');
+  return s ? s + 1 : p;
+}
+
+/* mkdir -p */
+static int mkdir_p(const char *dir) {
+  char p[PATH_MAX];
+  snprintf(p, sizeof p, "%s", dir);
+  for (char *s = p + 1; *s; s++)
+    if (*s == '/') {
+      *s = 0;
+      if (mkdir(p, 0777) != 0 && errno != EEXIST) return -1;
+      *s = '/';
+    }
+  return mkdir(p, 0777) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+static int write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  size_t n = strlen(text);
+  int ok = fwrite(text, 1, n, f) == n;
+  ok &= fclose(f) == 0;
+  return ok ? 0 : -1;
+}
+
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  port_str s = {0};
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) port_str_addn(&s, buf, n);
+  fclose(f);
+  return port_str_take(&s);
+}
+
+/* clang-format on the changed lines only, with the style of the input's
+ * project; the output is kept unformatted if clang-format is missing or fails. */
+static char *format(const char *input, const char *outdir, const char *text, const char *lines) {
+  const char *cf = getenv("ARIADNE_PORT_CLANG_FORMAT");
+  if (!cf || !cf[0]) cf = "clang-format";
+  if (!lines[0]) return NULL;
+  port_str cmd = {0};
+  port_str_addf(&cmd, "command -v '%s' >/dev/null 2>&1", cf);
+  char *c = port_str_take(&cmd);
+  int have = system(c) == 0;
+  free(c);
+  if (!have) return NULL;
+  char tmp_in[PATH_MAX], tmp_out[PATH_MAX];
+  snprintf(tmp_in, sizeof tmp_in, "%s/.ariadne-port-%ld.in.c", outdir, (long)getpid());
+  snprintf(tmp_out, sizeof tmp_out, "%s/.ariadne-port-%ld.out.c", outdir, (long)getpid());
+  if (write_file(tmp_in, text) < 0) return NULL;
+  char abs_in[PATH_MAX];
+  if (!realpath(input, abs_in)) snprintf(abs_in, sizeof abs_in, "%s", input);
+  /* The project's style if it has one, else a wide LLVM style that keeps
+   * short statements on their lines. */
+  const char *style = "{BasedOnStyle: LLVM, ColumnLimit: 120, AllowShortIfStatementsOnASingleLine: WithoutElse, "
+                      "AllowShortLoopsOnASingleLine: true}";
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", abs_in);
+  for (char *slash = strrchr(dir, '/'); slash; slash = strrchr(dir, '/')) {
+    *slash = 0;
+    char probe[PATH_MAX + 32];
+    snprintf(probe, sizeof probe, "%s/.clang-format", dir);
+    int found = access(probe, R_OK) == 0;
+    snprintf(probe, sizeof probe, "%s/_clang-format", dir);
+    found |= access(probe, R_OK) == 0;
+    if (found) {
+      style = "file";
+      break;
+    }
+  }
+  port_str_addf(&cmd, "'%s' '--style=%s' '--assume-filename=%s'%s < '%s' > '%s' 2>/dev/null", cf, style, abs_in, lines,
+                tmp_in, tmp_out);
+  c = port_str_take(&cmd);
+  int rc = system(c);
+  free(c);
+  char *r = rc == 0 ? read_file(tmp_out) : NULL;
+  remove(tmp_in);
+  remove(tmp_out);
+  if (r && !r[0]) {
+    free(r);
+    r = NULL;
+  }
+  return r;
+}
+
+/* The flags of `file` in a compilation database, without the compiler, the
+ * output and the file itself. */
+static int db_flags(CXCompilationDatabase db, const char *file, char ***out, int *nout) {
+  char abs_path[PATH_MAX];
+  if (!realpath(file, abs_path)) snprintf(abs_path, sizeof abs_path, "%s", file);
+  CXCompileCommands cmds = clang_CompilationDatabase_getCompileCommands(db, abs_path);
+  if (!cmds || clang_CompileCommands_getSize(cmds) == 0) {
+    if (cmds) clang_CompileCommands_dispose(cmds);
+    return -1;
+  }
+  CXCompileCommand cmd = clang_CompileCommands_getCommand(cmds, 0);
+  unsigned n = clang_CompileCommand_getNumArgs(cmd);
+  char **a = calloc((size_t)n + 3, sizeof *a);
+  int m = 0;
+  CXString dir = clang_CompileCommand_getDirectory(cmd);
+  a[m++] = port_strdup("-working-directory");
+  a[m++] = port_strdup(clang_getCString(dir));
+  clang_disposeString(dir);
+  CXString fname = clang_CompileCommand_getFilename(cmd);
+  const char *fn = clang_getCString(fname);
+  for (unsigned i = 1; i < n; i++) {
+    CXString s = clang_CompileCommand_getArg(cmd, i);
+    const char *t = clang_getCString(s);
+    int skip_next = !strcmp(t, "-o") || !strcmp(t, "-MF") || !strcmp(t, "-MT") || !strcmp(t, "-MQ");
+    int skip = skip_next || !strcmp(t, "-c") || !strcmp(t, "-MD") || !strcmp(t, "-MMD") || !strcmp(t, fn) ||
+               !strcmp(base_name(t), base_name(fn));
+    if (!skip) a[m++] = port_strdup(t);
+    clang_disposeString(s);
+    if (skip_next) i++;
+  }
+  clang_disposeString(fname);
+  clang_CompileCommands_dispose(cmds);
+  *out = a;
+  *nout = m;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  port_options o;
+  memset(&o, 0, sizeof o);
+  o.format = 1;
+  const char **active = calloc((size_t)argc + 1, sizeof *active);
+  const char **files = calloc((size_t)argc + 1, sizeof *files);
+  int nfiles = 0;
+  const char *outdir = NULL, *builddir = NULL;
+  int flags_at = argc;
+  o.active = active;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--")) {
+      flags_at = i + 1;
+      break;
+    } else if (!strcmp(a, "--fused")) {
+      o.fused = 1;
+    } else if (!strcmp(a, "--keep-going")) {
+      o.keep_going = 1;
+    } else if (!strcmp(a, "--no-format")) {
+      o.format = 0;
+    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "--version")) {
+      printf("ariadne-port %s\n", ARIADNE_PORT_VERSION);
+      return 0;
+    } else if (!strncmp(a, "--active-type=", 14)) {
+      if (!a[14]) return usage_error("%s: empty type name", a);
+      active[o.nactive++] = a + 14;
+    } else if (!strncmp(a, "--suffix=", 9)) {
+      o.suffix = a + 9;
+    } else if (!strcmp(a, "--active-type") || !strcmp(a, "-o") || !strcmp(a, "-p") || !strcmp(a, "--suffix")) {
+      if (i + 1 >= argc || !argv[i + 1][0]) return usage_error("%s needs an argument", a);
+      const char *v = argv[++i];
+      if (!strcmp(a, "--active-type")) active[o.nactive++] = v;
+      else if (!strcmp(a, "-o")) outdir = v;
+      else if (!strcmp(a, "-p")) builddir = v;
+      else o.suffix = v;
+    } else if (a[0] == '-') {
+      return usage_error("unknown option %s", a);
+    } else {
+      files[nfiles++] = a;
+    }
+  }
+  if (!outdir) return usage_error("%s", "missing -o OUTDIR");
+  if (nfiles == 0) return usage_error("%s", "no input files");
+  if (o.nactive == 0) active[o.nactive++] = "double";
+  for (int i = 0; i < o.nactive; i++) {
+    const char *t = active[i];
+    for (const char *p = t; *p; p++)
+      if (!(*p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')))
+        return usage_error("--active-type %s: not a type name", t);
+    if (!strcmp(t, "float") || !strcmp(t, "long"))
+      return usage_error("--active-type %s: Ariadne differentiates double (and typedefs of it)", t);
+  }
+  for (int i = 0; i < nfiles; i++) {
+    if (access(files[i], R_OK) != 0) return usage_error("cannot read %s", files[i]);
+    for (int j = 0; j < i; j++)
+      if (!strcmp(base_name(files[i]), base_name(files[j])))
+        return usage_error("two inputs share the name %s, which would be written twice", base_name(files[i]));
+  }
+  if (mkdir_p(outdir) != 0) {
+    fprintf(stderr, "ariadne-port: cannot create %s: %s\n", outdir, strerror(errno));
+    return 2;
+  }
+
+  CXCompilationDatabase db = NULL;
+  if (builddir) {
+    CXCompilationDatabase_Error err;
+    db = clang_CompilationDatabase_fromDirectory(builddir, &err);
+    if (err != CXCompilationDatabase_NoError || !db)
+      return usage_error("-p %s: no compile_commands.json there (configure with -DCMAKE_EXPORT_COMPILE_COMMANDS=ON)",
+                         builddir);
+  }
+
+  /* Ariadne's headers, so that a file that already includes ariadne.h parses. */
+  char incs[4][PATH_MAX + 32];
+  int nincs = 0;
+  {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+      exe[n] = 0;
+      char *s = strrchr(exe, '/');
+      if (s) {
+        *s = 0;
+        snprintf(incs[nincs++], sizeof incs[0], "-I%s/../include", exe);
+      }
+    }
+    char dirs[4 * PATH_MAX];
+    snprintf(dirs, sizeof dirs, "%s", ARIADNE_PORT_INCLUDE_DIRS);
+    for (char *d = strtok(dirs, ";"); d && nincs < 4; d = strtok(NULL, ";")) snprintf(incs[nincs++], sizeof incs[0], "-I%s", d);
+  }
+
+  /* The flags of each file: from the database, then after --, then Ariadne's headers. */
+  const char ***fargs = calloc((size_t)nfiles, sizeof *fargs);
+  int *fnargs = calloc((size_t)nfiles, sizeof *fnargs);
+  char ***dbargs = calloc((size_t)nfiles, sizeof *dbargs);
+  int *ndb = calloc((size_t)nfiles, sizeof *ndb);
+  int status = 0;
+  for (int f = 0; f < nfiles; f++) {
+    if (db && db_flags(db, files[f], &dbargs[f], &ndb[f]) < 0) {
+      fprintf(stderr, "%s:1:1: error: not in %s/compile_commands.json; pass its flags after -- instead\n", files[f],
+              builddir);
+      status = 1;
+      fnargs[f] = -1;
+      continue;
+    }
+    int nargs = 0;
+    const char **args = calloc((size_t)(ndb[f] + (argc - flags_at) + nincs + 4), sizeof *args);
+    args[nargs++] = "-xc";
+    for (int i = 0; i < ndb[f]; i++) args[nargs++] = dbargs[f][i];
+    for (int i = flags_at; i < argc; i++) {
+      /* `mpicc -show` starts with the compiler's name, and links: both are no flags for parsing. */
+      if (i == flags_at && argv[i][0] != '-') continue;
+      if (!strncmp(argv[i], "-l", 2) || !strncmp(argv[i], "-L", 2) || !strncmp(argv[i], "-Wl,", 4)) continue;
+      args[nargs++] = argv[i];
+    }
+    for (int i = 0; i < nincs; i++) args[nargs++] = incs[i];
+    args[nargs++] = "-Wno-everything";
+    fargs[f] = args;
+    fnargs[f] = nargs;
+  }
+  /* Inputs ported together: calls from one to another pass ad_real. */
+  if (nfiles > 1)
+    for (int f = 0; f < nfiles; f++)
+      if (fnargs[f] >= 0) port_collect_functions(&o, files[f], fargs[f], fnargs[f]);
+
+  for (int f = 0; f < nfiles; f++) {
+    if (fnargs[f] < 0) continue;
+    const char **args = fargs[f];
+    int nargs = fnargs[f];
+    char *out = NULL, *lines = NULL;
+    int rc = port_file(&o, files[f], args, nargs, &out, &lines);
+    for (int i = 0; i < ndb[f]; i++) free(dbargs[f][i]);
+    free(dbargs[f]);
+    free(args);
+    if (rc != 0) status = 1;
+    if (rc < 0 || (rc > 0 && !o.keep_going)) {
+      free(out);
+      free(lines);
+      continue;
+    }
+    if (o.format && out) {
+      char *fmt = format(files[f], outdir, out, lines);
+      if (fmt) {
+        free(out);
+        out = fmt;
+      }
+    }
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", outdir, base_name(files[f]));
+    if (write_file(path, out) < 0) {
+      fprintf(stderr, "ariadne-port: cannot write %s: %s\n", path, strerror(errno));
+      status = 1;
+    }
+    free(out);
+    free(lines);
+  }
+  if (db) clang_CompilationDatabase_dispose(db);
+  for (int i = 0; i < o.nported; i++) free(o.ported[i]);
+  free(o.ported);
+  free(fargs);
+  free(fnargs);
+  free(dbargs);
+  free(ndb);
+  free(active);
+  free(files);
+  return status;
+}

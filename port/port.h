@@ -1,0 +1,50 @@
+/*
+ * ariadne-port: ports double C code to Ariadne's ad_real through libclang.
+ *
+ * main.c reads the command line and the compile flags, rewrite.c analyses one
+ * translation unit and produces the ported text, fused.c turns assignments
+ * into one tape statement each (--fused).
+ */
+#ifndef ARIADNE_PORT_H
+#define ARIADNE_PORT_H
+
+#include <clang-c/Index.h>
+#include <stddef.h>
+
+/* A growable string. */
+typedef struct port_str {
+  char *s;
+  size_t n, cap;
+} port_str;
+void port_str_add(port_str *b, const char *s);
+void port_str_addn(port_str *b, const char *s, size_t n);
+void port_str_addf(port_str *b, const char *fmt, ...);
+char *port_str_take(port_str *b); /* the string (never NULL); b is empty afterwards */
+char *port_strdup(const char *s);
+char *port_strndup(const char *s, size_t n);
+
+typedef struct port_options {
+  int fused;
+  int keep_going;
+  int format;             /* run clang-format on changed lines when installed */
+  const char **active;    /* active type names */
+  int nactive;
+  const char *suffix;     /* appended to the names of functions and globals defined here */
+  char **ported;          /* functions declared or defined in any input: their calls pass ad_real */
+  int nported;
+  int verbose;
+} port_options;
+
+/* Port one file: parse `path` with `args`, write the ported text to *out
+ * (malloc'd) and the changed lines as clang-format --lines options to *lines.
+ * Returns the number of constructs reported as errors on stderr
+ * (0: *out is complete), or -1 if the file could not be parsed. */
+int port_file(const port_options *o, const char *path, const char *const *args, int nargs, char **out,
+              char **lines);
+
+/* Add the names of the functions `path` declares or defines to o->ported
+ * (the inputs are ported together, so calls between them stay active).
+ * Returns -1 if the file does not parse. */
+int port_collect_functions(port_options *o, const char *path, const char *const *args, int nargs);
+
+#endif

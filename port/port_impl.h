@@ -1,0 +1,86 @@
+/* Internals of ariadne-port shared by rewrite.c, decl.c, mpi.c and fused.c. */
+#ifndef ARIADNE_PORT_IMPL_H
+#define ARIADNE_PORT_IMPL_H
+
+#include "port.h"
+
+#define PT_MAX_EXPAND 256
+#define AD_STMT_MAX_ARGS_PORT 63 /* ad_custom's arguments in one statement (AD_STMT_MAX_ARGS) */
+
+typedef struct pt_edit {
+  unsigned b, e; /* replace [b, e) of the file */
+  char *text;
+} pt_edit;
+
+typedef struct pt_macro {
+  unsigned b, e; /* the expansion's text */
+  CXCursor cur;
+} pt_macro;
+
+typedef struct pt_ctx {
+  const port_options *o;
+  const char *path;
+  CXIndex index;
+  CXTranslationUnit tu;
+  CXFile file;
+  const char *buf;
+  size_t len;
+  int double_active;
+  int errors;
+  unsigned reported[4096];
+  int nreported;
+  int record_depth;
+  pt_edit *edits;
+  int nedits, capedits;
+  pt_macro *macros; /* sorted by start */
+  unsigned *macro_reach; /* macro_reach[i]: the largest end of macros[0..i] */
+  int nmacros, capmacros;
+  int expand[PT_MAX_EXPAND]; /* indices into macros[] to expand in place */
+  int nexpand;
+  int static_init;  /* emitting an initializer of static storage */
+  CXType fn_ret;    /* return type of the function being ported */
+  int in_function;
+  int uses_mpi;     /* an MPI call was renamed: include ariadne_mpi.h */
+  int mpi_requests; /* an active nonblocking call exists: requests become ad_mpi_request */
+  int no_fuse;      /* inside a for header: statements cannot be blocks */
+} pt_ctx;
+
+unsigned pt_off(CXSourceLocation loc);
+unsigned pt_b(CXCursor c);
+unsigned pt_e(CXCursor c);
+int pt_in_macro(pt_ctx *x, CXCursor c);
+char *pt_orig(pt_ctx *x, CXCursor c);
+char *pt_cat(const char *a, const char *b, const char *c);
+int pt_children(CXCursor c, CXCursor **out);
+void pt_error(pt_ctx *x, CXCursor c, const char *fmt, ...);
+int pt_type_active(pt_ctx *x, CXType t);
+int pt_type_holds_active(pt_ctx *x, CXType t);
+int pt_type_active_float_loss(pt_ctx *x, CXType t);
+int pt_is_float(CXType t);
+CXType pt_fn_type(CXType t);
+const char *pt_binop(pt_ctx *x, CXCursor c);
+const char *pt_unop(pt_ctx *x, CXCursor c, CXCursor child);
+CXCursor pt_last_expr(CXCursor c);
+CXCursor pt_strip(CXCursor c);
+int pt_ported_function(pt_ctx *x, CXCursor fd);
+int pt_math_twin(const char *name);
+int pt_act(pt_ctx *x, CXCursor c);
+int pt_pointer_of_file(pt_ctx *x, CXCursor callee);
+char *pt_splice(pt_ctx *x, CXCursor c, int n, const CXCursor *k, char **texts, int types);
+char *pt_emit(pt_ctx *x, CXCursor c, int stmt);
+char *pt_emit_to(pt_ctx *x, CXCursor c, int want_active);
+int pt_suffixed(pt_ctx *x, CXCursor d);
+char *pt_emit_mpi(pt_ctx *x, CXCursor c, const char *name, int n, const CXCursor *k, int na, const int *argk);
+void pt_mpi_prescan(pt_ctx *x, CXCursor root);
+void pt_add_edit(pt_ctx *x, unsigned b, unsigned e, char *text);
+
+/* --fused: replace a whole statement by a block that computes the value and
+ * the partials and pushes one tape statement. Each adds its edit and returns
+ * non-NULL, or returns NULL when the statement is better left op by op. */
+char *pt_fused_assign(pt_ctx *x, CXCursor stmt, CXCursor lhs, const char *op, CXCursor rhs);
+char *pt_fused_return(pt_ctx *x, CXCursor ret, CXCursor value);
+char *pt_fused_decl(pt_ctx *x, CXCursor declstmt, CXCursor var, CXCursor init, const char *decl_text);
+char *pt_retype_text(pt_ctx *x, const char *p, size_t n);
+int pt_near_complex(const char *p, size_t b, size_t e, size_t len);
+
+#endif

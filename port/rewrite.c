@@ -1,0 +1,1073 @@
+/*
+ * The analysis and the rewrite of one translation unit.
+ *
+ * The port is a list of edits on the file's text: declarations get their
+ * active type tokens replaced, and each expression that needs a change is
+ * printed again from the AST, with untouched subexpressions copied from the
+ * source, so that lines that need no change stay as they were. An expression
+ * is *active* if its value will be an ad_real: a variable, field, element or
+ * call result of an active type, or arithmetic on one. Active arithmetic
+ * becomes ad_* calls that follow the AST, which is C's evaluation order, so
+ * the port computes the very same doubles as the original.
+ *
+ * Function-like macros whose expansion does active arithmetic are expanded
+ * in place (their arguments as written) and the file is parsed again, so the
+ * rewrite happens at the expansion's spelling.
+ */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "port.h"
+#include "port_impl.h"
+
+/* ------------------------------------------------------------------------ */
+/* Small helpers                                                             */
+/* ------------------------------------------------------------------------ */
+
+unsigned pt_off(CXSourceLocation loc) {
+  unsigned o = 0;
+  clang_getExpansionLocation(loc, NULL, NULL, NULL, &o);
+  return o;
+}
+unsigned pt_b(CXCursor c) { return pt_off(clang_getRangeStart(clang_getCursorExtent(c))); }
+unsigned pt_e(CXCursor c) { return pt_off(clang_getRangeEnd(clang_getCursorExtent(c))); }
+/* Is c written inside one macro invocation (its body or its arguments):
+ * does its extent lie within the invocation's text? Invocations nest or are
+ * disjoint, so the furthest reach of those starting at or before c's start
+ * tells. */
+int pt_in_macro(pt_ctx *x, CXCursor c) {
+  unsigned b = pt_b(c), e = pt_e(c);
+  int lo = 0, hi = x->nmacros - 1, at = -1;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    if (x->macros[mid].b <= b) {
+      at = mid;
+      lo = mid + 1;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return at >= 0 && x->macro_reach[at] >= e && x->macro_reach[at] > b;
+}
+
+char *pt_orig(pt_ctx *x, CXCursor c) {
+  unsigned b = pt_b(c), e = pt_e(c);
+  if (e < b || e > x->len) return port_strdup("");
+  return port_strndup(x->buf + b, e - b);
+}
+
+char *pt_cat(const char *a, const char *b, const char *c) {
+  port_str s = {0};
+  port_str_add(&s, a);
+  port_str_add(&s, b);
+  if (c) port_str_add(&s, c);
+  return port_str_take(&s);
+}
+
+typedef struct kids {
+  CXCursor *c;
+  int n, cap;
+} kids;
+
+static enum CXChildVisitResult kid_visit(CXCursor c, CXCursor p, CXClientData d) {
+  (void)p;
+  kids *k = d;
+  if (k->n == k->cap) {
+    k->cap = k->cap ? 2 * k->cap : 8;
+    k->c = realloc(k->c, (size_t)k->cap * sizeof *k->c);
+    if (!k->c) abort();
+  }
+  k->c[k->n++] = c;
+  return CXChildVisit_Continue;
+}
+
+int pt_children(CXCursor c, CXCursor **out) {
+  kids k = {0};
+  clang_visitChildren(c, kid_visit, &k);
+  *out = k.c;
+  return k.n;
+}
+
+static char *spelling(CXCursor c) {
+  CXString s = clang_getCursorSpelling(c);
+  char *r = port_strdup(clang_getCString(s));
+  clang_disposeString(s);
+  return r;
+}
+
+void pt_error(pt_ctx *x, CXCursor c, const char *fmt, ...) {
+  unsigned line = 0, col = 0;
+  clang_getExpansionLocation(clang_getCursorLocation(c), NULL, &line, &col, NULL);
+  for (int i = 0; i < x->nreported; i++)
+    if (x->reported[i] == pt_off(clang_getCursorLocation(c))) return; /* one report per place */
+  if (x->nreported < (int)(sizeof x->reported / sizeof x->reported[0]))
+    x->reported[x->nreported++] = pt_off(clang_getCursorLocation(c));
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s:%u:%u: error: ", x->path, line, col);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  x->errors++;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Types                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static int active_name(pt_ctx *x, const char *name) {
+  for (int i = 0; i < x->o->nactive; i++)
+    if (!strcmp(x->o->active[i], name)) return 1;
+  return 0;
+}
+
+/* Is t (a scalar type) one of the active types, through typedefs? */
+int pt_type_active(pt_ctx *x, CXType t) {
+  for (int guard = 0; guard < 64; guard++) {
+    switch (t.kind) {
+    case CXType_Elaborated: t = clang_Type_getNamedType(t); break;
+    case CXType_Typedef: {
+      CXString s = clang_getTypedefName(t);
+      int a = active_name(x, clang_getCString(s));
+      int ported = !strncmp(clang_getCString(s), "ad_", 3); /* ad_real and friends: already ported */
+      clang_disposeString(s);
+      if (a) return 1;
+      if (ported) return 0;
+      t = clang_getTypedefDeclUnderlyingType(clang_getTypeDeclaration(t));
+      break;
+    }
+    case CXType_Double: return x->double_active;
+    default: return 0;
+    }
+  }
+  return 0;
+}
+
+/* Does t hold active data: an active scalar, or a pointer to, array of or
+ * struct with one (struct fields are checked one level deep). */
+static enum CXVisitorResult field_visit(CXCursor c, CXClientData d) {
+  void **pd = d;
+  pt_ctx *x = pd[0];
+  if (pt_type_holds_active(x, clang_getCursorType(c))) {
+    *(int *)pd[1] = 1;
+    return CXVisit_Break;
+  }
+  return CXVisit_Continue;
+}
+
+int pt_type_holds_active(pt_ctx *x, CXType t) {
+  for (int guard = 0; guard < 64; guard++) {
+    if (pt_type_active(x, t)) return 1;
+    switch (t.kind) {
+    case CXType_Elaborated: t = clang_Type_getNamedType(t); break;
+    case CXType_Typedef: {
+      CXString s = clang_getTypedefName(t);
+      int ported = !strncmp(clang_getCString(s), "ad_", 3);
+      clang_disposeString(s);
+      if (ported) return 0;
+      t = clang_getTypedefDeclUnderlyingType(clang_getTypeDeclaration(t));
+      break;
+    }
+    case CXType_Pointer: t = clang_getPointeeType(t); break;
+    case CXType_ConstantArray:
+    case CXType_IncompleteArray:
+    case CXType_VariableArray:
+    case CXType_DependentSizedArray: t = clang_getArrayElementType(t); break;
+    case CXType_Record: {
+      CXString s = clang_getCursorSpelling(clang_getTypeDeclaration(t));
+      int ported = !strncmp(clang_getCString(s), "ad_", 3);
+      clang_disposeString(s);
+      if (ported || x->record_depth > 2) return 0;
+      int found = 0;
+      void *pd[2] = {x, &found};
+      x->record_depth++;
+      clang_Type_visitFields(t, field_visit, pd);
+      x->record_depth--;
+      return found;
+    }
+    default: return 0;
+    }
+  }
+  return 0;
+}
+
+static CXType strip_sugar(CXType t) {
+  for (int g = 0; g < 64; g++) {
+    if (t.kind == CXType_Elaborated) t = clang_Type_getNamedType(t);
+    else if (t.kind == CXType_Typedef) t = clang_getTypedefDeclUnderlyingType(clang_getTypeDeclaration(t));
+    else break;
+  }
+  return t;
+}
+
+int pt_is_float(CXType t) {
+  CXType c = clang_getCanonicalType(t);
+  return c.kind == CXType_Double || c.kind == CXType_Float || c.kind == CXType_LongDouble;
+}
+
+static int is_pointer_like(CXType t) {
+  CXType c = clang_getCanonicalType(t);
+  return c.kind == CXType_Pointer || c.kind == CXType_ConstantArray || c.kind == CXType_IncompleteArray ||
+         c.kind == CXType_VariableArray;
+}
+
+/* The function type behind a callee: a function, a pointer to one, a typedef of either. */
+CXType pt_fn_type(CXType t) {
+  for (int g = 0; g < 64; g++) {
+    switch (t.kind) {
+    case CXType_Elaborated: t = clang_Type_getNamedType(t); break;
+    case CXType_Typedef: t = clang_getTypedefDeclUnderlyingType(clang_getTypeDeclaration(t)); break;
+    case CXType_Pointer: t = clang_getPointeeType(t); break;
+    case CXType_Unexposed: {
+      CXType c = clang_getCanonicalType(t);
+      if (c.kind == t.kind) return t;
+      t = c;
+      break;
+    }
+    default: return t;
+    }
+  }
+  return t;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Operators                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static const char *skip_space(const char *p, const char *end) {
+  while (p < end) {
+    if (isspace((unsigned char)*p)) p++;
+    else if (p + 1 < end && p[0] == '/' && p[1] == '*') {
+      const char *q = strstr(p + 2, "*/");
+      p = q ? q + 2 : end;
+    } else if (p + 1 < end && p[0] == '/' && p[1] == '/') {
+      while (p < end && *p != '\n') p++;
+    } else if (*p == '\\' && p + 1 < end && p[1] == '\n') p += 2;
+    else break;
+  }
+  return p;
+}
+
+static const char *const binops[] = {"<<=", ">>=", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "+=", "-=",
+                                     "*=",  "/=",  "%=", "&=", "|=", "^=", "+",  "-",  "*",  "/",  "%",  "<",
+                                     ">",   "&",   "|",  "^",  "=",  ",",  NULL};
+
+/* The binary operator written after the left operand. */
+static const char *binop_of(pt_ctx *x, CXCursor l) {
+  const char *p = skip_space(x->buf + pt_e(l), x->buf + x->len);
+  for (int i = 0; binops[i]; i++)
+    if (!strncmp(p, binops[i], strlen(binops[i]))) return binops[i];
+  return "?";
+}
+
+const char *pt_binop(pt_ctx *x, CXCursor c) {
+  if (pt_in_macro(x, c)) return "?";
+  CXCursor *k;
+  int n = pt_children(c, &k);
+  const char *op = n == 2 ? binop_of(x, k[0]) : "?";
+  free(k);
+  return op;
+}
+
+/* A unary operator: "-", "+", "!", "~", "*", "&", "++", "--" (prefix) or "p++", "p--". */
+const char *pt_unop(pt_ctx *x, CXCursor c, CXCursor child) {
+  if (pt_in_macro(x, c)) return "?";
+  if (pt_b(c) == pt_b(child)) {
+    const char *p = skip_space(x->buf + pt_e(child), x->buf + x->len);
+    if (!strncmp(p, "++", 2)) return "p++";
+    if (!strncmp(p, "--", 2)) return "p--";
+    return "?";
+  }
+  const char *p = x->buf + pt_b(c);
+  static const char *const ops[] = {"++", "--", "-", "+", "!", "~", "*", "&", NULL};
+  for (int i = 0; ops[i]; i++)
+    if (!strncmp(p, ops[i], strlen(ops[i]))) return ops[i];
+  return "?";
+}
+
+/* ------------------------------------------------------------------------ */
+/* Activity                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static int is_expr_kind(enum CXCursorKind k) { return clang_isExpression(k); }
+
+/* The last expression child (the operand of a cast, say). */
+CXCursor pt_last_expr(CXCursor c) {
+  CXCursor *k;
+  int n = pt_children(c, &k);
+  CXCursor r = clang_getNullCursor();
+  for (int i = n - 1; i >= 0; i--)
+    if (is_expr_kind(clang_getCursorKind(k[i]))) {
+      r = k[i];
+      break;
+    }
+  free(k);
+  return r;
+}
+
+/* The expression below implicit casts and parentheses. */
+CXCursor pt_strip(CXCursor c) {
+  for (int g = 0; g < 64; g++) {
+    enum CXCursorKind k = clang_getCursorKind(c);
+    if (k != CXCursor_UnexposedExpr && k != CXCursor_ParenExpr) break;
+    CXCursor *kk;
+    int n = pt_children(c, &kk);
+    if (n != 1 || !is_expr_kind(clang_getCursorKind(kk[0]))) {
+      free(kk);
+      break;
+    }
+    c = kk[0];
+    free(kk);
+  }
+  return c;
+}
+
+/* A function this file defines or declares: its calls pass ad_real. */
+int pt_ported_function(pt_ctx *x, CXCursor fd) {
+  if (clang_getCursorKind(fd) != CXCursor_FunctionDecl) return 0;
+  CXCursor def = clang_getCursorDefinition(fd);
+  if (!clang_Cursor_isNull(def) && clang_Location_isFromMainFile(clang_getCursorLocation(def))) return 1;
+  if (clang_Location_isFromMainFile(clang_getCursorLocation(fd))) return 1;
+  if (x->o->nported == 0) return 0;
+  CXString s = clang_getCursorSpelling(fd);
+  const char *name = clang_getCString(s);
+  int found = 0;
+  for (int i = 0; i < x->o->nported && !found; i++) found = !strcmp(x->o->ported[i], name);
+  clang_disposeString(s);
+  return found;
+}
+
+int pt_math_twin(const char *name) {
+  static const char *const twins[] = {
+      "sin",   "cos",   "tan",   "asin", "acos",  "atan", "atan2", "sinh", "cosh", "tanh", "asinh", "acosh",
+      "atanh", "exp",   "exp2",  "expm1", "log",  "log2", "log10", "log1p", "sqrt", "cbrt", "pow",  "hypot",
+      "fabs",  "fmin",  "fmax",  "fma",  "fmod",  "erf",  "erfc",  "floor", "ceil", "round", "trunc", NULL};
+  for (int i = 0; twins[i]; i++)
+    if (!strcmp(twins[i], name)) return 1;
+  return 0;
+}
+
+static int is_math_name(const char *name) {
+  static const char *const others[] = {"tgamma", "lgamma", "ldexp", "frexp", "modf",   "scalbn", "logb",  "ilogb",
+                                       "nearbyint", "rint", "lrint", "llrint", "lround", "llround", "remainder",
+                                       "remquo", "copysign", "nextafter", "fdim", "sincos", "j0", "j1", "y0", "y1",
+                                       "jn", "yn", NULL};
+  for (int i = 0; others[i]; i++)
+    if (!strcmp(others[i], name)) return 1;
+  return 0;
+}
+
+/* A callee that is a function pointer variable, parameter or field declared
+ * in this file (its type is ported with it). */
+int pt_pointer_of_file(pt_ctx *x, CXCursor callee) {
+  (void)x;
+  CXCursor e = pt_strip(callee);
+  enum CXCursorKind k = clang_getCursorKind(e);
+  if (k != CXCursor_DeclRefExpr && k != CXCursor_MemberRefExpr) return 0;
+  CXCursor d = clang_getCursorReferenced(e);
+  enum CXCursorKind dk = clang_getCursorKind(d);
+  if (dk != CXCursor_VarDecl && dk != CXCursor_ParmDecl && dk != CXCursor_FieldDecl) return 0;
+  return clang_Location_isFromMainFile(clang_getCursorLocation(d));
+}
+
+static CXCursor callee_decl(CXCursor call) {
+  CXCursor r = clang_getCursorReferenced(call);
+  return r;
+}
+
+int pt_act(pt_ctx *x, CXCursor c) {
+  CXType t = clang_getCursorType(c);
+  if (!pt_is_float(t)) return 0;
+  enum CXCursorKind k = clang_getCursorKind(c);
+  switch (k) {
+  case CXCursor_DeclRefExpr: {
+    CXCursor d = clang_getCursorReferenced(c);
+    enum CXCursorKind dk = clang_getCursorKind(d);
+    if (dk == CXCursor_VarDecl || dk == CXCursor_ParmDecl || dk == CXCursor_FieldDecl)
+      return pt_type_active(x, clang_getCursorType(d));
+    return 0;
+  }
+  case CXCursor_MemberRefExpr:
+  case CXCursor_ArraySubscriptExpr: return pt_type_active(x, t);
+  case CXCursor_ParenExpr: {
+    CXCursor e = pt_last_expr(c);
+    return !clang_Cursor_isNull(e) && pt_act(x, e);
+  }
+  case CXCursor_UnaryOperator: {
+    CXCursor e = pt_last_expr(c);
+    if (clang_Cursor_isNull(e)) return 0;
+    if (is_pointer_like(clang_getCursorType(e))) return pt_type_active(x, t);
+    return pt_act(x, e);
+  }
+  case CXCursor_BinaryOperator: {
+    CXCursor *kk;
+    int n = pt_children(c, &kk);
+    int a = 0;
+    if (n == 2) {
+      const char *op = pt_binop(x, c);
+      if (!strcmp(op, "=")) a = pt_act(x, kk[0]);
+      else if (!strcmp(op, ",")) a = pt_act(x, kk[1]);
+      else a = pt_act(x, kk[0]) || pt_act(x, kk[1]);
+    }
+    free(kk);
+    return a;
+  }
+  case CXCursor_CompoundAssignOperator: {
+    CXCursor *kk;
+    int n = pt_children(c, &kk);
+    int a = n == 2 && pt_act(x, kk[0]);
+    free(kk);
+    return a;
+  }
+  case CXCursor_ConditionalOperator: {
+    CXCursor *kk;
+    int n = pt_children(c, &kk);
+    int a = n == 3 && (pt_act(x, kk[1]) || pt_act(x, kk[2]));
+    free(kk);
+    return a;
+  }
+  case CXCursor_UnexposedExpr: {
+    CXCursor *kk;
+    int n = pt_children(c, &kk);
+    int a = n == 1 && is_expr_kind(clang_getCursorKind(kk[0])) && pt_act(x, kk[0]);
+    /* An implicit conversion to a passive floating type (float, or double
+     * when only a typedef is active) is not active. */
+    if (a && pt_is_float(clang_getCursorType(kk[0])) &&
+        clang_getCanonicalType(t).kind != clang_getCanonicalType(clang_getCursorType(kk[0])).kind)
+      a = 0;
+    free(kk);
+    return a;
+  }
+  case CXCursor_CStyleCastExpr: {
+    CXCursor e = pt_last_expr(c);
+    return !clang_Cursor_isNull(e) && pt_type_active(x, t) && pt_act(x, e);
+  }
+  case CXCursor_CallExpr: {
+    CXCursor fd = callee_decl(c);
+    if (clang_getCursorKind(fd) == CXCursor_FunctionDecl && !pt_ported_function(x, fd)) {
+      char *name = spelling(fd);
+      int a = 0;
+      if (pt_math_twin(name)) {
+        int na = clang_Cursor_getNumArguments(c);
+        for (int i = 0; i < na; i++) a |= pt_act(x, clang_Cursor_getArgument(c, (unsigned)i));
+      }
+      free(name);
+      return a;
+    }
+    if (clang_getCursorKind(fd) == CXCursor_FunctionDecl) return pt_type_active(x, clang_getCursorResultType(fd));
+    /* Through a pointer of this file: the pointer's function type. */
+    CXCursor *kk;
+    int n = pt_children(c, &kk);
+    int a = 0;
+    if (n > 0 && pt_pointer_of_file(x, kk[0]))
+      a = pt_type_active(x, clang_getResultType(pt_fn_type(clang_getCursorType(kk[0]))));
+    free(kk);
+    return a;
+  }
+  default: return 0;
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Macros                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Does the expansion that c belongs to do active arithmetic, or call a
+ * function of this file, so that it must be expanded to be ported? */
+static int macro_needs(pt_ctx *x, CXCursor c) {
+  enum CXCursorKind k = clang_getCursorKind(c);
+  int self = 0;
+  if (k == CXCursor_BinaryOperator || k == CXCursor_CompoundAssignOperator) {
+    CXCursor *kk;
+    int n = pt_children(c, &kk);
+    for (int i = 0; i < n; i++) self |= pt_act(x, kk[i]);
+    free(kk);
+  } else if (k == CXCursor_UnaryOperator || k == CXCursor_ConditionalOperator) {
+    CXCursor *kk;
+    int n = pt_children(c, &kk);
+    for (int i = 0; i < n; i++) self |= pt_act(x, kk[i]) && !is_pointer_like(clang_getCursorType(kk[i]));
+    free(kk);
+  } else if (k == CXCursor_CallExpr) {
+    CXCursor fd = callee_decl(c);
+    if (pt_ported_function(x, fd)) self = 1;
+    int na = clang_Cursor_getNumArguments(c);
+    for (int i = 0; i < na; i++) self |= pt_act(x, clang_Cursor_getArgument(c, (unsigned)i));
+  } else if (k == CXCursor_UnexposedExpr || k == CXCursor_CStyleCastExpr) {
+    CXCursor e = pt_last_expr(c);
+    if (!clang_Cursor_isNull(e) && pt_act(x, e) && !pt_act(x, c)) self = 1;
+  }
+  if (self) return 1;
+  CXCursor *kk;
+  int n = pt_children(c, &kk);
+  int r = 0;
+  for (int i = 0; i < n && !r; i++) r = macro_needs(x, kk[i]);
+  free(kk);
+  return r;
+}
+
+/* c lies in a macro expansion: copy its text if nothing in it changes,
+ * otherwise ask for the expansion to be expanded in place. */
+static int ariadne_macro(pt_ctx *x, unsigned at) {
+  for (int i = 0; i < x->nmacros && x->macros[i].b <= at; i++) {
+    if (x->macros[i].e <= at) continue;
+    CXString s = clang_getCursorSpelling(x->macros[i].cur);
+    const char *n = clang_getCString(s);
+    int ours = !strncmp(n, "ad_", 3) || !strncmp(n, "AD_", 3);
+    clang_disposeString(s);
+    if (ours) return 1;
+  }
+  return 0;
+}
+
+static char *emit_macro(pt_ctx *x, CXCursor c) {
+  if (!ariadne_macro(x, pt_off(clang_getCursorLocation(c))) && macro_needs(x, c)) {
+    unsigned at = pt_off(clang_getCursorLocation(c));
+    int found = 0;
+    for (int i = 0; i < x->nmacros; i++)
+      if (x->macros[i].b <= at && at < x->macros[i].e) {
+        /* the outermost expansion that holds it */
+        int j = i;
+        for (int m = 0; m < x->nmacros; m++)
+          if (x->macros[m].b <= x->macros[j].b && x->macros[m].e >= x->macros[j].e &&
+              (x->macros[m].e - x->macros[m].b) > (x->macros[j].e - x->macros[j].b))
+            j = m;
+        int dup = 0;
+        for (int m = 0; m < x->nexpand; m++) dup |= x->expand[m] == j;
+        if (!dup && x->nexpand < PT_MAX_EXPAND) x->expand[x->nexpand++] = j;
+        found = 1;
+        break;
+      }
+    if (!found) pt_error(x, c, "active arithmetic in a macro expansion that cannot be located; expand the macro by hand");
+  }
+  return pt_orig(x, c);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Emission                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static int is_ident(char ch) { return isalnum((unsigned char)ch) || ch == '_'; }
+
+/* Is the `double` at [b, e) part of a complex type (`double _Complex`,
+ * `_Complex double`, `complex double`)? Complex data stays passive. */
+int pt_near_complex(const char *p, size_t b, size_t e, size_t len) {
+  size_t i = b;
+  while (i > 0 && (p[i - 1] == ' ' || p[i - 1] == '\t')) i--;
+  size_t k = i;
+  while (k > 0 && is_ident(p[k - 1])) k--;
+  if ((i - k == 8 && !strncmp(p + k, "_Complex", 8)) || (i - k == 7 && !strncmp(p + k, "complex", 7))) return 1;
+  size_t j = e;
+  while (j < len && (p[j] == ' ' || p[j] == '\t')) j++;
+  return (j + 8 <= len && !strncmp(p + j, "_Complex", 8) && !is_ident(p[j + 8])) ||
+         (j + 7 <= len && !strncmp(p + j, "complex", 7) && !is_ident(p[j + 7]));
+}
+
+/* Copy text, replacing the keyword `double` by ad_real when double is active. */
+static void add_types(pt_ctx *x, port_str *s, const char *p, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    char ch = p[i];
+    if (ch == '"' || ch == '\'') {
+      size_t j = i + 1;
+      while (j < n && p[j] != ch) j += p[j] == '\\' ? 2 : 1;
+      j = j < n ? j + 1 : n;
+      port_str_addn(s, p + i, j - i);
+      i = j;
+    } else if (ch == '/' && i + 1 < n && (p[i + 1] == '*' || p[i + 1] == '/')) {
+      size_t j = i + 2;
+      if (p[i + 1] == '*') {
+        while (j + 1 < n && !(p[j] == '*' && p[j + 1] == '/')) j++;
+        j = j + 2 <= n ? j + 2 : n;
+      } else {
+        while (j < n && p[j] != '\n') j++;
+      }
+      port_str_addn(s, p + i, j - i);
+      i = j;
+    } else if (is_ident(ch)) {
+      size_t j = i;
+      while (j < n && is_ident(p[j])) j++;
+      if (x->double_active && j - i == 6 && !strncmp(p + i, "double", 6) && (i == 0 || !is_ident(p[i - 1])) &&
+          !pt_near_complex(p, i, j, n))
+        port_str_add(s, "ad_real");
+      else
+        port_str_addn(s, p + i, j - i);
+      i = j;
+    } else {
+      port_str_addn(s, p + i, 1);
+      i++;
+    }
+  }
+}
+
+char *pt_retype_text(pt_ctx *x, const char *p, size_t n) {
+  port_str s = {0};
+  add_types(x, &s, p, n);
+  return port_str_take(&s);
+}
+
+/* The text of c with each child replaced by texts[i] (NULL: the child's own
+ * emission) and, if `types`, active type keywords replaced in between. */
+char *pt_splice(pt_ctx *x, CXCursor c, int n, const CXCursor *k, char **texts, int types) {
+  unsigned b = pt_b(c), e = pt_e(c);
+  port_str s = {0};
+  unsigned at = b;
+  for (int i = 0; i < n; i++) {
+    unsigned kb = pt_b(k[i]), ke = pt_e(k[i]);
+    char *t = texts && texts[i] ? texts[i] : NULL;
+    if (kb < at || ke > e || ke < kb) continue; /* overlapping (macro) children keep the text */
+    if (!t) {
+      if (!is_expr_kind(clang_getCursorKind(k[i]))) continue;
+      t = pt_emit(x, k[i], 0);
+      if (types) add_types(x, &s, x->buf + at, kb - at);
+      else port_str_addn(&s, x->buf + at, kb - at);
+      port_str_add(&s, t);
+      free(t);
+    } else {
+      if (types) add_types(x, &s, x->buf + at, kb - at);
+      else port_str_addn(&s, x->buf + at, kb - at);
+      port_str_add(&s, t);
+    }
+    at = ke;
+  }
+  if (types) add_types(x, &s, x->buf + at, e - at);
+  else port_str_addn(&s, x->buf + at, e - at);
+  return port_str_take(&s);
+}
+
+static char *splice_kids(pt_ctx *x, CXCursor c, int types) {
+  CXCursor *k;
+  int n = pt_children(c, &k);
+  char *r = pt_splice(x, c, n, k, NULL, types);
+  free(k);
+  return r;
+}
+
+char *pt_emit_to(pt_ctx *x, CXCursor c, int want_active) {
+  char *t = pt_emit(x, c, 0);
+  int a = pt_act(x, c);
+  if (want_active && !a) {
+    char *r = pt_cat(x->static_init ? "AD_REAL_INIT(" : "ad_const(", t, ")");
+    free(t);
+    return r;
+  }
+  if (!want_active && a) {
+    char *r = pt_cat("ad_value(", t, ")");
+    free(t);
+    return r;
+  }
+  return t;
+}
+
+/* Has the expression side effects (so that it must not be evaluated twice)? */
+static int side_effects(pt_ctx *x, CXCursor c) {
+  enum CXCursorKind k = clang_getCursorKind(c);
+  if (k == CXCursor_CallExpr || k == CXCursor_CompoundAssignOperator) return 1;
+  if (k == CXCursor_UnaryOperator) {
+    CXCursor e = pt_last_expr(c);
+    const char *op = clang_Cursor_isNull(e) ? "?" : pt_unop(x, c, e);
+    if (strstr(op, "++") || strstr(op, "--")) return 1;
+  }
+  if (k == CXCursor_BinaryOperator && !strcmp(pt_binop(x, c), "=")) return 1;
+  CXCursor *kk;
+  int n = pt_children(c, &kk);
+  int r = 0;
+  for (int i = 0; i < n && !r; i++) r = side_effects(x, kk[i]);
+  free(kk);
+  return r;
+}
+
+static const char *arith_name(const char *op) {
+  if (!strcmp(op, "+") || !strcmp(op, "+=")) return "ad_add";
+  if (!strcmp(op, "-") || !strcmp(op, "-=")) return "ad_sub";
+  if (!strcmp(op, "*") || !strcmp(op, "*=")) return "ad_mul";
+  if (!strcmp(op, "/") || !strcmp(op, "/=")) return "ad_div";
+  return NULL;
+}
+
+static const char *cmp_name(const char *op) {
+  if (!strcmp(op, "<")) return "ad_lt";
+  if (!strcmp(op, "<=")) return "ad_le";
+  if (!strcmp(op, ">")) return "ad_gt";
+  if (!strcmp(op, ">=")) return "ad_ge";
+  if (!strcmp(op, "==")) return "ad_eq";
+  if (!strcmp(op, "!=")) return "ad_ne";
+  return NULL;
+}
+
+static char *call2(const char *fn, char *a, char *b) {
+  port_str s = {0};
+  port_str_addf(&s, "%s(%s, %s)", fn, a, b);
+  free(a);
+  free(b);
+  return port_str_take(&s);
+}
+
+static char *emit_binary(pt_ctx *x, CXCursor c, int stmt) {
+  (void)stmt;
+  CXCursor *k;
+  int n = pt_children(c, &k);
+  if (n != 2) {
+    free(k);
+    return splice_kids(x, c, 0);
+  }
+  const char *op = binop_of(x, k[0]);
+  int al = pt_act(x, k[0]), ar = pt_act(x, k[1]);
+  char *r = NULL;
+  const char *fn;
+  if ((fn = arith_name(op)) && strlen(op) == 1 && pt_act(x, c)) {
+    r = call2(fn, pt_emit(x, k[0], 0), pt_emit(x, k[1], 0));
+  } else if ((fn = cmp_name(op)) && (al || ar)) {
+    r = call2(fn, pt_emit(x, k[0], 0), pt_emit(x, k[1], 0));
+  } else if (!strcmp(op, "&&") || !strcmp(op, "||")) {
+    char *t[2] = {pt_emit_to(x, k[0], 0), pt_emit_to(x, k[1], 0)};
+    r = pt_splice(x, c, 2, k, t, 0);
+    free(t[0]);
+    free(t[1]);
+  } else if (!strcmp(op, "=") && (al || ar) && pt_is_float(clang_getCursorType(k[0]))) {
+    char *t[2] = {pt_emit(x, k[0], 0), pt_emit_to(x, k[1], al)};
+    if (!al && pt_type_active_float_loss(x, clang_getCursorType(k[0])))
+      pt_error(x, c, "assigning an active value to a float drops its derivative; make the variable double");
+    r = pt_splice(x, c, 2, k, t, 0);
+    free(t[0]);
+    free(t[1]);
+  } else {
+    r = pt_splice(x, c, 2, k, NULL, 0);
+  }
+  free(k);
+  return r;
+}
+
+int pt_type_active_float_loss(pt_ctx *x, CXType t) {
+  (void)x;
+  return clang_getCanonicalType(t).kind == CXType_Float;
+}
+
+static char *emit_compound(pt_ctx *x, CXCursor c, int stmt) {
+  CXCursor *k;
+  int n = pt_children(c, &k);
+  if (n != 2) {
+    free(k);
+    return splice_kids(x, c, 0);
+  }
+  const char *op = binop_of(x, k[0]);
+  char *r;
+  if (pt_act(x, k[0]) && arith_name(op)) {
+    if (side_effects(x, k[0]))
+      pt_error(x, c, "compound assignment to an active lvalue with side effects; compute the address or index in a "
+                     "statement of its own first");
+    char *l = pt_emit(x, k[0], 0);
+    char *rhs = pt_emit(x, k[1], 0);
+    port_str s = {0};
+    port_str_addf(&s, stmt ? "%s = %s(%s, %s)" : "(%s = %s(%s, %s))", l, arith_name(op), l, rhs);
+    free(l);
+    free(rhs);
+    r = port_str_take(&s);
+  } else if (pt_act(x, k[1])) {
+    if (pt_type_active_float_loss(x, clang_getCursorType(k[0])))
+      pt_error(x, c, "compound assignment of an active value to a float drops its derivative; make it double");
+    char *t[2] = {NULL, pt_emit_to(x, k[1], 0)};
+    r = pt_splice(x, c, 2, k, t, 0);
+    free(t[1]);
+  } else {
+    r = pt_splice(x, c, 2, k, NULL, 0);
+  }
+  free(k);
+  return r;
+}
+
+static char *emit_unary(pt_ctx *x, CXCursor c, int stmt) {
+  CXCursor e = pt_last_expr(c);
+  if (clang_Cursor_isNull(e)) return splice_kids(x, c, 1);
+  const char *op = pt_unop(x, c, e);
+  int a = pt_act(x, e) && !is_pointer_like(clang_getCursorType(e));
+  if (a && !strcmp(op, "-")) {
+    char *t = pt_emit(x, e, 0);
+    char *r = pt_cat("ad_neg(", t, ")");
+    free(t);
+    return r;
+  }
+  if (a && !strcmp(op, "+")) return pt_emit(x, e, 0);
+  if (a && !strcmp(op, "!")) {
+    char *t[1] = {pt_emit_to(x, e, 0)};
+    char *r = pt_splice(x, c, 1, &e, t, 0);
+    free(t[0]);
+    return r;
+  }
+  if (a && (strstr(op, "++") || strstr(op, "--"))) {
+    int post = op[0] == 'p';
+    if (side_effects(x, e))
+      pt_error(x, c, "%s on an active lvalue with side effects; compute the address or index first", op + post);
+    if (post && !stmt)
+      pt_error(x, c, "the value of %s on an active variable is used; write the increment as a statement of its own",
+               op + post);
+    char *l = pt_emit(x, e, 0);
+    port_str s = {0};
+    port_str_addf(&s, stmt ? "%s = %s(%s, 1)" : "(%s = %s(%s, 1))", l, strstr(op, "++") ? "ad_add" : "ad_sub", l);
+    free(l);
+    return port_str_take(&s);
+  }
+  /* sizeof, alignof, *, & and friends: types inside get the active name. */
+  return splice_kids(x, c, 1);
+}
+
+static char *emit_conditional(pt_ctx *x, CXCursor c) {
+  CXCursor *k;
+  int n = pt_children(c, &k);
+  if (n != 3) {
+    free(k);
+    return splice_kids(x, c, 0);
+  }
+  int a = pt_act(x, c);
+  char *t[3] = {pt_emit_to(x, k[0], 0), a ? pt_emit_to(x, k[1], 1) : NULL, a ? pt_emit_to(x, k[2], 1) : NULL};
+  char *r = pt_splice(x, c, 3, k, t, 0);
+  for (int i = 0; i < 3; i++) free(t[i]);
+  free(k);
+  return r;
+}
+
+static char *emit_implicit(pt_ctx *x, CXCursor c) {
+  CXCursor *k;
+  int n = pt_children(c, &k);
+  if (n == 1 && is_expr_kind(clang_getCursorKind(k[0])) && pt_act(x, k[0]) && !pt_act(x, c)) {
+    CXType t = clang_getCursorType(c);
+    if (pt_type_active_float_loss(x, t))
+      pt_error(x, c, "conversion of an active value to float drops its derivative; use double");
+    char *r = pt_splice(x, c, 0, k, NULL, 0);
+    char *inner = pt_emit(x, k[0], 0);
+    free(r);
+    r = pt_cat("ad_value(", inner, ")");
+    free(inner);
+    free(k);
+    return r;
+  }
+  char *r = pt_splice(x, c, n, k, NULL, 0);
+  free(k);
+  return r;
+}
+
+static char *emit_cast(pt_ctx *x, CXCursor c) {
+  CXCursor e = pt_last_expr(c);
+  if (clang_Cursor_isNull(e)) return splice_kids(x, c, 1);
+  CXType t = clang_getCursorType(c);
+  int a = pt_act(x, e);
+  if (pt_is_float(t) && pt_type_active(x, t)) {
+    if (a) {
+      char *inner = pt_emit(x, e, 0);
+      char *r = pt_cat("(", inner, ")");
+      free(inner);
+      return r;
+    }
+    return splice_kids(x, c, 0); /* a passive value cast to double stays a double */
+  }
+  if (a) {
+    if (pt_type_active_float_loss(x, t))
+      pt_error(x, c, "casting an active value to float drops its derivative; use double");
+    char *tt[1] = {pt_emit_to(x, e, 0)};
+    CXCursor *k;
+    int n = pt_children(c, &k);
+    char **texts = calloc((size_t)n, sizeof *texts);
+    for (int i = 0; i < n; i++)
+      if (clang_equalCursors(k[i], e)) texts[i] = tt[0];
+    char *r = pt_splice(x, c, n, k, texts, 0);
+    free(texts);
+    free(k);
+    free(tt[0]);
+    return r;
+  }
+  /* Pointer casts: punning between active data and other data is reported. */
+  CXType from = clang_getCursorType(pt_strip(e));
+  if (clang_getCanonicalType(t).kind == CXType_Pointer && is_pointer_like(from)) {
+    CXType tp = clang_getCanonicalType(clang_getPointeeType(clang_getCanonicalType(t)));
+    CXType fc = clang_getCanonicalType(from);
+    CXType fp = fc.kind == CXType_Pointer ? clang_getPointeeType(fc) : clang_getArrayElementType(fc);
+    fp = clang_getCanonicalType(fp);
+    int ta = pt_type_holds_active(x, clang_getPointeeType(t)) || pt_type_holds_active(x, tp);
+    int fa = pt_type_holds_active(x, from);
+    if (ta != fa && tp.kind != CXType_Void && fp.kind != CXType_Void)
+      pt_error(x, c, "pointer cast between active data and another type (type punning); an ad_real is not a "
+                     "double in memory: copy the values with ad_value/ad_const instead");
+  }
+  return splice_kids(x, c, 1);
+}
+
+/* Initializer lists: each element converted to its target type. */
+typedef struct fieldlist {
+  CXType t[256];
+  int n;
+} fieldlist;
+static enum CXVisitorResult collect_field(CXCursor c, CXClientData d) {
+  fieldlist *f = d;
+  if (f->n < 256) f->t[f->n++] = clang_getCursorType(c);
+  return CXVisit_Continue;
+}
+
+static char *emit_initlist(pt_ctx *x, CXCursor c) {
+  CXType t = strip_sugar(clang_getCursorType(c));
+  CXCursor *k;
+  int n = pt_children(c, &k);
+  char **texts = calloc((size_t)n + 1, sizeof *texts);
+  fieldlist fl;
+  fl.n = 0;
+  int is_array = t.kind == CXType_ConstantArray || t.kind == CXType_IncompleteArray;
+  if (strip_sugar(t).kind == CXType_Record) clang_Type_visitFields(t, collect_field, &fl);
+  for (int i = 0; i < n; i++) {
+    if (!is_expr_kind(clang_getCursorKind(k[i]))) continue;
+    if (clang_getCursorKind(k[i]) == CXCursor_InitListExpr) continue; /* emitted by splice */
+    CXType target = is_array ? clang_getArrayElementType(t) : (i < fl.n ? fl.t[i] : clang_getCursorType(k[i]));
+    const char *p = x->buf + pt_b(k[i]);
+    if (!pt_in_macro(x, k[i]) && (*p == '.' || *p == '[')) target = clang_getCursorType(k[i]); /* designated */
+    if (pt_type_active(x, target) && pt_is_float(clang_getCursorType(k[i]))) texts[i] = pt_emit_to(x, k[i], 1);
+    else if (pt_act(x, k[i]) && !pt_type_holds_active(x, target) && !is_pointer_like(target))
+      texts[i] = pt_emit_to(x, k[i], 0);
+  }
+  char *r = pt_splice(x, c, n, k, texts, 0);
+  for (int i = 0; i < n; i++) free(texts[i]);
+  free(texts);
+  free(k);
+  return r;
+}
+
+/* printf-like functions of the C library: variadic arguments are passed as values. */
+static int print_fixed(const char *name) {
+  if (!strcmp(name, "printf")) return 1;
+  if (!strcmp(name, "fprintf") || !strcmp(name, "sprintf")) return 2;
+  if (!strcmp(name, "snprintf")) return 3;
+  return -1;
+}
+
+static char *emit_call(pt_ctx *x, CXCursor c) {
+  CXCursor fd = callee_decl(c);
+  char *name = clang_getCursorKind(fd) == CXCursor_FunctionDecl ? spelling(fd) : port_strdup("");
+  int na = clang_Cursor_getNumArguments(c);
+  CXCursor *k;
+  int n = pt_children(c, &k);
+  char **texts = calloc((size_t)n + 1, sizeof *texts);
+  char *r = NULL;
+  /* texts[] is indexed like k[]; find each argument among the children. */
+  int *argk = calloc((size_t)na + 1, sizeof *argk);
+  for (int i = 0; i < na; i++) {
+    CXCursor a = clang_Cursor_getArgument(c, (unsigned)i);
+    argk[i] = -1;
+    for (int j = 0; j < n; j++)
+      if (clang_equalCursors(a, k[j])) argk[i] = j;
+  }
+  int ported = pt_ported_function(x, fd);
+  int any_act = 0;
+  for (int i = 0; i < na; i++) any_act |= pt_act(x, clang_Cursor_getArgument(c, (unsigned)i));
+
+  if (!strncmp(name, "MPI_", 4) && !ported) {
+    r = pt_emit_mpi(x, c, name, n, k, na, argk);
+  } else if (clang_getCursorKind(fd) == CXCursor_FunctionDecl && !ported && pt_math_twin(name) && any_act) {
+    port_str s = {0};
+    port_str_addf(&s, "ad_%s(", name);
+    for (int i = 0; i < na; i++) {
+      char *t = pt_emit(x, clang_Cursor_getArgument(c, (unsigned)i), 0);
+      port_str_addf(&s, "%s%s", i ? ", " : "", t);
+      free(t);
+    }
+    port_str_add(&s, ")");
+    r = port_str_take(&s);
+  } else if (clang_getCursorKind(fd) == CXCursor_FunctionDecl && !ported) {
+    int fixed = print_fixed(name);
+    CXType ft = clang_getCursorType(fd);
+    int np = clang_getNumArgTypes(ft);
+    if (is_math_name(name) && any_act)
+      pt_error(x, c, "Ariadne has no derivative of the math function '%s'; write it with the functions Ariadne has "
+                     "or as an ad_custom statement with its partial derivatives",
+               name);
+    int memfn = !strcmp(name, "memcpy") || !strcmp(name, "memmove");
+    int known = memfn || !strcmp(name, "memset") || !strcmp(name, "free") || !strcmp(name, "realloc") ||
+                !strcmp(name, "qsort") || fixed >= 0;
+    if (memfn && na >= 2) {
+      CXType t0 = clang_getCursorType(pt_strip(clang_Cursor_getArgument(c, 0)));
+      CXType t1 = clang_getCursorType(pt_strip(clang_Cursor_getArgument(c, 1)));
+      if (pt_type_holds_active(x, t0) != pt_type_holds_active(x, t1))
+        pt_error(x, c, "%s between active and non-active data; an ad_real is not a double in memory: copy element by "
+                       "element (ad_value / ad_const)",
+                 name);
+    }
+    for (int i = 0; i < na; i++) {
+      CXCursor a = clang_Cursor_getArgument(c, (unsigned)i);
+      int variadic_pos = i >= np;
+      if (fixed >= 0 && i >= fixed) {
+        if (argk[i] >= 0) texts[argk[i]] = pt_emit_to(x, a, 0);
+        continue;
+      }
+      if (is_math_name(name)) continue; /* reported above */
+      if (pt_act(x, a) && (variadic_pos || pt_is_float(clang_getArgType(ft, (unsigned)i))))
+        pt_error(x, a, "active value passed to the external function '%s', whose derivative would be lost; port "
+                       "'%s' too, or record it with ad_external",
+                 name, name);
+      else if (!known && is_pointer_like(clang_getCursorType(pt_strip(a))) &&
+               pt_type_holds_active(x, clang_getCursorType(pt_strip(a))))
+        pt_error(x, a, "active data passed to the external function '%s' (a library such as BLAS or FFTW cannot "
+                       "differentiate it); record the call with ad_external and its adjoint",
+                 name);
+    }
+    r = pt_splice(x, c, n, k, texts, 0);
+  } else if (!ported && !pt_pointer_of_file(x, k[0])) {
+    r = pt_splice(x, c, n, k, texts, 0); /* a _Generic selection or the like: left alone */
+  } else {
+    /* A function of this file, or a call through a function pointer. */
+    CXType ft = ported ? clang_getCursorType(fd) : pt_fn_type(clang_getCursorType(k[0]));
+    int np = clang_getNumArgTypes(ft);
+    if (np < 0) np = 0;
+    for (int i = 0; i < na; i++) {
+      CXCursor a = clang_Cursor_getArgument(c, (unsigned)i);
+      if (argk[i] < 0) continue;
+      if (i >= np) {
+        if (pt_act(x, a) || pt_type_holds_active(x, clang_getCursorType(pt_strip(a))))
+          pt_error(x, a, "active value passed to the variadic function '%s'; give it a fixed parameter list",
+                   name[0] ? name : "(pointer)");
+        continue;
+      }
+      CXType pt = clang_getArgType(ft, (unsigned)i);
+      if (pt_type_active(x, pt)) texts[argk[i]] = pt_emit_to(x, a, 1);
+      else if (pt_act(x, a) && !is_pointer_like(pt)) texts[argk[i]] = pt_emit_to(x, a, 0);
+    }
+    r = pt_splice(x, c, n, k, texts, 0);
+  }
+  for (int i = 0; i < n; i++) free(texts[i]);
+  free(texts);
+  free(argk);
+  free(k);
+  free(name);
+  return r;
+}
+
+static char *emit_declref(pt_ctx *x, CXCursor c) {
+  CXCursor d = clang_getCursorReferenced(c);
+  if (pt_suffixed(x, d)) {
+    char *s = pt_orig(x, c);
+    char *r = pt_cat(s, x->o->suffix, NULL);
+    free(s);
+    return r;
+  }
+  return pt_orig(x, c);
+}
+
+/* stmt: the expression is a whole statement (its value is unused). */
+char *pt_emit(pt_ctx *x, CXCursor c, int stmt) {
+  if (pt_in_macro(x, c)) return emit_macro(x, c);
+  switch (clang_getCursorKind(c)) {
+  case CXCursor_BinaryOperator: return emit_binary(x, c, stmt);
+  case CXCursor_CompoundAssignOperator: return emit_compound(x, c, stmt);
+  case CXCursor_UnaryOperator: return emit_unary(x, c, stmt);
+  case CXCursor_ConditionalOperator: return emit_conditional(x, c);
+  case CXCursor_UnexposedExpr: return emit_implicit(x, c);
+  case CXCursor_CStyleCastExpr: return emit_cast(x, c);
+  case CXCursor_CallExpr: return emit_call(x, c);
+  case CXCursor_InitListExpr: return emit_initlist(x, c);
+  case CXCursor_DeclRefExpr: return emit_declref(x, c);
+  case CXCursor_UnaryExpr:
+  case CXCursor_CompoundLiteralExpr: return splice_kids(x, c, 1);
+  case CXCursor_IntegerLiteral:
+  case CXCursor_FloatingLiteral:
+  case CXCursor_StringLiteral:
+  case CXCursor_CharacterLiteral: return pt_orig(x, c);
+  default: return splice_kids(x, c, 0);
+  }
+}

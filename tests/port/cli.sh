@@ -1,0 +1,167 @@
+#!/bin/sh
+# The command line of ariadne-port, driven exactly as documented:
+#   ariadne-port [--fused] [--active-type NAME]... -o OUTDIR FILE.c... [-- COMPILER-FLAGS...]
+# usage: cli.sh TOOL SOURCE-DIR WORK-DIR CC INCLUDE-DIR...
+tool=$1
+src=$2
+work=$3
+cc=$4
+shift 4
+incs=""
+for d in "$@"; do incs="$incs -I$d"; done
+checks=0
+failed=0
+check() { # check DESCRIPTION COMMAND...
+  desc=$1
+  shift
+  checks=$((checks + 1))
+  if ! "$@"; then
+    failed=$((failed + 1))
+    echo "FAILED: $desc" >&2
+  fi
+}
+status_is() { # status_is WANT COMMAND...
+  want_status=$1
+  shift
+  "$@" >"$work/out.txt" 2>"$work/err.txt"
+  got=$?
+  [ "$got" = "$want_status" ] || { echo "exit status $got, want $want_status: $*" >&2; cat "$work/err.txt" >&2; return 1; }
+}
+compiles() { # compiles FILE [FLAGS]: active and passive, warning-free
+  f=$1
+  shift
+  $cc -std=c11 -Wall -Wextra -Werror -fsyntax-only $incs "$@" "$f" &&
+    $cc -std=c11 -Wall -Wextra -Werror -fsyntax-only -DARIADNE_PASSIVE $incs "$@" "$f"
+}
+rm -rf "$work"
+mkdir -p "$work"
+
+# Usage errors: status 2.
+check "no arguments" status_is 2 "$tool"
+check "missing -o" status_is 2 "$tool" "$src/corpus/macros.c"
+check "no input" status_is 2 "$tool" -o "$work/o"
+check "unknown option" status_is 2 "$tool" --frobnicate -o "$work/o" "$src/corpus/macros.c"
+check "--active-type without a name" status_is 2 "$tool" -o "$work/o" "$src/corpus/macros.c" --active-type
+check "missing input file" status_is 2 "$tool" -o "$work/o" "$work/no-such-file.c"
+check "--help" status_is 0 "$tool" --help
+
+# -o with several files; the outputs compile active and passive.
+check "two files" status_is 0 "$tool" -o "$work/two" "$src/corpus/macros.c" "$src/corpus/cg.c"
+check "macros.c written" test -f "$work/two/macros.c"
+check "cg.c written" test -f "$work/two/cg.c"
+check "macros.c compiles" compiles "$work/two/macros.c"
+check "cg.c compiles" compiles "$work/two/cg.c"
+check "SQR rewritten at the expansion" grep -q "ad_mul" "$work/two/macros.c"
+check "IDX left alone" grep -q "IDX(i, j)" "$work/two/macros.c"
+
+# Idempotent: the port of the port is the port.
+check "port of the port" status_is 0 "$tool" -o "$work/again" "$work/two/macros.c" "$work/two/cg.c"
+check "macros.c unchanged" cmp -s "$work/two/macros.c" "$work/again/macros.c"
+check "cg.c unchanged" cmp -s "$work/two/cg.c" "$work/again/cg.c"
+
+# --fused output compiles warning-free too.
+check "fused" status_is 0 "$tool" --fused -o "$work/fused" "$src/corpus/heat2d.c" "$src/corpus/flux.c"
+check "fused heat2d compiles" compiles "$work/fused/heat2d.c"
+check "fused flux compiles" compiles "$work/fused/flux.c"
+
+# --active-type, repeated: both typedefs become ad_real, plain double stays.
+cat >"$work/types.c" <<'EOT'
+typedef double real_t;
+typedef double scalar_t;
+double tolerance = 1e-8;
+real_t f(real_t a, scalar_t b) {
+  double t = tolerance;
+  return a * b + t;
+}
+EOT
+check "--active-type twice" status_is 0 "$tool" --active-type real_t --active-type scalar_t -o "$work/types" "$work/types.c"
+check "real_t active" grep -q "typedef ad_real real_t;" "$work/types/types.c"
+check "scalar_t active" grep -q "typedef ad_real scalar_t;" "$work/types/types.c"
+check "double stays passive" grep -q "^double tolerance = 1e-8;" "$work/types/types.c"
+check "mixed arithmetic" grep -q "ad_add(ad_mul(a, b), t)" "$work/types/types.c"
+check "types.c compiles" compiles "$work/types/types.c"
+
+# Files ported together: a header and two sources that call each other.
+mkdir -p "$work/multi"
+cat >"$work/multi/model.h" <<'EOT'
+double model_square(double v);
+double model_sum(const double *x, int n);
+EOT
+cat >"$work/multi/model.c" <<'EOT'
+#include "model.h"
+double model_square(double v) { return v * v; }
+EOT
+cat >"$work/multi/sum.c" <<'EOT'
+#include "model.h"
+double model_sum(const double *x, int n) {
+  double s = 0.0;
+  for (int i = 0; i < n; i++) s += model_square(x[i]) + 1.0;
+  return s;
+}
+EOT
+check "sum.c alone: model_square is external" status_is 1 "$tool" -o "$work/multi-one" "$work/multi/sum.c"
+check "says external" grep -q "external function 'model_square'" "$work/err.txt"
+check "three files together" status_is 0 "$tool" -o "$work/multi-out" "$work/multi/model.h" "$work/multi/model.c" "$work/multi/sum.c"
+check "the header is ported" grep -q "ad_real model_square(ad_real v);" "$work/multi-out/model.h"
+check "the call passes ad_real" grep -q "ad_add(model_square(x\[i\]), 1.0)" "$work/multi-out/sum.c"
+check "sum.c compiles beside the ported header" compiles "$work/multi-out/sum.c"
+check "model.c compiles beside the ported header" compiles "$work/multi-out/model.c"
+
+# OpenMP: the tape is per thread, so pragmas are kept for the passive build only.
+cat >"$work/omp.c" <<'EOT'
+double sum(const double *x, int n) {
+  double s = 0.0;
+#pragma omp parallel for reduction(+ : s)
+  for (int i = 0; i < n; i++) s += x[i] * x[i];
+  return s;
+}
+EOT
+check "openmp" status_is 0 "$tool" -o "$work/omp" "$work/omp.c"
+check "pragma kept for the passive build" grep -B1 "^#pragma omp parallel for" "$work/omp/omp.c" | grep -q "^#ifdef ARIADNE_PASSIVE"
+check "openmp port compiles" compiles "$work/omp/omp.c" -fopenmp
+
+# Flags after --, and from a compilation database with -p.
+mkdir -p "$work/inc"
+echo "#define SCALE 3.0" >"$work/inc/scale.h"
+cat >"$work/flags.c" <<'EOT'
+#ifndef NEED_FLAG
+#error NEED_FLAG is not defined
+#endif
+#include "scale.h"
+double g(double x) { return SCALE * x; }
+EOT
+check "without its flags" status_is 1 "$tool" -o "$work/flags" "$work/flags.c"
+check "says it does not compile" grep -q "error: the file does not compile" "$work/err.txt"
+check "flags after --" status_is 0 "$tool" -o "$work/flags" "$work/flags.c" -- -DNEED_FLAG "-I$work/inc"
+check "flags.c written" grep -q "ad_mul(SCALE, x)" "$work/flags/flags.c"
+mkdir -p "$work/build"
+cat >"$work/build/compile_commands.json" <<EOT
+[{"directory": "$work", "file": "$work/flags.c",
+  "command": "cc -DNEED_FLAG -Iinc -O2 -c $work/flags.c -o flags.o"}]
+EOT
+rm -rf "$work/flags"
+check "-p BUILD-DIR" status_is 0 "$tool" -p "$work/build" -o "$work/flags" "$work/flags.c"
+check "flags.c written from -p" grep -q "ad_mul(SCALE, x)" "$work/flags/flags.c"
+check "-p without a database" status_is 2 "$tool" -p "$work/inc" -o "$work/flags" "$work/flags.c"
+
+# Every construct that is reported: status 1, file:line:col: error: and the
+# expected words, nothing written; --keep-going writes anyway.
+mpiflags=""
+if command -v mpicc >/dev/null 2>&1; then mpiflags=$(mpicc -show); fi
+for f in "$src"/errors/*.c; do
+  name=$(basename "$f")
+  want=$(sed -n 's|^/\* expect: \(.*\) \*/$|\1|p' "$f")
+  flags=""
+  case $name in mpi_*) [ -n "$mpiflags" ] || continue; flags=$mpiflags ;; esac
+  rm -rf "$work/err"
+  # shellcheck disable=SC2086
+  check "$name: status 1" status_is 1 "$tool" -o "$work/err" "$f" -- $flags
+  check "$name: located diagnostic" grep -q "^$f:[0-9]*:[0-9]*: error: " "$work/err.txt"
+  check "$name: says '$want'" grep -q "$want" "$work/err.txt"
+  check "$name: nothing written" test ! -e "$work/err/$name"
+done
+check "--keep-going" status_is 1 "$tool" --keep-going -o "$work/kg" "$src/errors/union.c"
+check "--keep-going writes" test -f "$work/kg/union.c"
+
+echo "port_cli: $checks checks, $failed failed"
+[ "$failed" = 0 ]

@@ -1,0 +1,3 @@
+/* expect: external function 'lib_scale' */
+#include "blas.h"
+double f(double x) { return lib_scale(x) + x; }

@@ -1,0 +1,5 @@
+/* expect: float drops its derivative */
+double f(double x) {
+  float g = x * 2.0;
+  return g + x;
+}

@@ -1,0 +1,3 @@
+/* expect: math function 'tgamma' */
+#include <math.h>
+double f(double x) { return tgamma(x) * x; }

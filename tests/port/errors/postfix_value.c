@@ -1,0 +1,5 @@
+/* expect: the value of ++ on an active variable is used */
+double f(double x) {
+  double y = x++;
+  return x * y;
+}

@@ -1,0 +1,6 @@
+/* expect: type punning */
+double f(double *x) {
+  unsigned char *bytes = (unsigned char *)x;
+  bytes[7] ^= 0x80;
+  return x[0];
+}
