@@ -18,7 +18,10 @@ static int check_use(ad_tape *t, ad_real x, const char *fn, const char *what) {
 void ad_seed(ad_tape *t, ad_real y, double ybar) {
   if (!t) return;
   int c = check_use(t, y, "ad_seed", "the seeded value");
-  if (c == 0)
+  /* On a tape with communication records a passive seed is fine, as for
+   * ad_gradient: the rank still sweeps, since the others need its adjoint
+   * messages. */
+  if (c == 0 && !t->ext_ops)
     ad__pending(t, AD_ERR_PASSIVE, "ad_seed: the seeded value (%g) is passive, so no input can influence it", y.v);
   if (c <= 0) return;
   if (ad__adjoints_ready(t) != AD_OK) return;
@@ -57,7 +60,7 @@ void ad_adjoints_zero(ad_tape *t) {
 void ad_tangent_seed(ad_tape *t, ad_real x, double xdot) {
   if (!t) return;
   int c = check_use(t, x, "ad_tangent_seed", "the seeded value");
-  if (c == 0)
+  if (c == 0 && !t->ext_ops) /* as ad_seed */
     ad__pending(t, AD_ERR_PASSIVE, "ad_tangent_seed: the seeded value (%g) is passive", x.v);
   if (c <= 0) return;
   if (ad__tangents_ready(t) != AD_OK) return;

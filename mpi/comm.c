@@ -65,7 +65,7 @@ static int self_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
     }
     kmap_free(&c->sendk);
     kmap_free(&c->prunedk);
-    kmap_free(&c->tags);
+    kmap_free(&c->tapes);
     free(c->rq);
     free(c);
   }
@@ -204,13 +204,13 @@ int ad_mpi_comm_prepare(MPI_Comm comm) {
   int err;
   ad__comm *c = ad__mpi_comm(comm, &err);
   if (!c) return err;
-  return ad__mpi_comm_ready(c) == AD_OK ? MPI_SUCCESS : MPI_ERR_OTHER;
+  return ad__mpi_comm_ready(NULL, c) == AD_OK ? MPI_SUCCESS : MPI_ERR_OTHER;
 }
 
-int ad__mpi_comm_ready(ad__comm *c) {
+int ad__mpi_comm_ready(ad_tape *t, ad__comm *c) {
   if (c->freed) return AD_ERR_MPI;
   if (c->idup == MPI_REQUEST_NULL) return AD_OK;
-  int rc = ad__mpi_wait(NULL, &c->idup, MPI_STATUS_IGNORE, "the private duplicate of a communicator");
+  int rc = ad__mpi_wait(t, &c->idup, MPI_STATUS_IGNORE, "the private duplicate of a communicator");
   if (rc != AD_OK) return rc;
   MPI_Comm_set_errhandler(c->priv, MPI_ERRORS_RETURN);
   return AD_OK;
@@ -310,29 +310,6 @@ int ad__recv_complete(ad__comm *c, uint64_t post, int asrc, int atag) {
   return k;
 }
 
-int ad__tag_check(ad__comm *c, ad_tape *seen, int peer, int tag, int recv, const char *fn) {
-  int low = tag & ((1 << tag_low_bits) - 1);
-  int *v = kmap_slot(&c->tags, kkey(peer, low << 1 | (recv != 0)));
-  if (!v) return 0;
-  if (*v == 0 || *v == tag + 1) {
-    *v = tag + 1;
-    return 0;
-  }
-  const char *fmt = "%s: tags %d and %d %s rank %d agree in their low %d bits, which the sweeps use to tell "
-                    "messages apart; use tags below %d with the same partner";
-  if (seen)
-    ad__fail(seen, AD_ERR_MPI, fmt, fn, *v - 1, tag, recv ? "from" : "to", peer, tag_low_bits, 1 << tag_low_bits);
-  else
-    ad__fail_notape(AD_ERR_MPI, fmt, fn, *v - 1, tag, recv ? "from" : "to", peer, tag_low_bits, 1 << tag_low_bits);
-  return -1;
-}
-
-int ad__sweep_tag(int tag, int k) {
-  unsigned low = (unsigned)tag & ((1u << tag_low_bits) - 1);
-  unsigned kk = (unsigned)k & ((1u << tag_k_bits) - 1);
-  return (int)(kk << tag_low_bits | low);
-}
-
 /* ------------------------------------------------------------------------ */
 /* Per-tape participation and the sweep handshake                            */
 /* ------------------------------------------------------------------------ */
@@ -341,6 +318,25 @@ typedef struct peer_note {
   ad__comm *c;
   int peer;       /* -1: collective over c */
   int sent, recvd; /* active messages to and from peer on this tape */
+  /* Order-free signatures of those messages (tag and length of each), so
+   * that two tapes with the same number of messages, or a message recorded
+   * with another length on each side, are told apart. */
+  unsigned sig_sent, sig_recvd;
+  /* The distinct tags of those messages, sorted, each with the smallest
+   * sequence number recorded in its stream. In a sweep a message travels on
+   * the channel numbered by its tag's place in this list (both sides have
+   * the same list, or the handshake fails on the signatures), and with its
+   * sequence number counted from the recording's first message of the
+   * stream: any tag MPI allows works, and a message that went astray before
+   * this recording does not shift it. */
+  struct tag_ent {
+    int tag, kmin;
+  } *tags[2];
+  int ntags[2], captags[2];
+  /* How many tapes of this process communicated with peer on c before this
+   * one: both sides count the same tapes, so a rank that sweeps another of
+   * its tapes than the partner does is found out. */
+  int serial;
 } peer_note;
 
 typedef struct tape_ctx {
@@ -373,51 +369,69 @@ static void lazy_finish(ad_tape *t, tape_ctx *x, int *rc) {
   x->nlazy = 0;
 }
 
-/* Every partner says whether it is fine to sweep and, pairwise, how many
- * messages it recorded with this rank: in[3i..3i+3) is what partner i says
- * (status, messages it sent here, messages it received from here), and
- * out[3i..] what this rank says. A count that does not match means one
- * side recorded a message the other did not (a passive send met by an
- * active receive), which would pair adjoints with the wrong messages. */
-static int handshake(ad_tape *t, tape_ctx *x, int status, int *peer_status, int *peer_rank) {
+/* What each side says in the handshake, per partner. */
+enum { HS_STATUS, HS_SENT, HS_RECVD, HS_SIG_SENT, HS_SIG_RECVD, HS_DIR, HS_SERIAL, HS_W };
+
+/* Every partner says whether it is fine to sweep, which way it sweeps and,
+ * pairwise, what it recorded with this rank: in[HS_W*i ..] is what partner i
+ * says and out[HS_W*i ..] what this rank says. A count or signature that
+ * does not match means one side recorded a message the other did not (a
+ * passive send met by an active receive) or the two sides sweep different
+ * tapes, which would pair adjoints with the wrong messages. Over a
+ * communicator used collectively the ranks agree on the direction by a
+ * minimum of (status, direction, -direction). */
+static int handshake(ad_tape *t, tape_ctx *x, int status, int reverse, int *peer_status, int *peer_rank) {
   int rc = AD_OK;
   size_t n = x->n;
   MPI_Request *req = malloc((2 * n + 1) * sizeof *req);
   char *is_recv = malloc(2 * n + 1);
   /* Both halves live on the heap, so that a handshake that gives up can
    * leave them to MPI (see below). */
-  int *in = malloc((6 * n + 1) * sizeof *in), *out = in + 3 * n;
+  int *in = malloc((2 * HS_W * n + 1) * sizeof *in), *out = in + HS_W * n;
   if (!req || !in || !is_recv) {
     free(req);
     free(in);
     free(is_recv);
     return AD_ERR_NOMEM;
   }
+  int dir = reverse ? 1 : 2;
   size_t nr = 0;
   for (size_t i = 0; i < n; i++) {
     peer_note *p = &x->notes[i];
-    if ((rc = ad__mpi_comm_ready(p->c)) != AD_OK) {
+    if ((rc = ad__mpi_comm_ready(t, p->c)) != AD_OK) {
       if (p->c->freed)
         ad__pending(t, AD_ERR_MPI, "a communicator used on this tape was freed before the sweep");
       break;
     }
-    in[3 * i] = out[3 * i] = status;
-    out[3 * i + 1] = p->sent;
-    out[3 * i + 2] = p->recvd;
-    in[3 * i + 1] = p->recvd; /* what a silent partner would have to say */
-    in[3 * i + 2] = p->sent;
+    int *o = &out[HS_W * i], *v = &in[HS_W * i];
+    o[HS_STATUS] = v[HS_STATUS] = status;
+    o[HS_SENT] = p->sent;
+    o[HS_RECVD] = p->recvd;
+    o[HS_SIG_SENT] = (int)(p->sig_sent & 0x7fffffffu);
+    o[HS_SIG_RECVD] = (int)(p->sig_recvd & 0x7fffffffu);
+    o[HS_DIR] = dir;
+    o[HS_SERIAL] = p->serial;
+    /* what a silent partner would have to say */
+    v[HS_SENT] = o[HS_RECVD];
+    v[HS_RECVD] = o[HS_SENT];
+    v[HS_SIG_SENT] = o[HS_SIG_RECVD];
+    v[HS_SIG_RECVD] = o[HS_SIG_SENT];
+    v[HS_DIR] = dir;
+    v[HS_SERIAL] = p->serial;
     int e;
     if (p->peer < 0) {
       is_recv[nr] = 0;
-      e = MPI_Iallreduce(MPI_IN_PLACE, &in[3 * i], 1, MPI_INT, MPI_MIN, p->c->priv, &req[nr]);
+      v[1] = dir;
+      v[2] = -dir;
+      e = MPI_Iallreduce(MPI_IN_PLACE, v, 3, MPI_INT, MPI_MIN, p->c->priv, &req[nr]);
       if (e == MPI_SUCCESS) nr++;
     } else {
       is_recv[nr] = 0;
-      e = MPI_Isend(&out[3 * i], 3, MPI_INT, p->peer, handshake_tag, p->c->priv, &req[nr]);
+      e = MPI_Isend(o, HS_W, MPI_INT, p->peer, handshake_tag, p->c->priv, &req[nr]);
       if (e == MPI_SUCCESS) {
         nr++;
         is_recv[nr] = 1;
-        e = MPI_Irecv(&in[3 * i], 3, MPI_INT, p->peer, handshake_tag, p->c->priv, &req[nr]);
+        e = MPI_Irecv(v, HS_W, MPI_INT, p->peer, handshake_tag, p->c->priv, &req[nr]);
         if (e == MPI_SUCCESS) nr++;
       }
     }
@@ -428,18 +442,41 @@ static int handshake(ad_tape *t, tape_ctx *x, int status, int *peer_status, int 
   }
   for (size_t i = 0; i < nr && rc == AD_OK; i++) rc = ad__mpi_wait(t, &req[i], MPI_STATUS_IGNORE, "the other ranks to start their sweep");
   for (size_t i = 0; rc == AD_OK && i < n; i++) {
-    if (in[3 * i] < 0 && *peer_status == AD_OK) {
-      *peer_status = in[3 * i];
+    if (in[HS_W * i] < 0 && *peer_status == AD_OK) {
+      *peer_status = in[HS_W * i];
       *peer_rank = x->notes[i].peer;
     }
   }
   for (size_t i = 0; rc == AD_OK && *peer_status == AD_OK && i < n; i++) {
     peer_note *p = &x->notes[i];
-    if (p->peer >= 0 && (in[3 * i + 1] != p->recvd || in[3 * i + 2] != p->sent)) {
+    const int *v = &in[HS_W * i], *o = &out[HS_W * i];
+    int other_dir = p->peer < 0 ? (v[1] != -v[2] ? -1 : v[1]) : v[HS_DIR];
+    if (other_dir != dir) {
+      const char *mine = reverse ? "reverse" : "tangent";
+      if (p->peer >= 0)
+        ad__pending(t, AD_ERR_MPI, "rank %d runs a %s sweep while this rank runs a %s sweep; no sweep was done",
+                    p->peer, reverse ? "tangent" : "reverse", mine);
+      else
+        ad__pending(t, AD_ERR_MPI,
+                    "the ranks of a communicator this tape used do not all run a %s sweep; no sweep was done", mine);
+      rc = AD_ERR_MPI;
+    } else if (p->peer >= 0 && (v[HS_SENT] != o[HS_RECVD] || v[HS_RECVD] != o[HS_SENT])) {
       ad__pending(t, AD_ERR_MPI,
                   "rank %d recorded %d active messages to and %d from this rank, which recorded %d from and %d to "
                   "it (a message sent with another datatype than it was received with?); no sweep was done",
-                  p->peer, in[3 * i + 1], in[3 * i + 2], p->recvd, p->sent);
+                  p->peer, v[HS_SENT], v[HS_RECVD], p->recvd, p->sent);
+      rc = AD_ERR_MPI;
+    } else if (p->peer >= 0 && v[HS_SERIAL] != o[HS_SERIAL]) {
+      ad__pending(t, AD_ERR_MPI,
+                  "rank %d sweeps its tape number %d of those that communicated with this rank, this rank its number "
+                  "%d; no sweep was done",
+                  p->peer, v[HS_SERIAL] + 1, o[HS_SERIAL] + 1);
+      rc = AD_ERR_MPI;
+    } else if (p->peer >= 0 && (v[HS_SIG_SENT] != o[HS_SIG_RECVD] || v[HS_SIG_RECVD] != o[HS_SIG_SENT])) {
+      ad__pending(t, AD_ERR_MPI,
+                  "rank %d recorded messages with this rank of other tags or lengths than this tape did (does it "
+                  "sweep another tape?); no sweep was done",
+                  p->peer);
       rc = AD_ERR_MPI;
     }
   }
@@ -459,12 +496,16 @@ static int handshake(ad_tape *t, tape_ctx *x, int status, int *peer_status, int 
 
 static int ctx_sweep_begin(ad_tape *t, void *ctx, int reverse, int err) {
   tape_ctx *x = ctx;
-  (void)reverse;
   x->nlazy = 0;
   int peer_status = AD_OK, peer_rank = -1;
-  int rc = handshake(t, x, err, &peer_status, &peer_rank);
+  int rc = handshake(t, x, err, reverse, &peer_status, &peer_rank);
   if (err != AD_OK) return err;
-  if (rc != AD_OK) return rc;
+  if (rc != AD_OK) {
+    /* Reported by this call: the next sweep starts clean (the message
+     * stays readable). */
+    ad__driver_check(t);
+    return rc;
+  }
   if (peer_status != AD_OK) {
     if (peer_rank >= 0)
       ad__pending(t, AD_ERR_MPI, "rank %d of a communicator this tape used reported %s; no sweep was done",
@@ -486,12 +527,20 @@ static int ctx_sweep_end(ad_tape *t, void *ctx, int reverse, int rc) {
 static void ctx_reset(ad_tape *t, void *ctx) {
   (void)t;
   tape_ctx *x = ctx;
+  for (size_t i = 0; i < x->n; i++) {
+    free(x->notes[i].tags[0]);
+    free(x->notes[i].tags[1]);
+  }
   x->n = 0;
 }
 
 static void ctx_destroy(void *ctx) {
   tape_ctx *x = ctx;
   for (size_t i = 0; i < x->nlazy; i++) free(x->lazy_buf[i]);
+  for (size_t i = 0; i < x->n; i++) {
+    free(x->notes[i].tags[0]);
+    free(x->notes[i].tags[1]);
+  }
   free(x->lazy);
   free(x->lazy_buf);
   free(x->notes);
@@ -510,7 +559,43 @@ static tape_ctx *ctx_of(ad_tape *t) {
   return x;
 }
 
-static void note(ad_tape *t, ad__comm *c, int peer, int recv) {
+/* One message's part of a signature: a hash of its tag and length. */
+static unsigned sig_of(int tag, int count) {
+  uint64_t h = ((uint64_t)(uint32_t)tag << 32 | (uint32_t)count) * 0x9E3779B97F4A7C15ull;
+  return (unsigned)(h >> 33);
+}
+
+static int note_tag(ad_tape *t, peer_note *p, int recv, int tag, int k) {
+  struct tag_ent *v = p->tags[recv];
+  int lo = 0, hi = p->ntags[recv];
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (v[mid].tag < tag)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == p->ntags[recv] || v[lo].tag != tag) {
+    if (p->ntags[recv] == p->captags[recv]) {
+      int ncap = p->captags[recv] ? 2 * p->captags[recv] : 4;
+      struct tag_ent *n = realloc(v, (size_t)ncap * sizeof *n);
+      if (!n) {
+        ad__fail(t, AD_ERR_NOMEM, "cannot note a message tag");
+        return -1;
+      }
+      p->tags[recv] = v = n;
+      p->captags[recv] = ncap;
+    }
+    memmove(v + lo + 1, v + lo, (size_t)(p->ntags[recv] - lo) * sizeof *v);
+    v[lo].tag = tag;
+    v[lo].kmin = k;
+    p->ntags[recv]++;
+  }
+  if (k >= 0 && (v[lo].kmin < 0 || k < v[lo].kmin)) v[lo].kmin = k;
+  return 0;
+}
+
+static void note(ad_tape *t, ad__comm *c, int peer, int recv, int tag, int count, int k) {
   tape_ctx *x = ctx_of(t);
   if (!x) {
     ad__fail(t, AD_ERR_NOMEM, "cannot attach the MPI layer's state to the tape");
@@ -532,21 +617,59 @@ static void note(ad_tape *t, ad__comm *c, int peer, int recv) {
     memset(&x->notes[x->n], 0, sizeof x->notes[x->n]);
     x->notes[x->n].c = c;
     x->notes[x->n].peer = peer;
+    if (peer >= 0) {
+      int *ns = kmap_slot(&c->tapes, kkey(peer, 0));
+      x->notes[x->n].serial = ns ? (*ns)++ : -1;
+    }
     x->n++;
   }
   if (peer >= 0) {
-    if (recv)
+    if (note_tag(t, &x->notes[i], recv != 0, tag, k) != 0) return;
+    if (recv) {
       x->notes[i].recvd++;
-    else
+      x->notes[i].sig_recvd += sig_of(tag, count);
+    } else {
       x->notes[i].sent++;
+      x->notes[i].sig_sent += sig_of(tag, count);
+    }
   }
 }
 
 void ad__mpi_note_coll(ad_tape *t, ad__comm *c) {
-  if (t) note(t, c, -1, 0);
+  if (t) note(t, c, -1, 0, 0, 0, -1);
 }
-void ad__mpi_note_peer(ad_tape *t, ad__comm *c, int peer, int recv) {
-  if (t && peer >= 0) note(t, c, peer, recv);
+void ad__mpi_note_peer(ad_tape *t, ad__comm *c, int peer, int recv, int tag, int count, int k) {
+  if (t && peer >= 0) note(t, c, peer, recv, tag, count, k);
+}
+
+int ad__sweep_tag(ad_tape *t, ad__comm *c, int peer, int tag, int k, int was_recv) {
+  tape_ctx *x = t->ext_ops == &ctx_ops ? t->ext_ctx : NULL;
+  if (!x) return -1;
+  for (size_t i = 0; i < x->n; i++) {
+    peer_note *p = &x->notes[i];
+    if (p->c != c || p->peer != peer) continue;
+    const struct tag_ent *v = p->tags[was_recv != 0];
+    int lo = 0, hi = p->ntags[was_recv != 0];
+    while (lo < hi) {
+      int mid = (lo + hi) / 2;
+      if (v[mid].tag < tag)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    if (lo == p->ntags[was_recv != 0] || v[lo].tag != tag || k < v[lo].kmin) break;
+    if (lo >= 1 << tag_low_bits) {
+      ad__pending(t, AD_ERR_MPI,
+                  "this tape exchanged messages of more than %d different tags with rank %d, more than the sweeps "
+                  "can tell apart",
+                  1 << tag_low_bits, peer);
+      return -1;
+    }
+    unsigned kk = (unsigned)(k - v[lo].kmin) & ((1u << tag_k_bits) - 1);
+    return (int)(kk << tag_low_bits | (unsigned)lo);
+  }
+  ad__pending(t, AD_ERR_MPI, "no record of the messages with rank %d (tag %d) that this sweep needs", peer, tag);
+  return -1;
 }
 
 ad_tape *ad__mpi_tape(ad_tape **seen) {
@@ -722,6 +845,7 @@ static void mrec_destroy(void *data) {
   /* A sweep that failed half-way left a receive behind: cancel it before
    * its buffer goes. */
   ad__mpi_abandon(&r->sreq, 1);
+  if (r->kind == AD__M_ISEND || r->kind == AD__M_IRECV) ad__p2p_forget(r);
   if (r->link) r->link->link = NULL;
   free(r->sbuf);
   free(r->in);

@@ -32,7 +32,7 @@ typedef struct ad__comm {
   int freed;           /* the user freed the communicator */
   ad__kmap sendk;      /* active sends per (dest, tag) */
   ad__kmap prunedk;    /* completed receives per (source, tag) dropped from rq */
-  ad__kmap tags;       /* (peer, low bits of the tag, direction) -> tag + 1 */
+  ad__kmap tapes;      /* recordings that communicated with a peer, per (peer, 0) */
   ad__rentry *rq;      /* receives posted and not yet pruned */
   size_t rq_n, rq_cap;
   uint64_t rq_base;    /* posting number of rq[0] */
@@ -45,8 +45,9 @@ int ad__mpi_setup(void);
 /* Info for a user communicator, created (and its duplicate started) on
  * first use. NULL on failure (message in *err). */
 ad__comm *ad__mpi_comm(MPI_Comm comm, int *err);
-/* Wait for the private duplicate (used before sweep traffic). */
-int ad__mpi_comm_ready(ad__comm *c);
+/* Wait for the private duplicate (used before sweep traffic); a failure is
+ * left on t (if not NULL) as a pending error with its message. */
+int ad__mpi_comm_ready(ad_tape *t, ad__comm *c);
 
 /* Message identity: the k-th active message from one rank to another with
  * the same tag on the same communicator is the k-th received there (MPI's
@@ -56,11 +57,12 @@ int ad__mpi_comm_ready(ad__comm *c);
 int ad__send_seq(ad__comm *c, int dest, int tag);
 uint64_t ad__recv_post(ad__comm *c, int src, int tag);
 int ad__recv_complete(ad__comm *c, uint64_t post, int asrc, int atag);
-int ad__sweep_tag(int tag, int k);
-/* Sweep tags keep only the low bits of a user tag: two tags that share them
- * between the same ranks could swap adjoint messages. Report that on the
- * tape (sticky) and return -1; 0 if the tag is fine. */
-int ad__tag_check(ad__comm *c, ad_tape *seen, int peer, int tag, int recv, const char *fn);
+/* The tag on the private communicator of the sweep message for the message
+ * of `tag` and sequence number k that this rank sent to (was_recv 0) or
+ * received from (1) peer, as recorded on t: its tag's channel and its
+ * number within the recording (see peer_note in comm.c). -1, with a pending
+ * error on t, if there is none. */
+int ad__sweep_tag(ad_tape *t, ad__comm *c, int peer, int tag, int k, int was_recv);
 
 /* ------------------------------------------------------------------------ */
 /* Tapes                                                                     */
@@ -72,10 +74,12 @@ int ad__tag_check(ad__comm *c, ad_tape *seen, int peer, int tag, int recv, const
 ad_tape *ad__mpi_tape(ad_tape **seen);
 /* Note that tape t communicated on c collectively, or with a peer. */
 void ad__mpi_note_coll(ad_tape *t, ad__comm *c);
-/* ... a message to (recv 0) or from (recv 1) peer; the sweep handshake
- * compares the counts with the partner's, so that a message one side
- * recorded and the other did not is an error, not a shifted pairing. */
-void ad__mpi_note_peer(ad_tape *t, ad__comm *c, int peer, int recv);
+/* ... a message of `count` elements (-1: unknown), sequence number k (-1:
+ * unknown) with `tag` to (recv 0) or
+ * from (recv 1) peer; the sweep handshake compares the counts and a
+ * signature of tags and lengths with the partner's, so that a message one
+ * side recorded and the other did not is an error, not a shifted pairing. */
+void ad__mpi_note_peer(ad_tape *t, ad__comm *c, int peer, int recv, int tag, int count, int k);
 
 /* Pack values of an ad_real buffer; unpack received values into new handles
  * (passive if t is NULL). Handles of sent elements: 0 for passive ones; a
@@ -141,6 +145,9 @@ ad__mrec *ad__mrec_push(ad_tape *t, int kind, ad__comm *c, int nin, int nout);
 /* Sweep actions of point-to-point records (p2p.c) and collectives (coll.c);
  * -1 if the kind is not theirs. */
 int ad__p2p_reverse(ad_tape *t, ad__mrec *r);
+/* A record is going away (ad_tape_reset_to, a reset, the tape's end): a
+ * request still pending that it started must not link to it. */
+void ad__p2p_forget(const ad__mrec *r);
 int ad__p2p_forward(ad_tape *t, ad__mrec *r);
 int ad__coll_reverse(ad_tape *t, ad__mrec *r);
 int ad__coll_forward(ad_tape *t, ad__mrec *r);

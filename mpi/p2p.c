@@ -19,14 +19,16 @@ static int is_real(MPI_Datatype t) { return t == AD_MPI_REAL; }
 /* Sweep actions                                                             */
 /* ------------------------------------------------------------------------ */
 
-static int sweep_isend(ad_tape *t, const ad__mrec *r, const double *buf, int n, int peer, int tag, int k,
+static int sweep_isend(ad_tape *t, const ad__mrec *r, const double *buf, int n, int peer, int tag, int k, int was_recv,
                        uint64_t *counter) {
   if (peer == MPI_PROC_NULL || peer < 0) return AD_OK;
+  int stag = ad__sweep_tag(t, r->c, peer, tag, k, was_recv);
+  if (stag < 0) return AD_ERR_MPI;
   double *copy = malloc((size_t)(n ? n : 1) * sizeof *copy);
   if (!copy) return AD_ERR_NOMEM;
   memcpy(copy, buf, (size_t)n * sizeof *copy);
   MPI_Request q;
-  int e = MPI_Isend(copy, n, MPI_DOUBLE, peer, ad__sweep_tag(tag, k), r->c->priv, &q);
+  int e = MPI_Isend(copy, n, MPI_DOUBLE, peer, stag, r->c->priv, &q);
   if (e != MPI_SUCCESS) {
     free(copy);
     return ad__mpi_fail(t, e, "posting a sweep send");
@@ -35,17 +37,33 @@ static int sweep_isend(ad_tape *t, const ad__mrec *r, const double *buf, int n, 
   return ad__mpi_lazy(t, q, copy);
 }
 
-static int sweep_recv(ad_tape *t, const ad__mrec *r, double *buf, int n, int peer, int tag, int k, const char *what) {
+/* A sweep message must have exactly the recorded length: a shorter one
+ * (possible when the two sides sweep different tapes, or with an MPI that
+ * lets a mismatched message to oneself through) would leave part of the
+ * buffer unset. */
+static int count_check(ad_tape *t, const MPI_Status *st, int n, int peer, const char *what) {
+  int got = -1;
+  MPI_Get_count(st, MPI_DOUBLE, &got);
+  if (got == n) return AD_OK;
+  ad__pending(t, AD_ERR_MPI, "%s: rank %d sent %d values where this rank recorded %d", what, peer, got, n);
+  return AD_ERR_MPI;
+}
+
+static int sweep_recv(ad_tape *t, const ad__mrec *r, double *buf, int n, int peer, int tag, int k, int was_recv,
+                      const char *what) {
   if (peer == MPI_PROC_NULL || peer < 0) {
     memset(buf, 0, (size_t)n * sizeof *buf);
     return AD_OK;
   }
+  int stag = ad__sweep_tag(t, r->c, peer, tag, k, was_recv);
+  if (stag < 0) return AD_ERR_MPI;
   MPI_Request q;
-  int e = MPI_Irecv(buf, n, MPI_DOUBLE, peer, ad__sweep_tag(tag, k), r->c->priv, &q);
+  MPI_Status st;
+  int e = MPI_Irecv(buf, n, MPI_DOUBLE, peer, stag, r->c->priv, &q);
   if (e != MPI_SUCCESS) return ad__mpi_fail(t, e, "posting a sweep receive");
-  int rc = ad__mpi_wait(t, &q, MPI_STATUS_IGNORE, what);
+  int rc = ad__mpi_wait(t, &q, &st, what);
   ad__mpi_abandon(&q, 1); /* after a timeout: the caller frees buf */
-  return rc;
+  return rc == AD_OK ? count_check(t, &st, n, peer, what) : rc;
 }
 
 static double *scratch(int n) { return malloc((size_t)(n > 0 ? n : 1) * sizeof(double)); }
@@ -57,7 +75,7 @@ int ad__p2p_reverse(ad_tape *t, ad__mrec *r) {
   switch (r->kind) {
   case AD__M_SEND:
     if (!(buf = scratch(r->nin))) return AD_ERR_NOMEM;
-    rc = sweep_recv(t, r, buf, r->nin, r->peer, r->tag, r->k, "the adjoint of a sent message");
+    rc = sweep_recv(t, r, buf, r->nin, r->peer, r->tag, r->k, 0, "the adjoint of a sent message");
     if (rc == AD_OK) ad__adj_add(t, r->in, r->nin, buf, NULL);
     free(buf);
     return rc;
@@ -65,7 +83,7 @@ int ad__p2p_reverse(ad_tape *t, ad__mrec *r) {
   case AD__M_IRECV_DONE:
     if (!(buf = scratch(r->nout))) return AD_ERR_NOMEM;
     ad__adj_take(t, r->out, r->nout, buf);
-    rc = sweep_isend(t, r, buf, r->nout, r->peer, r->tag, r->k, bytes);
+    rc = sweep_isend(t, r, buf, r->nout, r->peer, r->tag, r->k, 1, bytes);
     free(buf);
     return rc;
   case AD__M_ISEND_DONE: {
@@ -76,7 +94,9 @@ int ad__p2p_reverse(ad_tape *t, ad__mrec *r) {
       memset(s->sbuf, 0, (size_t)s->nin * sizeof(double));
       return AD_OK;
     }
-    int e = MPI_Irecv(s->sbuf, s->nin, MPI_DOUBLE, s->peer, ad__sweep_tag(s->tag, s->k), s->c->priv, &s->sreq);
+    int stag = ad__sweep_tag(t, s->c, s->peer, s->tag, s->k, 0);
+    if (stag < 0) return AD_ERR_MPI;
+    int e = MPI_Irecv(s->sbuf, s->nin, MPI_DOUBLE, s->peer, stag, s->c->priv, &s->sreq);
     return e == MPI_SUCCESS ? AD_OK : ad__mpi_fail(t, e, "posting the adjoint receive of an isend");
   }
   case AD__M_ISEND:
@@ -84,7 +104,11 @@ int ad__p2p_reverse(ad_tape *t, ad__mrec *r) {
       ad__pending(t, AD_ERR_MPI, "an ad_mpi_isend recorded on this tape was never completed (wait or test) while recording");
       return AD_ERR_MPI;
     }
-    if (r->sreq != MPI_REQUEST_NULL) rc = ad__mpi_wait(t, &r->sreq, MPI_STATUS_IGNORE, "the adjoint of an isend message");
+    if (r->sreq != MPI_REQUEST_NULL) {
+      MPI_Status st;
+      rc = ad__mpi_wait(t, &r->sreq, &st, "the adjoint of an isend message");
+      if (rc == AD_OK) rc = count_check(t, &st, r->nin, r->peer, "the adjoint of an isend message");
+    }
     ad__mpi_abandon(&r->sreq, 1); /* after a timeout, before sbuf goes */
     if (rc == AD_OK && r->sbuf) ad__adj_add(t, r->in, r->nin, r->sbuf, NULL);
     free(r->sbuf);
@@ -99,12 +123,12 @@ int ad__p2p_reverse(ad_tape *t, ad__mrec *r) {
   case AD__M_SENDRECV:
     if (!(buf = scratch(r->nout > r->nin ? r->nout : r->nin))) return AD_ERR_NOMEM;
     ad__adj_take(t, r->out, r->nout, buf);
-    rc = sweep_isend(t, r, buf, r->nout, r->rpeer, r->rtag, r->rk, bytes);
+    rc = sweep_isend(t, r, buf, r->nout, r->rpeer, r->rtag, r->rk, 1, bytes);
     /* An empty message still has an adjoint message, which the partner
      * sends: receive it whatever the count (sweep_recv skips a half that was
      * not active). */
     if (rc == AD_OK) {
-      rc = sweep_recv(t, r, buf, r->nin, r->peer, r->tag, r->k, "the adjoint of a sendrecv message");
+      rc = sweep_recv(t, r, buf, r->nin, r->peer, r->tag, r->k, 0, "the adjoint of a sendrecv message");
       if (rc == AD_OK) ad__adj_add(t, r->in, r->nin, buf, NULL);
     }
     free(buf);
@@ -123,12 +147,12 @@ int ad__p2p_forward(ad_tape *t, ad__mrec *r) {
   case AD__M_ISEND:
     if (!(buf = scratch(r->nin))) return AD_ERR_NOMEM;
     ad__tan_get(t, r->in, r->nin, buf);
-    rc = sweep_isend(t, r, buf, r->nin, r->peer, r->tag, r->k, bytes);
+    rc = sweep_isend(t, r, buf, r->nin, r->peer, r->tag, r->k, 0, bytes);
     free(buf);
     return rc;
   case AD__M_RECV:
     if (!(buf = scratch(r->nout))) return AD_ERR_NOMEM;
-    rc = sweep_recv(t, r, buf, r->nout, r->peer, r->tag, r->k, "the tangent of a received message");
+    rc = sweep_recv(t, r, buf, r->nout, r->peer, r->tag, r->k, 1, "the tangent of a received message");
     if (rc == AD_OK) ad__tan_set(t, r->out, r->nout, buf);
     free(buf);
     return rc;
@@ -142,13 +166,19 @@ int ad__p2p_forward(ad_tape *t, ad__mrec *r) {
     }
     if (!(r->sbuf = scratch(d->nout))) return AD_ERR_NOMEM;
     if (d->peer == MPI_PROC_NULL) return AD_OK;
-    int e = MPI_Irecv(r->sbuf, d->nout, MPI_DOUBLE, d->peer, ad__sweep_tag(d->tag, d->k), r->c->priv, &r->sreq);
+    int stag = ad__sweep_tag(t, d->c, d->peer, d->tag, d->k, 1);
+    if (stag < 0) return AD_ERR_MPI;
+    int e = MPI_Irecv(r->sbuf, d->nout, MPI_DOUBLE, d->peer, stag, r->c->priv, &r->sreq);
     return e == MPI_SUCCESS ? AD_OK : ad__mpi_fail(t, e, "posting the tangent receive of an irecv");
   }
   case AD__M_IRECV_DONE: {
     ad__mrec *s = r->link;
     if (!s || !s->sbuf) return AD_OK;
-    if (s->sreq != MPI_REQUEST_NULL) rc = ad__mpi_wait(t, &s->sreq, MPI_STATUS_IGNORE, "the tangent of an irecv message");
+    if (s->sreq != MPI_REQUEST_NULL) {
+      MPI_Status st;
+      rc = ad__mpi_wait(t, &s->sreq, &st, "the tangent of an irecv message");
+      if (rc == AD_OK) rc = count_check(t, &st, r->nout, r->peer, "the tangent of an irecv message");
+    }
     ad__mpi_abandon(&s->sreq, 1); /* after a timeout, before sbuf goes */
     if (rc == AD_OK) ad__tan_set(t, r->out, r->nout, s->sbuf);
     free(s->sbuf);
@@ -158,9 +188,9 @@ int ad__p2p_forward(ad_tape *t, ad__mrec *r) {
   case AD__M_SENDRECV:
     if (!(buf = scratch(r->nout > r->nin ? r->nout : r->nin))) return AD_ERR_NOMEM;
     ad__tan_get(t, r->in, r->nin, buf);
-    rc = sweep_isend(t, r, buf, r->nin, r->peer, r->tag, r->k, bytes);
+    rc = sweep_isend(t, r, buf, r->nin, r->peer, r->tag, r->k, 0, bytes);
     if (rc == AD_OK) { /* empty messages too, as in the reverse sweep */
-      rc = sweep_recv(t, r, buf, r->nout, r->rpeer, r->rtag, r->rk, "the tangent of a sendrecv message");
+      rc = sweep_recv(t, r, buf, r->nout, r->rpeer, r->rtag, r->rk, 1, "the tangent of a sendrecv message");
       if (rc == AD_OK) ad__tan_set(t, r->out, r->nout, buf);
     }
     free(buf);
@@ -189,8 +219,7 @@ static int send_any(send_fn fn, const char *name, const void *buf, int count, MP
   ad__pack(buf, count, v);
   if (dest != MPI_PROC_NULL) {
     int k = ad__send_seq(c, dest, tag);
-    ad__mpi_note_peer(seen, c, dest, 0);
-    if (ad__tag_check(c, seen, dest, tag, 0, name) != 0) t = NULL;
+    ad__mpi_note_peer(seen, c, dest, 0, tag, count, k);
     ad__mrec *r = t ? ad__mrec_push(t, AD__M_SEND, c, count, 0) : NULL;
     if (r) {
       r->peer = dest;
@@ -224,8 +253,7 @@ int ad_mpi_rsend(const void *buf, int count, MPI_Datatype type, int dest, int ta
 static void recv_finish(ad__comm *c, ad_tape *t, ad_tape *seen, uint64_t post, const MPI_Status *st, ad_real *buf,
                         const double *v, int n, int kind, ad__mrec **rec) {
   int k = ad__recv_complete(c, post, st->MPI_SOURCE, st->MPI_TAG);
-  ad__mpi_note_peer(seen, c, st->MPI_SOURCE, 1);
-  if (ad__tag_check(c, seen, st->MPI_SOURCE, st->MPI_TAG, 1, "receive") != 0) t = NULL;
+  ad__mpi_note_peer(seen, c, st->MPI_SOURCE, 1, st->MPI_TAG, n, k);
   ad__mrec *r = t ? ad__mrec_push(t, kind, c, 0, n) : NULL;
   if (r) {
     r->peer = st->MPI_SOURCE;
@@ -252,7 +280,7 @@ static void recv_failed(ad__comm *c, ad_tape *seen, uint64_t post, int rc, const
   MPI_Error_class(rc, &cls);
   if (cls == MPI_ERR_TRUNCATE && st->MPI_SOURCE >= 0) {
     ad__recv_complete(c, post, st->MPI_SOURCE, st->MPI_TAG);
-    ad__mpi_note_peer(seen, c, st->MPI_SOURCE, 1);
+    ad__mpi_note_peer(seen, c, st->MPI_SOURCE, 1, st->MPI_TAG, -1, -1);
   } else {
     ad__recv_complete(c, post, -2, -2);
   }
@@ -303,8 +331,7 @@ int ad_mpi_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, i
   int active_send = sa && dest != MPI_PROC_NULL, active_recv = ra && source != MPI_PROC_NULL;
   int k = active_send ? ad__send_seq(c, dest, sendtag) : 0;
   uint64_t post = active_recv ? ad__recv_post(c, source, recvtag) : 0;
-  if (active_send) ad__mpi_note_peer(seen, c, dest, 0);
-  if (active_send && ad__tag_check(c, seen, dest, sendtag, 0, "ad_mpi_sendrecv") != 0) t = NULL;
+  if (active_send) ad__mpi_note_peer(seen, c, dest, 0, sendtag, sendcount, k);
   ad__mrec *r = t && (active_send || active_recv) ? ad__mrec_push(t, AD__M_SENDRECV, c, active_send ? sendcount : 0, 0) : NULL;
   if (r) {
     r->peer = active_send ? dest : -1;
@@ -328,8 +355,7 @@ int ad_mpi_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, i
     int n = received(&st);
     if (active_recv) {
       int rk = ad__recv_complete(c, post, st.MPI_SOURCE, st.MPI_TAG);
-      ad__mpi_note_peer(seen, c, st.MPI_SOURCE, 1);
-      ad__tag_check(c, seen, st.MPI_SOURCE, st.MPI_TAG, 1, "ad_mpi_sendrecv");
+      ad__mpi_note_peer(seen, c, st.MPI_SOURCE, 1, st.MPI_TAG, n, rk);
       if (r) {
         r->rpeer = st.MPI_SOURCE;
         r->rtag = st.MPI_TAG;
@@ -378,6 +404,7 @@ typedef struct rslot {
   ad_tape *tape;  /* the tape that recorded the start, if any */
   uint32_t epoch;
   ad__mrec *start;
+  int lost;       /* its start record was discarded (ad_tape_reset_to) */
   int next_free;
 } rslot;
 
@@ -401,6 +428,15 @@ static int slot_new(void) {
   slots[s].live = 1;
   slots[s].mpi = MPI_REQUEST_NULL;
   return s;
+}
+
+void ad__p2p_forget(const ad__mrec *r) {
+  for (int s = 0; s < nslots; s++) {
+    if (slots[s].live && slots[s].start == r) {
+      slots[s].start = NULL;
+      slots[s].lost = 1;
+    }
+  }
 }
 
 static void slot_free(int s) {
@@ -467,8 +503,7 @@ int ad_mpi_isend(const void *buf, int count, MPI_Datatype type, int dest, int ta
     ad__pack(buf, count, q->v);
     if (dest != MPI_PROC_NULL) {
       int k = ad__send_seq(c, dest, tag);
-      ad__mpi_note_peer(seen, c, dest, 0);
-      if (ad__tag_check(c, seen, dest, tag, 0, "ad_mpi_isend") != 0) t = NULL;
+      ad__mpi_note_peer(seen, c, dest, 0, tag, count, k);
       ad__mrec *r = t ? ad__mrec_push(t, AD__M_ISEND, c, count, 0) : NULL;
       if (r) {
         r->peer = dest;
@@ -546,7 +581,11 @@ static void slot_complete(int s, const MPI_Status *st) {
   if (q->active) {
     ad_tape *seen, *t = ad__mpi_tape(&seen);
     int recorded = q->start && q->tape == t && t && t->rec.epoch == q->epoch;
-    if (q->start && !recorded) {
+    if (q->lost && seen) {
+      ad__fail(seen, AD_ERR_MPI,
+               "a request started while recording completed after ad_tape_reset_to discarded its start; the "
+               "recording cannot be differentiated");
+    } else if (q->start && !recorded) {
       ad_tape *victim = seen ? seen : NULL;
       if (victim)
         ad__fail(victim, AD_ERR_MPI, "a request started while recording completed on another tape or recording");
