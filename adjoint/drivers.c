@@ -115,23 +115,38 @@ static int jacobian_scalar(ad_tape *t, size_t m, const ad_real *y, size_t n, con
   int rc;
   ad_tape_pos start;
   memset(&start, 0, sizeof start);
-  if (m <= n) {
-    for (size_t r = 0; r < m; r++) {
-      if (!y[r].i && !t->ext_ops) continue; /* with MPI records every rank sweeps */
+  /* With communication records the sweeps are collective: all ranks run
+   * the same number of sweeps in the same direction, chosen from the largest
+   * m and n of any rank (a rank with fewer rows or columns sweeps with no
+   * seed for the rest). */
+  size_t rows = m, cols = n;
+  int reverse = m <= n;
+  if (t->ext_ops && t->ext_ops->agree_max) {
+    int64_t v[2] = {(int64_t)m, (int64_t)n};
+    if ((rc = t->ext_ops->agree_max(t, t->ext_ctx, v, 2)) != AD_OK) return rc;
+    reverse = v[0] <= v[1];
+    rows = (size_t)v[0];
+    cols = (size_t)v[1];
+  }
+  if (reverse) {
+    for (size_t r = 0; r < rows; r++) {
+      if ((r >= m || !y[r].i) && !t->ext_ops) continue; /* with MPI records every rank sweeps */
       if ((rc = ad__adjoints_ready(t)) != AD_OK) return rc;
       ad_adjoints_zero(t);
-      if (y[r].i) t->adj[y[r].i] = 1.0;
+      if (r < m && y[r].i) t->adj[y[r].i] = 1.0;
       if ((rc = ad__sweep_reverse(t, start)) != AD_OK) return rc;
-      for (size_t k = 0; k < n; k++) J[r * n + k] = x[k].i ? t->adj[x[k].i] : 0.0;
+      if (r < m)
+        for (size_t k = 0; k < n; k++) J[r * n + k] = x[k].i ? t->adj[x[k].i] : 0.0;
     }
   } else {
-    for (size_t k = 0; k < n; k++) {
-      if (!x[k].i && !t->ext_ops) continue;
+    for (size_t k = 0; k < cols; k++) {
+      if ((k >= n || !x[k].i) && !t->ext_ops) continue;
       if ((rc = ad__tangents_ready(t)) != AD_OK) return rc;
       ad_tangents_zero(t);
-      if (x[k].i) t->tan[x[k].i] = 1.0;
+      if (k < n && x[k].i) t->tan[x[k].i] = 1.0;
       if ((rc = ad__sweep_forward(t)) != AD_OK) return rc;
-      for (size_t r = 0; r < m; r++) J[r * n + k] = y[r].i ? t->tan[y[r].i] : 0.0;
+      if (k < n)
+        for (size_t r = 0; r < m; r++) J[r * n + k] = y[r].i ? t->tan[y[r].i] : 0.0;
     }
   }
   return AD_OK;

@@ -53,6 +53,10 @@ typedef struct ad__ext_ops {
   int (*sweep_end)(ad_tape *t, void *ctx, int reverse, int rc);
   void (*reset)(ad_tape *t, void *ctx);
   void (*destroy)(void *ctx);
+  /* Replace v[0..n) by its maximum over every rank this tape communicated
+   * with, directly or through others (collective over them, like a sweep).
+   * Used by drivers that must run the same sweeps on all ranks. May be NULL. */
+  int (*agree_max)(ad_tape *t, void *ctx, int64_t *v, int n);
 } ad__ext_ops;
 
 /* An earlier part of the current recording: a reset to a position ends the

@@ -547,7 +547,70 @@ static void ctx_destroy(void *ctx) {
   free(x);
 }
 
-static const ad__ext_ops ctx_ops = {ctx_sweep_begin, ctx_sweep_end, ctx_reset, ctx_destroy};
+/* A maximum over the ranks connected to this one by the tape's
+ * communication: partners exchange what they know, as many rounds as there
+ * are processes (a bound on the distance between any two of them), and
+ * communicators used collectively reduce at once. Every rank of the
+ * component runs the same rounds, so their messages pair up. */
+static int ctx_agree_max(ad_tape *t, void *ctx, int64_t *v, int n) {
+  tape_ctx *x = ctx;
+  int wsize = 1, rc = AD_OK;
+  MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+  size_t nn = x->n;
+  MPI_Request *req = malloc((2 * nn + 1) * sizeof *req);
+  char *is_recv = malloc(2 * nn + 1);
+  int64_t *buf = malloc((2 * nn + 1) * (size_t)n * sizeof *buf);
+  if (!req || !is_recv || !buf) {
+    free(req);
+    free(is_recv);
+    free(buf);
+    return AD_ERR_NOMEM;
+  }
+  for (size_t i = 0; i < nn && rc == AD_OK; i++) rc = ad__mpi_comm_ready(t, x->notes[i].c);
+  for (int round = 0; rc == AD_OK && round < (wsize > 1 ? wsize - 1 : 1); round++) {
+    size_t nr = 0;
+    for (size_t i = 0; i < nn && rc == AD_OK; i++) {
+      peer_note *p = &x->notes[i];
+      int64_t *o = buf + 2 * i * (size_t)n, *in = o + n;
+      memcpy(o, v, (size_t)n * sizeof *v);
+      memcpy(in, v, (size_t)n * sizeof *v);
+      int e;
+      is_recv[nr] = 0;
+      if (p->peer < 0) {
+        e = MPI_Iallreduce(o, in, n, MPI_INT64_T, MPI_MAX, p->c->priv, &req[nr]);
+        if (e == MPI_SUCCESS) nr++;
+      } else {
+        e = MPI_Isend(o, n, MPI_INT64_T, p->peer, handshake_tag - 1, p->c->priv, &req[nr]);
+        if (e == MPI_SUCCESS) {
+          nr++;
+          is_recv[nr] = 1;
+          e = MPI_Irecv(in, n, MPI_INT64_T, p->peer, handshake_tag - 1, p->c->priv, &req[nr]);
+          if (e == MPI_SUCCESS) nr++;
+        }
+      }
+      if (e != MPI_SUCCESS) rc = ad__mpi_fail(t, e, "agreeing with the other ranks");
+    }
+    for (size_t i = 0; i < nr && rc == AD_OK; i++)
+      rc = ad__mpi_wait(t, &req[i], MPI_STATUS_IGNORE, "the other ranks to agree on the sweeps");
+    int keep = 0;
+    for (size_t i = 0; i < nr; i++) keep |= !ad__mpi_abandon(&req[i], is_recv[i]);
+    if (keep) {
+      ad__mpi_keep(buf);
+      buf = NULL;
+      break;
+    }
+    for (size_t i = 0; rc == AD_OK && i < nn; i++)
+      for (int j = 0; j < n; j++)
+        if (buf[(2 * i + 1) * (size_t)n + j] > v[j]) v[j] = buf[(2 * i + 1) * (size_t)n + j];
+  }
+  free(req);
+  free(is_recv);
+  free(buf);
+  if (rc != AD_OK) ad__driver_check(t); /* reported by the caller's return value */
+  return rc;
+}
+
+static const ad__ext_ops ctx_ops = {ctx_sweep_begin, ctx_sweep_end, ctx_reset, ctx_destroy, ctx_agree_max};
 
 static tape_ctx *ctx_of(ad_tape *t) {
   if (t->ext_ops == &ctx_ops) return t->ext_ctx;
