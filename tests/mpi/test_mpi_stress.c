@@ -97,7 +97,9 @@ static int cur_step;
     }                                                                                                       \
   } while (0)
 
-#define TAG(step, sub) (100 + 8 * (step) + (sub))
+/* Three consecutive steps use tags that differ only above bit 12: the sweeps
+ * must tell them apart all the same. */
+#define TAG(step, sub) (100 + 8 * ((step) / 3) + (sub) + 4096 * ((step) % 3))
 
 static ad_real *reals(int n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(ad_real)); }
 static int *ints(int n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(int)); }
