@@ -400,6 +400,15 @@ static int forward_binomial(ckpt *c, ad_tape *t) {
     int rc = act(c, t, a, 0);
     if (rc != AD_OK) return rc;
   }
+  /* Slot 0 keeps the initial state, for the tangent sweep and the forward
+   * run of a second sweep. A one-step loop reverses at once, with nothing
+   * stored: the working state is the initial state then. */
+  if (c->nslots < 1 || !c->slots[0].v) {
+    int rc = slots_ready(c, 1);
+    if (rc == AD_OK) rc = state_alloc(c, &c->slots[0]);
+    if (rc != AD_OK) return rc;
+    state_copy(c, &c->slots[0], &c->work);
+  }
   int rc = state_alloc(c, &c->turn);
   if (rc != AD_OK) return rc;
   state_copy(c, &c->turn, &c->work);

@@ -16,6 +16,8 @@
 
 #include <ariadne_checkpoint.h>
 
+#include "tape_impl.h"
+
 struct ad_revolve {
   int64_t steps, fine, cur, advances;
   int snaps, k; /* slots, slots in use */
@@ -145,13 +147,39 @@ int ad_revolve_save(const ad_revolve *r, void *buf, size_t size) {
   return AD_OK;
 }
 
+/* A state ad_revolve_next can reach: 0 <= fine <= steps; the snapshots
+ * ch[0..k) strictly increasing below fine, the first at step 0; the working
+ * state (cur) either used up (-1, with a snapshot to restore unless all is
+ * reversed) or at or after the latest snapshot and before fine, or, with no
+ * snapshot yet, at step 0. */
+static int reachable(const ad_revolve *r) {
+  if (r->fine < 0 || r->fine > r->steps || r->advances < 0 || r->k < 0 || r->k > r->snaps) return 0;
+  for (int i = 0; i < r->k; i++) {
+    if (r->ch[i] < 0 || r->ch[i] >= r->fine) return 0;
+    if (i > 0 && r->ch[i] <= r->ch[i - 1]) return 0;
+  }
+  if (r->k > 0 && r->ch[0] != 0) return 0;
+  if (r->cur == -1) return r->fine == 0 || r->k > 0;
+  if (r->cur < 0 || r->cur >= r->fine) return 0;
+  return r->k > 0 ? r->cur >= r->ch[r->k - 1] : r->cur == 0;
+}
+
 ad_revolve *ad_revolve_load(const void *buf, size_t size) {
-  if (!buf || size < 6 * sizeof(int64_t)) return NULL;
+  if (!buf || size < 6 * sizeof(int64_t)) {
+    ad__fail_notape(AD_ERR_CORRUPT, "ad_revolve_load: %zu bytes are too few for a schedule state", size);
+    return NULL;
+  }
   const int64_t *w = buf;
-  if (w[0] != (int64_t)REVOLVE_MAGIC) return NULL;
+  if (w[0] != (int64_t)REVOLVE_MAGIC) {
+    ad__fail_notape(AD_ERR_CORRUPT, "ad_revolve_load: not a schedule state (wrong magic number)");
+    return NULL;
+  }
   int snaps = (int)(w[5] >> 32), k = (int)(uint32_t)w[5];
-  if (snaps < 1 || k < 0 || k > snaps || size < (6 + (size_t)snaps) * sizeof(int64_t)) return NULL;
-  if (w[1] < 0 || w[2] < 0 || w[2] > w[1] || w[3] < -1 || w[3] >= w[1] + (w[1] == 0)) return NULL;
+  if (snaps < 1 || k < 0 || k > snaps || w[1] < 0 || size < (6 + (size_t)snaps) * sizeof(int64_t)) {
+    ad__fail_notape(AD_ERR_CORRUPT, "ad_revolve_load: inconsistent sizes (%d snapshots, %d in use, %zu bytes)", snaps,
+                    k, size);
+    return NULL;
+  }
   ad_revolve *r = ad_revolve_create(w[1], snaps);
   if (!r) return NULL;
   r->fine = w[2];
@@ -159,5 +187,11 @@ ad_revolve *ad_revolve_load(const void *buf, size_t size) {
   r->advances = w[4];
   r->k = k;
   memcpy(r->ch, w + 6, (size_t)snaps * sizeof(int64_t));
+  if (!reachable(r)) {
+    ad__fail_notape(AD_ERR_CORRUPT, "ad_revolve_load: a state no schedule of %lld steps and %d snapshots reaches",
+                    (long long)r->steps, snaps);
+    ad_revolve_destroy(r);
+    return NULL;
+  }
   return r;
 }

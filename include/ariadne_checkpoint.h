@@ -159,6 +159,8 @@ int64_t ad_revolve_advances(const ad_revolve *r);
 /* The state as bytes and back, for a run that must survive being killed. */
 size_t ad_revolve_state_size(const ad_revolve *r);
 int ad_revolve_save(const ad_revolve *r, void *buf, size_t size);
+/* NULL, with AD_ERR_CORRUPT in ad_last_error(), for data that is not a
+ * state ad_revolve_next can reach. */
 ad_revolve *ad_revolve_load(const void *buf, size_t size);
 /* The binomial optimum t(l, s) = r l - C(s + r, s + 1), r the least integer
  * with C(s + r, s) >= l: advances needed to reverse l steps with s snapshots.

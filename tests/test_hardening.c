@@ -7,6 +7,7 @@
  * and the memory limit. Derivatives are judged by closed forms.
  */
 #include <ariadne.h>
+#include <ariadne_checkpoint.h>
 
 #include <float.h>
 #include <stdint.h>
@@ -601,6 +602,112 @@ static void test_reserved_close_to_used(void) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Checkpointed loops and schedules                                          */
+/* ------------------------------------------------------------------------ */
+
+static int one_step(void *ud, int64_t i, size_t *n, ad_real *u, size_t *pb, void *ps) {
+  (void)ud, (void)i, (void)pb, (void)ps;
+  for (size_t k = 0; k < *n; k++) u[k] = ad_mul(ad_sin(u[k]), 1.5);
+  return 0;
+}
+
+/* A loop of one step: the first tangent sweep, a second gradient and a
+ * Jacobian of two rows need the initial state, which the schedule never
+ * stores for one step. d/dx (1.5 sin x) = 1.5 cos x. */
+static void test_checkpoint_one_step(void) {
+  const ad_ckpt_schedule sch[] = {AD_CKPT_BINOMIAL, AD_CKPT_STORE_ALL};
+  for (int s = 0; s < 2; s++) {
+    for (int order = 0; order < 3; order++) {
+      CHECK_CONTEXT("checkpointed loop of one step, schedule %d, first driver %d", (int)sch[s], order);
+      ad_tape *t = ad_tape_create();
+      ad_tape_begin(t);
+      ad_real x[2] = {ad_input(0.3), ad_input(0.7)}, u[2] = {x[0], x[1]};
+      ad_ckpt_options o;
+      ad_ckpt_options_default(&o);
+      o.schedule = sch[s];
+      o.steps = 1;
+      o.snapshots = 2;
+      CHECK_INT(ad_checkpoint_loop(&o, one_step, NULL, 2, u, 0, NULL), AD_OK);
+      ad_tape_end(t);
+      double d0 = 1.5 * cos(0.3), d1 = 1.5 * cos(0.7), g[2], J[4];
+      for (int rep = 0; rep < 2; rep++) {
+        int which = (order + rep) % 3;
+        if (which == 0) {
+          ad_tangents_zero(t);
+          ad_tangent_seed(t, x[0], 1.0);
+          CHECK_INT(ad_forward(t), AD_OK);
+          CHECK_CLOSE(ad_tangent(t, u[0]), d0, 1e-15);
+        } else if (which == 1) {
+          CHECK_INT(ad_gradient(t, u[1], 2, x, g), AD_OK);
+          CHECK_SAME(g[0], 0.0);
+          CHECK_CLOSE(g[1], d1, 1e-15);
+        } else {
+          CHECK_INT(ad_jacobian(t, 2, u, 2, x, J), AD_OK);
+          CHECK_CLOSE(J[0], d0, 1e-15);
+          CHECK_SAME(J[1], 0.0);
+          CHECK_SAME(J[2], 0.0);
+          CHECK_CLOSE(J[3], d1, 1e-15);
+        }
+      }
+      ad_tape_destroy(t);
+    }
+  }
+}
+
+/* Saved schedule states load and continue exactly as the original; states
+ * no schedule reaches are refused with AD_ERR_CORRUPT. */
+static void test_revolve_load(void) {
+  CHECK_CONTEXT("ad_revolve_load");
+  const int64_t steps = 40;
+  const int snaps = 4;
+  for (int stop = 0; stop < 60; stop += 7) {
+    ad_revolve *a = ad_revolve_create(steps, snaps);
+    for (int i = 0; i < stop; i++) ad_revolve_next(a);
+    size_t size = ad_revolve_state_size(a);
+    int64_t buf[64];
+    CHECK(size <= sizeof buf);
+    CHECK_INT(ad_revolve_save(a, buf, sizeof buf), AD_OK);
+    ad_revolve *b = ad_revolve_load(buf, size);
+    CHECK(b != NULL);
+    if (b) {
+      for (;;) {
+        ad_ckpt_action x = ad_revolve_next(a), y = ad_revolve_next(b);
+        CHECK_INT(x.op, y.op);
+        CHECK_INT(x.step, y.step);
+        CHECK_INT(x.to, y.to);
+        CHECK_INT(x.slot, y.slot);
+        if (x.op == AD_CKPT_DONE || x.op != y.op) break;
+      }
+      ad_revolve_destroy(b);
+    }
+    /* Impossible variants of the same state: words 1 steps, 2 fine, 3 cur,
+     * 4 advances, 5 (snaps << 32 | in use), 6.. the snapshot steps. */
+    for (int bad = 0; bad < 6; bad++) {
+      int64_t w[64];
+      memcpy(w, buf, size);
+      int k = (int)(uint32_t)w[5];
+      switch (bad) {
+      case 0: w[2] = w[1] + 1; break;                       /* fine beyond the steps */
+      case 1: w[3] = -1; w[5] = (int64_t)snaps << 32; break; /* used up, nothing to restore */
+      case 2: w[3] = w[2] + 3; break;                       /* working state beyond fine */
+      case 3: w[5] = ((int64_t)snaps << 32) | 2; w[6] = 5; w[7] = 3; break; /* not increasing */
+      case 4: w[5] = ((int64_t)snaps << 32) | 1; w[6] = 7; break;         /* first snapshot not at 0 */
+      case 5: w[4] = -5; break;                              /* negative work */
+      }
+      (void)k;
+      if (bad == 1 && w[2] == 0) continue; /* all reversed: used up is fine */
+      ad_clear_last_error();
+      ad_revolve *c = ad_revolve_load(w, size);
+      CHECK(c == NULL);
+      CHECK_INT(ad_last_error(), AD_ERR_CORRUPT);
+      ad_revolve_destroy(c);
+    }
+    ad_revolve_destroy(a);
+  }
+  ad_clear_last_error();
+}
+
+/* ------------------------------------------------------------------------ */
 
 int main(void) {
   test_stale_after_reset_to();
@@ -616,5 +723,7 @@ int main(void) {
   test_div_subnormal();
   test_memory_limit_use();
   test_reserved_close_to_used();
+  test_checkpoint_one_step();
+  test_revolve_load();
   return check_finish("test_hardening");
 }

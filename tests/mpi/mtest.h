@@ -90,7 +90,7 @@ static double mt_weighted(mt_prog f, const double *x0, const double *xdot, doubl
 
 /* Record f, run the dot-product test and the finite-difference test.
  * Returns the number of failures on this rank. */
-static int mt_check_prog(const char *name, mt_prog f, int n, int m, void *ctx, double fd_tol) {
+static inline int mt_check_prog(const char *name, mt_prog f, int n, int m, void *ctx, double fd_tol) {
   int before = mt_errors;
   unsigned long long seed = 1234567ull + 7919ull * (unsigned long long)mt_rank;
   double *x0 = malloc(sizeof(double) * (size_t)(n + 1)), *xdot = malloc(sizeof(double) * (size_t)(n + 1));
