@@ -106,7 +106,9 @@ int ad_mpi_sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int des
  * AD_MPI_REAL support MPI_SUM, MPI_PROD (zeros are fine: the partials are
  * products of the other contributions, never a division), MPI_MIN and MPI_MAX
  * (the whole adjoint goes to the rank that owns the extremum; on a tie, the
- * lowest rank). Scan and Exscan support MPI_SUM. */
+ * lowest rank; NaN propagates: if any contribution is NaN the result is NaN,
+ * whatever MPI's own MIN/MAX would give, and the lowest rank with a NaN owns
+ * it). Scan and Exscan support MPI_SUM. */
 int ad_mpi_barrier(MPI_Comm comm);
 int ad_mpi_bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
 int ad_mpi_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,

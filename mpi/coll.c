@@ -11,6 +11,7 @@
  * everything it receives (its own slot too), and the old handles are the
  * contributions; the root's own slot of an in-place scatter and a broadcast
  * root's buffer keep their handles, so their own adjoint needs no traffic. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,10 +48,15 @@ static int bad_op(coll *x, const char *fn) {
 
 /* Local partials of an element-wise reduction of n values per rank, or NULL
  * (all ones, for SUM). PROD: the product of the other ranks' values, formed
- * by multiplication only, so zeros are fine. MIN/MAX: MINLOC/MAXLOC name the
- * owner, and MPI resolves ties to the lowest rank. */
-static int weights(const coll *x, MPI_Op op, const double *v, int n, double **w) {
+ * by multiplication only, so zeros are fine. MIN/MAX: the result has exactly
+ * one owner, which gets the whole adjoint: the lowest rank with a NaN if any
+ * contribution is NaN (the result is then NaN: *nanm, if not NULL, marks
+ * those elements, for the caller to make the result NaN whatever MPI's own
+ * MIN/MAX did with it), else the rank MINLOC/MAXLOC name (ties go to the
+ * lowest rank). */
+static int weights(const coll *x, MPI_Op op, const double *v, int n, double **w, unsigned char **nanm) {
   *w = NULL;
+  *nanm = NULL;
   if (op == MPI_SUM || n == 0) return MPI_SUCCESS;
   double *ww = dbuf((size_t)n);
   if (!ww) return MPI_ERR_NO_MEM;
@@ -78,12 +84,32 @@ static int weights(const coll *x, MPI_Op op, const double *v, int n, double **w)
       free(ww);
       return MPI_ERR_NO_MEM;
     }
+    int *key = malloc((size_t)n * 2 * sizeof *key);
+    if (!key) {
+      free(pr);
+      free(ww);
+      return MPI_ERR_NO_MEM;
+    }
+    /* (0, rank) for a NaN, (1, rank) otherwise: MINLOC finds the lowest
+     * rank with a NaN, if there is one. */
     for (int i = 0; i < n; i++) {
+      key[2 * i] = isnan(v[i]) ? 0 : 1;
+      key[2 * i + 1] = x->c->rank;
       pr[i].v = v[i];
       pr[i].r = x->c->rank;
     }
-    rc = MPI_Allreduce(MPI_IN_PLACE, pr, n, MPI_DOUBLE_INT, op == MPI_MIN ? MPI_MINLOC : MPI_MAXLOC, x->c->user);
-    for (int i = 0; i < n; i++) ww[i] = pr[i].r == x->c->rank ? 1.0 : 0.0;
+    rc = MPI_Allreduce(MPI_IN_PLACE, key, n, MPI_2INT, MPI_MINLOC, x->c->user);
+    if (rc == MPI_SUCCESS)
+      rc = MPI_Allreduce(MPI_IN_PLACE, pr, n, MPI_DOUBLE_INT, op == MPI_MIN ? MPI_MINLOC : MPI_MAXLOC, x->c->user);
+    int any_nan = 0;
+    for (int i = 0; i < n; i++) {
+      int owner = key[2 * i] == 0 ? key[2 * i + 1] : pr[i].r;
+      any_nan |= key[2 * i] == 0;
+      ww[i] = owner == x->c->rank ? 1.0 : 0.0;
+    }
+    if (rc == MPI_SUCCESS && any_nan && (*nanm = malloc((size_t)n)) != NULL)
+      for (int i = 0; i < n; i++) (*nanm)[i] = key[2 * i] == 0;
+    free(key);
     free(pr);
   }
   if (rc != MPI_SUCCESS) {
@@ -220,6 +246,10 @@ int ad_mpi_barrier(MPI_Comm comm) {
 }
 
 int ad_mpi_bcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  {
+    int e_ = ad__types_refuse("ad_mpi_bcast", 1, type);
+    if (e_ != MPI_SUCCESS) return e_;
+  }
   if (!is_real(type)) return MPI_Bcast(buffer, count, type, root, comm);
   if (count < 0) return MPI_ERR_COUNT;
   coll x;
@@ -266,7 +296,8 @@ static int reduce_any(const void *sendbuf, void *recvbuf, int count, MPI_Op op, 
     return MPI_ERR_NO_MEM;
   }
   ad__pack(src, count, v);
-  if ((rc = weights(&x, op, v, count, &w)) != MPI_SUCCESS) {
+  unsigned char *nanm = NULL;
+  if ((rc = weights(&x, op, v, count, &w, &nanm)) != MPI_SUCCESS) {
     free(v);
     free(res);
     return fwd_fail(&x, rc, fn);
@@ -285,25 +316,41 @@ static int reduce_any(const void *sendbuf, void *recvbuf, int count, MPI_Op op, 
     rc = MPI_Reduce(v, gets ? res : NULL, count, MPI_DOUBLE, op, root, comm);
   ad__mpi_counters.forward_bytes +=
       payload(all ? AD__M_ALLREDUCE : AD__M_REDUCE, 0, x.c->rank, x.c->size, root, count, NULL, NULL);
+  if (rc == MPI_SUCCESS && gets && nanm)
+    for (int i = 0; i < count; i++)
+      if (nanm[i]) res[i] = NAN;
   if (rc == MPI_SUCCESS && gets) ad__unpack(r ? x.t : NULL, recvbuf, count, res, r ? r->out : NULL);
   free(v);
   free(res);
   free(w);
+  free(nanm);
   return rc == MPI_SUCCESS ? rc : fwd_fail(&x, rc, fn);
 }
 
 int ad_mpi_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
+  {
+    int e_ = ad__types_refuse("ad_mpi_reduce", 1, type);
+    if (e_ != MPI_SUCCESS) return e_;
+  }
   if (!is_real(type)) return MPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
   return reduce_any(sendbuf, recvbuf, count, op, root, comm, 0, "ad_mpi_reduce");
 }
 
 int ad_mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  {
+    int e_ = ad__types_refuse("ad_mpi_allreduce", 1, type);
+    if (e_ != MPI_SUCCESS) return e_;
+  }
   if (!is_real(type)) return MPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
   return reduce_any(sendbuf, recvbuf, count, op, 0, comm, 1, "ad_mpi_allreduce");
 }
 
 int ad_mpi_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
                                 MPI_Comm comm) {
+  {
+    int e_ = ad__types_refuse("ad_mpi_reduce_scatter_block", 1, type);
+    if (e_ != MPI_SUCCESS) return e_;
+  }
   if (!is_real(type)) return MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
   if (recvcount < 0) return MPI_ERR_COUNT;
   coll x;
@@ -319,7 +366,8 @@ int ad_mpi_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcoun
     return MPI_ERR_NO_MEM;
   }
   ad__pack(src, n, v);
-  if ((rc = weights(&x, op, v, n, &w)) == MPI_SUCCESS) {
+  unsigned char *nanm = NULL;
+  if ((rc = weights(&x, op, v, n, &w, &nanm)) == MPI_SUCCESS) {
     ad__mrec *r = x.t ? ad__mrec_push(x.t, AD__M_RSB, x.c, n, recvcount) : NULL;
     if (r) {
       r->op = op_code(op);
@@ -330,11 +378,15 @@ int ad_mpi_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcoun
     }
     rc = MPI_Reduce_scatter_block(v, res, recvcount, MPI_DOUBLE, op, comm);
     ad__mpi_counters.forward_bytes += payload(AD__M_RSB, 0, x.c->rank, x.c->size, 0, recvcount, NULL, NULL);
+    if (rc == MPI_SUCCESS && nanm)
+      for (int j = 0; j < recvcount; j++)
+        if (nanm[(size_t)x.c->rank * (size_t)recvcount + (size_t)j]) res[j] = NAN;
     if (rc == MPI_SUCCESS) ad__unpack(r ? x.t : NULL, recvbuf, recvcount, res, r ? r->out : NULL);
   }
   free(v);
   free(res);
   free(w);
+  free(nanm);
   return rc == MPI_SUCCESS ? rc : fwd_fail(&x, rc, "ad_mpi_reduce_scatter_block");
 }
 
@@ -370,9 +422,17 @@ static int scan_any(const void *sendbuf, void *recvbuf, int count, MPI_Datatype 
 }
 
 int ad_mpi_scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  {
+    int e_ = ad__types_refuse("ad_mpi_scan", 1, type);
+    if (e_ != MPI_SUCCESS) return e_;
+  }
   return scan_any(sendbuf, recvbuf, count, type, op, comm, 0);
 }
 int ad_mpi_exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  {
+    int e_ = ad__types_refuse("ad_mpi_exscan", 1, type);
+    if (e_ != MPI_SUCCESS) return e_;
+  }
   return scan_any(sendbuf, recvbuf, count, type, op, comm, 1);
 }
 
@@ -420,6 +480,10 @@ static int gatherv_any(const void *sendbuf, int sendcount, void *recvbuf, const 
 
 int ad_mpi_gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                    const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  {
+    int e_ = ad__types_refuse("ad_mpi_gatherv", 2, sendtype, recvtype);
+    if (e_ != MPI_SUCCESS) return e_;
+  }
   int rank;
   MPI_Comm_rank(comm, &rank);
   int use_send = !(rank == root && sendbuf == MPI_IN_PLACE);
@@ -433,6 +497,10 @@ int ad_mpi_gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, vo
 
 int ad_mpi_gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                   MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  {
+    int e_ = ad__types_refuse("ad_mpi_gather", 2, sendtype, recvtype);
+    if (e_ != MPI_SUCCESS) return e_;
+  }
   int rank, size;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -505,6 +573,10 @@ static int scatterv_any(const void *sendbuf, const int *sendcounts, const int *d
 
 int ad_mpi_scatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
                     void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  {
+    int e_ = ad__types_refuse("ad_mpi_scatterv", 2, sendtype, recvtype);
+    if (e_ != MPI_SUCCESS) return e_;
+  }
   int rank;
   MPI_Comm_rank(comm, &rank);
   int use_recv = !(rank == root && recvbuf == MPI_IN_PLACE);
@@ -518,6 +590,10 @@ int ad_mpi_scatterv(const void *sendbuf, const int sendcounts[], const int displ
 
 int ad_mpi_scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                    MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  {
+    int e_ = ad__types_refuse("ad_mpi_scatter", 2, sendtype, recvtype);
+    if (e_ != MPI_SUCCESS) return e_;
+  }
   int rank, size;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -580,6 +656,10 @@ static int allgatherv_any(const void *sendbuf, int sendcount, void *recvbuf, con
 
 int ad_mpi_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                       const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
+  {
+    int e_ = ad__types_refuse("ad_mpi_allgatherv", 2, sendtype, recvtype);
+    if (e_ != MPI_SUCCESS) return e_;
+  }
   int use_send = sendbuf != MPI_IN_PLACE;
   if (!is_real(recvtype) && !(use_send && is_real(sendtype)))
     return MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
@@ -591,6 +671,10 @@ int ad_mpi_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 
 int ad_mpi_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                      MPI_Datatype recvtype, MPI_Comm comm) {
+  {
+    int e_ = ad__types_refuse("ad_mpi_allgather", 2, sendtype, recvtype);
+    if (e_ != MPI_SUCCESS) return e_;
+  }
   int use_send = sendbuf != MPI_IN_PLACE;
   if (!is_real(recvtype) && !(use_send && is_real(sendtype)))
     return MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
@@ -653,6 +737,10 @@ static int alltoallv_any(const void *sendbuf, const int *scnt, const int *sdsp, 
 
 int ad_mpi_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
                      void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
+  {
+    int e_ = ad__types_refuse("ad_mpi_alltoallv", 2, sendtype, recvtype);
+    if (e_ != MPI_SUCCESS) return e_;
+  }
   int use_send = sendbuf != MPI_IN_PLACE;
   if (!is_real(recvtype) && !(use_send && is_real(sendtype)))
     return MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
@@ -664,6 +752,10 @@ int ad_mpi_alltoallv(const void *sendbuf, const int sendcounts[], const int sdis
 
 int ad_mpi_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                     MPI_Datatype recvtype, MPI_Comm comm) {
+  {
+    int e_ = ad__types_refuse("ad_mpi_alltoall", 2, sendtype, recvtype);
+    if (e_ != MPI_SUCCESS) return e_;
+  }
   int use_send = sendbuf != MPI_IN_PLACE;
   if (!is_real(recvtype) && !(use_send && is_real(sendtype)))
     return MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
@@ -745,17 +837,23 @@ int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
   }
   case AD__M_SCAN:
   case AD__M_EXSCAN: {
-    /* x_i's adjoint: sum of y_k's adjoints over k >= i (scan) or k > i
-     * (exscan) = total - (inclusive prefix) (+ own for scan). */
+    /* x_i's adjoint: the sum of y_k's adjoints over k >= i (scan) or k > i
+     * (exscan), a scan in the reverse rank order, summed directly: a total
+     * minus a prefix would cancel (1e16 + 1 + 1 - 1e16). */
     int n = r->nin;
-    if (!(a = dbuf((size_t)n)) || !(b = dbuf((size_t)2 * (size_t)n))) break;
+    MPI_Comm rev;
+    if (!(a = dbuf((size_t)n)) || !(b = dbuf((size_t)n))) break;
     if (r->nout) ad__adj_take(t, r->out, n, a);
-    e = MPI_Iallreduce(a, b, n, MPI_DOUBLE, MPI_SUM, pc, &q);
-    if (e == MPI_SUCCESS) e = MPI_Iscan(a, b + n, n, MPI_DOUBLE, MPI_SUM, pc, &q2);
+    e = ad__mpi_comm_reversed(r->c, &rev);
+    if (e == MPI_SUCCESS)
+      e = r->kind == AD__M_SCAN ? MPI_Iscan(a, b, n, MPI_DOUBLE, MPI_SUM, rev, &q)
+                                : MPI_Iexscan(a, b, n, MPI_DOUBLE, MPI_SUM, rev, &q);
     rc = nbwait(t, e, &q, "the adjoint of a scan");
-    if (rc == AD_OK) rc = ad__mpi_wait(t, &q2, MPI_STATUS_IGNORE, "the adjoint of a scan");
     if (rc == AD_OK) {
-      for (int i = 0; i < n; i++) b[i] = b[i] - b[n + i] + (r->kind == AD__M_SCAN ? a[i] : 0.0);
+      /* Exscan leaves the first rank's result undefined: the last rank
+       * (first in reverse order) has nothing after it. */
+      if (r->kind == AD__M_EXSCAN && me == p - 1)
+        for (int i = 0; i < n; i++) b[i] = 0.0;
       ad__adj_add(t, r->in, n, b, NULL);
     }
     break;

@@ -26,6 +26,7 @@ static int tag_low_bits, tag_k_bits, handshake_tag;
 
 static void comm_release(ad__comm *c) {
   if (c->idup != MPI_REQUEST_NULL) MPI_Wait(&c->idup, MPI_STATUS_IGNORE);
+  if (c->rev != MPI_COMM_NULL) MPI_Comm_free(&c->rev);
   if (c->priv != MPI_COMM_NULL) MPI_Comm_free(&c->priv);
   c->freed = 1;
 }
@@ -188,6 +189,7 @@ ad__comm *ad__mpi_comm(MPI_Comm comm, int *err) {
   }
   c->user = comm;
   c->priv = MPI_COMM_NULL;
+  c->rev = MPI_COMM_NULL;
   MPI_Comm_rank(comm, &c->rank);
   MPI_Comm_size(comm, &c->size);
   if ((*err = MPI_Comm_idup(comm, &c->priv, &c->idup)) != MPI_SUCCESS ||
@@ -963,4 +965,17 @@ ad__mrec *ad__mrec_push(ad_tape *t, int kind, ad__comm *c, int nin, int nout) {
   if (ad__record_push(t, &mrec_ops, r, bytes) != AD_OK) return NULL;
   ad__mpi_counters.records++;
   return r;
+}
+
+int ad__mpi_comm_reversed(ad__comm *c, MPI_Comm *rev) {
+  if (c->rev == MPI_COMM_NULL) {
+    int rc = MPI_Comm_split(c->priv, 0, c->size - 1 - c->rank, &c->rev);
+    if (rc != MPI_SUCCESS) {
+      c->rev = MPI_COMM_NULL;
+      return rc;
+    }
+    MPI_Comm_set_errhandler(c->rev, MPI_ERRORS_RETURN);
+  }
+  *rev = c->rev;
+  return MPI_SUCCESS;
 }

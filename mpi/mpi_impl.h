@@ -3,6 +3,7 @@
 #define ARIADNE_MPI_IMPL_H
 
 #include <ariadne_mpi.h>
+#include <stdarg.h>
 
 #include "../lib/tape_impl.h"
 
@@ -27,6 +28,7 @@ typedef struct ad__rentry {
 
 typedef struct ad__comm {
   MPI_Comm user, priv; /* priv: private duplicate for adjoint and tangent traffic */
+  MPI_Comm rev;        /* priv with the ranks reversed, for suffix scans; made on first use */
   MPI_Request idup;    /* pending MPI_Comm_idup, MPI_REQUEST_NULL once done */
   int rank, size;
   int freed;           /* the user freed the communicator */
@@ -45,6 +47,9 @@ int ad__mpi_setup(void);
 /* Info for a user communicator, created (and its duplicate started) on
  * first use. NULL on failure (message in *err). */
 ad__comm *ad__mpi_comm(MPI_Comm comm, int *err);
+/* The private communicator with the ranks in reverse order (collective
+ * over c's ranks: call it where they all are, in a sweep). */
+int ad__mpi_comm_reversed(ad__comm *c, MPI_Comm *rev);
 /* Wait for the private duplicate (used before sweep traffic); a failure is
  * left on t (if not NULL) as a pending error with its message. */
 int ad__mpi_comm_ready(ad_tape *t, ad__comm *c);
@@ -113,6 +118,11 @@ int ad__mpi_lazy(ad_tape *t, MPI_Request r, double *buf);
 int ad__mpi_fail(ad_tape *t, int mpirc, const char *what);
 /* Record an MPI error of a forward wrapper on the tape (sticky) and return it. */
 int ad__mpi_forward_error(ad_tape *t, int mpirc, const char *fn);
+
+/* MPI_ERR_TYPE, with a sticky error on the recording tape naming fn, if one
+ * of the n datatypes that follow is built from AD_MPI_REAL (derived types of
+ * active values are not differentiated); MPI_SUCCESS otherwise. */
+int ad__types_refuse(const char *fn, int n, ...);
 
 extern ad_mpi_stats ad__mpi_counters;
 

@@ -1,0 +1,138 @@
+/*
+ * Edge cases of the collectives: scan adjoints that a total-minus-prefix
+ * formula would cancel, MIN/MAX with NaN contributions and ties (exactly one
+ * owner, consistent with the returned value), and datatypes built from
+ * AD_MPI_REAL (refused with MPI_ERR_TYPE, never passed through as raw
+ * structs). Derivatives are judged by closed forms.
+ */
+#include "mtest.h"
+
+/* y = scan(x) (or exscan); rank k's objective c_k y_k, c_0 = 1e16, others 1;
+ * every rank seeds its own: dJ/dx_r = sum of c_k over k >= r (k > r for
+ * exscan). Formed as total - prefix + own, rank 1 of three would get 0. */
+static void test_scan_cancellation(void) {
+  for (int ex = 0; ex < 2; ex++) {
+    ad_tape *t = ad_tape_create();
+    ad_tape_begin(t);
+    ad_real x = ad_input(1.0 + mt_rank), y = ad_const(0.0);
+    if (ex)
+      MT_CHECK(ad_mpi_exscan(&x, &y, 1, AD_MPI_REAL, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS);
+    else
+      MT_CHECK(ad_mpi_scan(&x, &y, 1, AD_MPI_REAL, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS);
+    if (ex && mt_rank == 0) y = ad_const(0.0); /* undefined there */
+    double c = mt_rank == 0 ? 1e16 : 1.0;
+    ad_real J = ad_mul(y, c);
+    ad_tape_end(t);
+    double g = -1.0;
+    MT_CHECK(ad_gradient(t, J, 1, &x, &g) == AD_OK);
+    /* ranks above 0 sum ones only: exact. Rank 0's scan adjoint is
+     * 1e16 + (size - 1), rounded once in whatever order the ranks add. */
+    double want = 0.0, tol = 0.0;
+    for (int k = mt_size - 1; k >= (ex ? mt_rank + 1 : mt_rank); k--) want += k == 0 ? 1e16 : 1.0;
+    if (!ex && mt_rank == 0) tol = 4.0; /* two units in the last place of 1e16 */
+    if (!(fabs(g - want) <= tol)) {
+      mt_errors++;
+      fprintf(stderr, "[%d] %s adjoint %.17g, want %.17g\n", mt_rank, ex ? "exscan" : "scan", g, want);
+    }
+    ad_tape_destroy(t);
+  }
+}
+
+/* MAX and MIN with a NaN on some ranks, and with ties: the result is NaN
+ * everywhere when any contribution is NaN, and the whole adjoint goes to one
+ * rank: the lowest with a NaN, or (no NaN) the lowest owner of the extremum. */
+static void test_minmax_nan(void) {
+  for (int pattern = 0; pattern < 3; pattern++) {
+    for (int opi = 0; opi < 2; opi++) {
+      MPI_Op op = opi ? MPI_MIN : MPI_MAX;
+      double v = 2.0; /* pattern 0: all tie */
+      int nan_rank = -1;
+      if (pattern == 1) {
+        nan_rank = mt_size > 1 ? 1 : 0; /* one NaN */
+        v = mt_rank == nan_rank ? NAN : 1.0 + mt_rank;
+      } else if (pattern == 2) {
+        nan_rank = mt_size > 2 ? mt_size - 2 : 0; /* NaNs from a middle rank on */
+        v = mt_rank >= nan_rank ? NAN : 3.0 - mt_rank;
+      }
+      for (int all = 0; all < 2; all++) {
+        ad_tape *t = ad_tape_create();
+        ad_tape_begin(t);
+        ad_real x = ad_input(v), y = ad_const(0.0);
+        int rc = all ? ad_mpi_allreduce(&x, &y, 1, AD_MPI_REAL, op, MPI_COMM_WORLD)
+                     : ad_mpi_reduce(&x, &y, 1, AD_MPI_REAL, op, 0, MPI_COMM_WORLD);
+        MT_CHECK(rc == MPI_SUCCESS);
+        ad_tape_end(t);
+        if (all || mt_rank == 0) {
+          if (nan_rank >= 0)
+            MT_CHECK(isnan(ad_value(y)));
+          else
+            MT_CHECK(ad_value(y) == 2.0);
+        }
+        double g = -1.0;
+        MT_CHECK(ad_gradient(t, mt_rank == 0 ? y : ad_const(0.0), 1, &x, &g) == AD_OK);
+        int owner = nan_rank >= 0 ? nan_rank : 0;
+        double want = mt_rank == owner ? 1.0 : 0.0;
+        if (!(g == want)) {
+          mt_errors++;
+          fprintf(stderr, "[%d] %s %s pattern %d: adjoint %g, want %g\n", mt_rank, all ? "allreduce" : "reduce",
+                  opi ? "MIN" : "MAX", pattern, g, want);
+        }
+        ad_tape_destroy(t);
+      }
+    }
+  }
+}
+
+/* Datatypes built from AD_MPI_REAL are refused (every rank calls, so nothing
+ * waits for a partner); the same types built from MPI_DOUBLE pass through. */
+static void test_derived_types(void) {
+  MPI_Datatype c3, v2, dc3;
+  MPI_Type_contiguous(3, AD_MPI_REAL, &c3);
+  MPI_Type_commit(&c3);
+  MPI_Type_vector(2, 1, 2, c3, &v2); /* nested */
+  MPI_Type_commit(&v2);
+  MPI_Type_contiguous(3, MPI_DOUBLE, &dc3);
+  MPI_Type_commit(&dc3);
+  int partner = (mt_rank ^ 1) < mt_size ? (mt_rank ^ 1) : mt_rank;
+  for (int which = 0; which < 3; which++) {
+    ad_tape *t = ad_tape_create();
+    ad_tape_begin(t);
+    ad_real a[12], b[12];
+    for (int i = 0; i < 12; i++) {
+      a[i] = ad_input(i + 0.5);
+      b[i] = ad_const(0.0);
+    }
+    int rc;
+    if (which == 0)
+      rc = ad_mpi_sendrecv(a, 1, c3, partner, 5, b, 1, c3, partner, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    else if (which == 1)
+      rc = ad_mpi_allreduce(a, b, 1, v2, MPI_SUM, MPI_COMM_WORLD);
+    else
+      rc = ad_mpi_bcast(a, 1, c3, 0, MPI_COMM_WORLD);
+    int cls = -1;
+    MPI_Error_class(rc, &cls);
+    MT_CHECK(cls == MPI_ERR_TYPE);
+    MT_CHECK(ad_tape_error(t) == AD_ERR_MPI);
+    const char *want = which == 0 ? "ad_mpi_sendrecv" : which == 1 ? "ad_mpi_allreduce" : "ad_mpi_bcast";
+    MT_CHECK(strstr(ad_tape_error_message(t), want) != NULL);
+    MT_CHECK(strstr(ad_tape_error_message(t), "AD_MPI_REAL") != NULL);
+    ad_tape_end(t);
+    ad_tape_destroy(t);
+  }
+  /* passive derived type of doubles: plain MPI */
+  double pa[3] = {1.0 + mt_rank, 2.0, 3.0}, pb[3] = {0, 0, 0};
+  MT_CHECK(ad_mpi_sendrecv(pa, 1, dc3, partner, 6, pb, 1, dc3, partner, 6, MPI_COMM_WORLD, MPI_STATUS_IGNORE) ==
+           MPI_SUCCESS);
+  MT_CHECK(pb[0] == 1.0 + partner && pb[2] == 3.0);
+  MPI_Type_free(&v2);
+  MPI_Type_free(&c3);
+  MPI_Type_free(&dc3);
+}
+
+int main(int argc, char **argv) {
+  mt_init(&argc, &argv);
+  test_scan_cancellation();
+  test_minmax_nan();
+  test_derived_types();
+  return mt_finalize();
+}
