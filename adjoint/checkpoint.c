@@ -13,9 +13,11 @@
  * base states, the final state, and the adjoint at the last finished segment
  * boundary, each in a file with a header and checksum, plus a manifest. A
  * run started again with the same arguments skips what the files cover. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +50,7 @@ typedef struct state_buf {
 typedef struct ckpt {
   ad_ckpt_options o;
   char *dir;
+  int ns;            /* multistage: the loop's file namespace in dir (see ns_take) */
   ad_ckpt_step step;
   void *ud;
   size_t n, pb;
@@ -106,8 +109,77 @@ static void state_free(state_buf *s) {
   s->p = NULL;
 }
 
+/* File namespaces. Two multistage loops of one process may share a
+ * directory (a spin-up and the main loop, chained on one tape, or two
+ * tapes): each live loop takes the smallest namespace number not held by
+ * another live loop with that directory, and its file names carry it
+ * (number 0 keeps the plain names). The numbers follow the order in which a
+ * program records its loops, so a run started again finds its files. */
+typedef struct ns_ent {
+  char *dir; /* canonical path */
+  int ns;
+  struct ns_ent *next;
+} ns_ent;
+static ns_ent *ns_list;
+static atomic_flag ns_lock = ATOMIC_FLAG_INIT;
+
+static void ns_acquire(void) {
+  while (atomic_flag_test_and_set_explicit(&ns_lock, memory_order_acquire)) {
+  }
+}
+static void ns_release(void) { atomic_flag_clear_explicit(&ns_lock, memory_order_release); }
+
+static char *ns_canon(const char *dir) {
+  char *r = realpath(dir, NULL);
+  return r ? r : strdup(dir);
+}
+
+/* The smallest free number for dir, or -1 when out of memory. */
+static int ns_take(const char *dir) {
+  ns_ent *e = malloc(sizeof *e);
+  char *canon = ns_canon(dir);
+  if (!e || !canon) {
+    free(e);
+    free(canon);
+    return -1;
+  }
+  ns_acquire();
+  int ns = 0;
+  for (int again = 1; again;) {
+    again = 0;
+    for (ns_ent *q = ns_list; q; q = q->next)
+      if (q->ns == ns && strcmp(q->dir, canon) == 0) {
+        ns++;
+        again = 1;
+        break;
+      }
+  }
+  e->dir = canon;
+  e->ns = ns;
+  e->next = ns_list;
+  ns_list = e;
+  ns_release();
+  return ns;
+}
+
+static void ns_give(const char *dir, int ns) {
+  char *canon = ns_canon(dir);
+  ns_acquire();
+  for (ns_ent **q = &ns_list; *q; q = &(*q)->next)
+    if ((*q)->ns == ns && canon && strcmp((*q)->dir, canon) == 0) {
+      ns_ent *e = *q;
+      *q = e->next;
+      free(e->dir);
+      free(e);
+      break;
+    }
+  ns_release();
+  free(canon);
+}
+
 static void ckpt_free(ckpt *c) {
   if (!c) return;
+  if (c->ns >= 0 && c->dir) ns_give(c->dir, c->ns);
   state_free(&c->work);
   state_free(&c->turn);
   for (int i = 0; i < c->nslots; i++) state_free(&c->slots[i]);
@@ -244,7 +316,10 @@ static uint64_t fnv(uint64_t h, const void *data, size_t size) {
 static char *path(const ckpt *c, const char *what, long long k) {
   size_t len = strlen(c->dir) + 64;
   char *s = malloc(len);
-  if (s) snprintf(s, len, "%s/ariadne-r%d-%s-%lld.dat", c->dir, c->rank, what, k);
+  if (s && c->ns > 0)
+    snprintf(s, len, "%s/ariadne-r%d-l%d-%s-%lld.dat", c->dir, c->rank, c->ns, what, k);
+  else if (s)
+    snprintf(s, len, "%s/ariadne-r%d-%s-%lld.dat", c->dir, c->rank, what, k);
   return s;
 }
 
@@ -783,6 +858,7 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
   c->rank = o->rank >= 0 ? o->rank : ad__process_rank();
   c->dir = o->dir ? strdup(o->dir) : NULL;
   c->o.dir = c->dir;
+  c->ns = -1;
   c->in = malloc(2 * (n ? n : 1) * sizeof *c->in);
   c->xs = malloc((n ? n : 1) * sizeof *c->xs);
   c->lam = malloc((n ? n : 1) * sizeof *c->lam);
@@ -804,6 +880,10 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
       rc = fail(t, AD_ERR_IO, "ad_checkpoint_loop: %s is not a directory", c->dir);
       ckpt_free(c);
       return sticky(t, rc);
+    }
+    if ((c->ns = ns_take(c->dir)) < 0) {
+      ckpt_free(c);
+      return sticky(t, AD_ERR_NOMEM);
     }
     /* The run's fingerprint: its arguments and its initial state. */
     int64_t key[6] = {o->steps, (int64_t)n, (int64_t)pb, o->snapshots, o->disk_snapshots, c->rank};

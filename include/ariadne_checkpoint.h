@@ -82,7 +82,12 @@ typedef struct ad_ckpt_options {
   int64_t steps;         /* number of steps (not used by AD_CKPT_ONLINE) */
   int snapshots;         /* states kept in memory (>= 1; >= 2 for AD_CKPT_ONLINE) */
   int disk_snapshots;    /* AD_CKPT_MULTISTAGE: states written to dir (>= 1) */
-  const char *dir;       /* AD_CKPT_MULTISTAGE: an existing, writable directory */
+  /* AD_CKPT_MULTISTAGE: an existing, writable directory. Loops of one
+   * process may share it: each live loop takes its own file namespace, the
+   * smallest number no other live loop with that directory holds, in the
+   * order the program records its loops (so a run started again finds its
+   * files); destroying a loop's tape frees its number. */
+  const char *dir;
   int resumable;         /* AD_CKPT_MULTISTAGE: keep the adjoint progress on disk */
   int replace_foreign;   /* files of a different run in dir: replace them (1) or fail (0) */
   int rank;              /* for file names; -1: the MPI rank if the MPI layer runs, else 0 */

@@ -24,11 +24,47 @@ static int tag_low_bits, tag_k_bits, handshake_tag;
 /* Set-up and clean-up                                                       */
 /* ------------------------------------------------------------------------ */
 
-static void comm_release(ad__comm *c) {
-  if (c->idup != MPI_REQUEST_NULL) MPI_Wait(&c->idup, MPI_STATUS_IGNORE);
+/* The private duplicate may still be under way when the user frees the
+ * communicator (right after a wrapper call, or a rank never used it): MPICH
+ * then defers the user's free until the duplicate completes and runs our
+ * delete callback from inside whatever MPI call completes it, possibly a
+ * wait on that very request. So a wait on the duplicate marks the info as
+ * settling: a release that happens meanwhile only marks the info freed, and
+ * the waiter frees the duplicates when its wait is over. */
+static void free_dups(ad__comm *c) {
+  if (c->settling || c->idup != MPI_REQUEST_NULL) return;
   if (c->rev != MPI_COMM_NULL) MPI_Comm_free(&c->rev);
   if (c->priv != MPI_COMM_NULL) MPI_Comm_free(&c->priv);
+}
+
+/* Wait for the duplicate: with a tape through ad__mpi_wait (a timeout is
+ * reported on it), without one (clean-up) bounded by the timeout, silently. */
+static int settle(ad_tape *t, ad__comm *c, int report) {
+  if (c->idup == MPI_REQUEST_NULL) return AD_OK;
+  if (c->settling) return AD_ERR_MPI;
+  c->settling = 1;
+  int rc = AD_OK;
+  if (report) {
+    rc = ad__mpi_wait(t, &c->idup, MPI_STATUS_IGNORE, "the private duplicate of a communicator");
+  } else {
+    double t0 = MPI_Wtime();
+    int done = 0;
+    while (MPI_Test(&c->idup, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done && MPI_Wtime() - t0 < timeout_s) {
+      struct timespec ts = {0, 20000};
+      nanosleep(&ts, NULL);
+    }
+    if (!done) rc = AD_ERR_MPI; /* left to MPI */
+  }
+  c->settling = 0;
+  if (c->freed) free_dups(c);
+  return rc;
+}
+
+static void comm_release(ad__comm *c) {
+  if (c->freed) return;
   c->freed = 1;
+  if (!c->settling) settle(NULL, c, 0);
+  free_dups(c);
 }
 
 /* The user freed a communicator: free its duplicate; the info stays (records
@@ -60,9 +96,15 @@ static int self_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
   (void)extra;
   for (ad__comm *c = comms, *n; c; c = n) {
     n = c->next;
+    /* completing a duplicate may run a deferred free of its user
+     * communicator (and our callback): only then is the handle still valid */
+    int settled = c->freed || settle(NULL, c, 0) == AD_OK;
     if (!c->freed) {
-      if (c->user != MPI_COMM_SELF) MPI_Comm_delete_attr(c->user, comm_keyval);
-      if (!c->freed) comm_release(c);
+      if (settled && c->user != MPI_COMM_SELF) MPI_Comm_delete_attr(c->user, comm_keyval);
+      if (settled)
+        comm_release(c);
+      else
+        c->freed = 1; /* a duplicate some rank never joined: left to MPI */
     }
     kmap_free(&c->sendk);
     kmap_free(&c->prunedk);
@@ -212,8 +254,9 @@ int ad_mpi_comm_prepare(MPI_Comm comm) {
 int ad__mpi_comm_ready(ad_tape *t, ad__comm *c) {
   if (c->freed) return AD_ERR_MPI;
   if (c->idup == MPI_REQUEST_NULL) return AD_OK;
-  int rc = ad__mpi_wait(t, &c->idup, MPI_STATUS_IGNORE, "the private duplicate of a communicator");
+  int rc = settle(t, c, 1);
   if (rc != AD_OK) return rc;
+  if (c->freed) return AD_ERR_MPI; /* a deferred free ran meanwhile */
   MPI_Comm_set_errhandler(c->priv, MPI_ERRORS_RETURN);
   return AD_OK;
 }

@@ -32,6 +32,7 @@ typedef struct ad__comm {
   MPI_Request idup;    /* pending MPI_Comm_idup, MPI_REQUEST_NULL once done */
   int rank, size;
   int freed;           /* the user freed the communicator */
+  int settling;        /* a wait for the duplicate is under way (see comm.c) */
   ad__kmap sendk;      /* active sends per (dest, tag) */
   ad__kmap prunedk;    /* completed receives per (source, tag) dropped from rq */
   ad__kmap tapes;      /* recordings that communicated with a peer, per (peer, 0) */

@@ -469,6 +469,114 @@ static void test_resumable(const char *dir) {
   }
 }
 
+/* Two multistage loops sharing a directory: chained on one tape (a
+ * spin-up and a main loop), and on two tapes alive at once. Each loop keeps
+ * its own files; judged by the same two loops taped step by step. */
+static void chained(const ad_ckpt_options *o1, const ad_ckpt_options *o2, stepper *sp1, stepper *sp2, ad_tape *t,
+                    ad_real *x, ad_real *J, int taped, int *rc1, int *rc2) {
+  stepper s1 = {o1->steps, -1, -1, 0}, s2 = {o2->steps, -1, -1, 0};
+  *sp1 = s1;
+  *sp2 = s2;
+  ad_tape_begin(t);
+  ad_real u[NS];
+  for (int k = 0; k < NS; k++) x[k] = u[k] = ad_input(0.4 + 0.05 * k);
+  double time = 0.0;
+  *rc1 = *rc2 = AD_OK;
+  if (taped) {
+    for (int64_t i = 0; i < o1->steps + o2->steps; i++) {
+      size_t n = NS, pb = sizeof time;
+      step_fn(&s1, i, &n, u, &pb, &time);
+    }
+  } else {
+    /* the steppers live as long as the tape: the sweeps call them */
+    *rc1 = ad_checkpoint_loop(o1, step_fn, sp1, NS, u, sizeof time, &time);
+    for (int k = 0; k < NS; k++) u[k] = ad_mul(u[k], 1.0 + 0.01 * k); /* between the loops */
+    *rc2 = ad_checkpoint_loop(o2, step_fn, sp2, NS, u, sizeof time, &time);
+  }
+  if (taped) {
+    /* the same scaling, between the same steps: re-tape from the start */
+    ad_tape_reset(t);
+    ad_tape_begin(t);
+    for (int k = 0; k < NS; k++) x[k] = u[k] = ad_input(0.4 + 0.05 * k);
+    time = 0.0;
+    for (int64_t i = 0; i < o1->steps; i++) {
+      size_t n = NS, pb = sizeof time;
+      step_fn(&s1, i, &n, u, &pb, &time);
+    }
+    for (int k = 0; k < NS; k++) u[k] = ad_mul(u[k], 1.0 + 0.01 * k);
+    for (int64_t i = 0; i < o2->steps; i++) {
+      size_t n = NS, pb = sizeof time;
+      step_fn(&s2, i, &n, u, &pb, &time);
+    }
+  }
+  ad_real acc = ad_const(0.0);
+  for (int k = 0; k < NS; k++) acc = ad_add(acc, ad_mul(objective_weights(k), ad_mul(u[k], u[k])));
+  *J = acc;
+  ad_tape_end(t);
+}
+
+static void test_shared_dir(const char *parent) {
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/shared", parent);
+  CHECK_INT(mkdir(dir, 0700), 0);
+  ad_ckpt_options o1, o2;
+  ad_ckpt_options_default(&o1);
+  o1.schedule = AD_CKPT_MULTISTAGE;
+  o1.steps = 14;
+  o1.snapshots = 2;
+  o1.disk_snapshots = 3;
+  o1.dir = dir;
+  o1.resumable = 1;
+  o1.replace_foreign = 0;
+  o2 = o1;
+  o2.steps = 23;
+  o2.disk_snapshots = 4;
+  ad_real x[NS], J;
+  double gref[NS], g[NS], Jref;
+  int rc1, rc2;
+  stepper s1, s2;
+  ad_tape *t = ad_tape_create();
+  chained(&o1, &o2, &s1, &s2, t, x, &J, 1, &rc1, &rc2);
+  CHECK_INT(ad_gradient(t, J, NS, x, gref), AD_OK);
+  Jref = ad_value(J);
+  ad_tape_destroy(t);
+  CHECK_CONTEXT("two chained multistage loops in one directory");
+  for (int pass = 0; pass < 2; pass++) {
+    t = ad_tape_create();
+    chained(&o1, &o2, &s1, &s2, t, x, &J, 0, &rc1, &rc2);
+    CHECK_INT(rc1, AD_OK);
+    CHECK_INT(rc2, AD_OK);
+    CHECK_SAME(ad_value(J), Jref);
+    CHECK_INT(ad_gradient(t, J, NS, x, g), AD_OK);
+    for (int k = 0; k < NS; k++) CHECK_CLOSE(g[k], gref[k], 1e-13);
+    if (pass == 1) CHECK_INT(s1.calls + s2.calls, 0); /* both loops resumed from their own files */
+    ad_tape_destroy(t);
+  }
+  /* two tapes at once, one loop each: destroying one leaves the other's files */
+  CHECK_CONTEXT("multistage loops of two tapes in one directory");
+  ad_tape *ta = ad_tape_create(), *tb = ad_tape_create();
+  ad_real xa[NS], xb[NS], Ja, Jb;
+  double ga[NS], gb[NS], g14[NS], g23[NS], J14, J23;
+  reference(14, g14, &J14);
+  reference(23, g23, &J23);
+  o1.steps = 23; /* the other way round from above: each replaces the files */
+  o2.steps = 14; /* of the other's length */
+  o1.replace_foreign = o2.replace_foreign = 1;
+  stepper sa = {23, -1, -1, 0}, sb = {14, -1, -1, 0};
+  CHECK_INT(run(&o1, &sa, ta, xa, &Ja, 0), AD_OK);
+  CHECK_INT(run(&o2, &sb, tb, xb, &Jb, 0), AD_OK);
+  CHECK_INT(ad_gradient(ta, Ja, NS, xa, ga), AD_OK);
+  ad_tape_destroy(ta);
+  CHECK_INT(ad_gradient(tb, Jb, NS, xb, gb), AD_OK);
+  for (int k = 0; k < NS; k++) {
+    CHECK_CLOSE(ga[k], g23[k], 1e-13);
+    CHECK_CLOSE(gb[k], g14[k], 1e-13);
+  }
+  CHECK_SAME(ad_value(Ja), J23);
+  CHECK_SAME(ad_value(Jb), J14);
+  ad_tape_destroy(tb);
+}
+
 int main(void) {
   char dir[] = "/tmp/ariadne-ckpt-XXXXXX";
   CHECK(mkdtemp(dir) != NULL);
@@ -477,6 +585,7 @@ int main(void) {
   test_fd();
   test_errors(dir);
   test_resumable(dir);
+  test_shared_dir(dir);
   /* leave nothing behind */
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

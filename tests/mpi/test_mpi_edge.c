@@ -3,7 +3,8 @@
  * formula would cancel, MIN/MAX with NaN contributions and ties (exactly one
  * owner, consistent with the returned value), and datatypes built from
  * AD_MPI_REAL (refused with MPI_ERR_TYPE, never passed through as raw
- * structs). Derivatives are judged by closed forms.
+ * structs), communicators freed while their private duplicate is under way.
+ * Derivatives are judged by closed forms.
  */
 #include "mtest.h"
 
@@ -129,10 +130,61 @@ static void test_derived_types(void) {
   MPI_Type_free(&dc3);
 }
 
+/* A communicator freed right after a wrapper call, while its private
+ * duplicate is still under way (MPICH then defers the free): no tape, a
+ * recording tape swept after the free (a clean AD_ERR_MPI), and MPI_Finalize
+ * with such communicators behind. */
+static void test_freed_comms(void) {
+  for (int it = 0; it < 20; it++) {
+    MPI_Comm c;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    ad_real x = ad_const(1.0 + mt_rank), s = ad_const(0.0);
+    MT_CHECK(ad_mpi_allreduce(&x, &s, 1, AD_MPI_REAL, MPI_SUM, c) == MPI_SUCCESS);
+    MT_CHECK(ad_value(s) == mt_size * (mt_size + 1) / 2.0);
+    MPI_Comm_free(&c);
+    MPI_Comm_split(MPI_COMM_WORLD, 0, mt_size - mt_rank, &c);
+    ad_real a[2] = {ad_const(mt_rank), ad_const(2.0)};
+    int r, n;
+    MPI_Comm_rank(c, &r);
+    MPI_Comm_size(c, &n);
+    MT_CHECK(ad_mpi_sendrecv_replace(a, 2, AD_MPI_REAL, (r + 1) % n, it, (r + n - 1) % n, it, c, MPI_STATUS_IGNORE) ==
+             MPI_SUCCESS);
+    MPI_Comm_free(&c);
+  }
+  ad_mpi_set_timeout(10.0);
+  for (int it = 0; it < 3; it++) {
+    MPI_Comm c;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    ad_tape *t = ad_tape_create();
+    ad_tape_begin(t);
+    ad_real x = ad_input(1.0 + mt_rank), s = ad_const(0.0);
+    MT_CHECK(ad_mpi_allreduce(&x, &s, 1, AD_MPI_REAL, MPI_SUM, c) == MPI_SUCCESS);
+    ad_real y = ad_mul(s, x);
+    ad_tape_end(t);
+    MPI_Comm_free(&c);
+    double g = 0.0, t0 = MPI_Wtime();
+    int rc = ad_gradient(t, y, 1, &x, &g);
+    MT_CHECK(rc == AD_ERR_MPI);
+    MT_CHECK(MPI_Wtime() - t0 < 9.0); /* refused, not timed out */
+    MT_CHECK(strstr(ad_tape_error_message(t), "freed") != NULL);
+    if (rc != AD_ERR_MPI || !strstr(ad_tape_error_message(t), "freed"))
+      fprintf(stderr, "[%d] sweep after a free: %d '%s'\n", mt_rank, rc, ad_tape_error_message(t));
+    ad_tape_destroy(t);
+  }
+  ad_mpi_set_timeout(60.0);
+  /* the last one is left for MPI_Finalize, its duplicate under way */
+  MPI_Comm c;
+  MPI_Comm_dup(MPI_COMM_WORLD, &c);
+  ad_real x = ad_const(1.0), s;
+  MT_CHECK(ad_mpi_allreduce(&x, &s, 1, AD_MPI_REAL, MPI_SUM, c) == MPI_SUCCESS);
+  MPI_Comm_free(&c);
+}
+
 int main(int argc, char **argv) {
   mt_init(&argc, &argv);
   test_scan_cancellation();
   test_minmax_nan();
   test_derived_types();
+  test_freed_comms();
   return mt_finalize();
 }
