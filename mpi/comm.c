@@ -31,8 +31,11 @@ static int tag_low_bits, tag_k_bits, handshake_tag;
  * wait on that very request. So a wait on the duplicate marks the info as
  * settling: a release that happens meanwhile only marks the info freed, and
  * the waiter frees the duplicates when its wait is over. */
+static void drain(MPI_Comm comm);
+
 static void free_dups(ad__comm *c) {
   if (c->settling || c->idup != MPI_REQUEST_NULL) return;
+  if (c->priv != MPI_COMM_NULL) drain(c->priv);
   if (c->rev != MPI_COMM_NULL) MPI_Comm_free(&c->rev);
   if (c->priv != MPI_COMM_NULL) MPI_Comm_free(&c->priv);
 }
@@ -58,6 +61,22 @@ static int settle(ad_tape *t, ad__comm *c, int report) {
   c->settling = 0;
   if (c->freed) free_dups(c);
   return rc;
+}
+
+/* Receive and drop what arrived for sweeps that gave up (a partner's
+ * adjoints or handshake for a sweep this rank abandoned): nothing is left in
+ * MPI's queues when the duplicate goes. */
+static void drain(MPI_Comm comm) {
+  for (int guard = 0; guard < 1 << 20; guard++) {
+    int flag = 0, n = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, &st) != MPI_SUCCESS || !flag) return;
+    MPI_Get_count(&st, MPI_BYTE, &n);
+    void *buf = malloc(n > 0 ? (size_t)n : 1);
+    if (!buf) return;
+    MPI_Recv(buf, n, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, comm, MPI_STATUS_IGNORE);
+    free(buf);
+  }
 }
 
 static void comm_release(ad__comm *c) {
