@@ -17,6 +17,9 @@ static int comm_keyval = MPI_KEYVAL_INVALID;
 static int self_keyval = MPI_KEYVAL_INVALID;
 static ad__comm *comms;
 static double timeout_s = 60.0;
+/* A sweep timed out, or left a send or collective pending, since the last
+ * taint(): MPI may still pair what it left with a later operation. */
+static int left_pending;
 static int timeout_set; /* ad_mpi_set_timeout was called: the environment does not override it */
 static int tag_low_bits, tag_k_bits, handshake_tag;
 
@@ -412,6 +415,34 @@ typedef struct tape_ctx {
   size_t nlazy, caplazy;
 } tape_ctx;
 
+/* A sweep that timed out, or gave up with a send or a collective still
+ * pending on a private communicator, leaves messages behind: MPI cannot
+ * cancel a collective, a send that completed locally may not have been
+ * received, and a partner's later messages land unmatched. A partner's next
+ * sweep could pair its own operations with the leftovers. Such a communicator is never swept over again on this rank:
+ * later sweeps of tapes that used it fail at once with AD_ERR_MPI, and their
+ * partners, which cannot tell, fail too (by the handshake or the timeout)
+ * rather than mix leftovers into a gradient. */
+static int taint(ad_tape *t, tape_ctx *x) {
+  if (!left_pending) return 0;
+  left_pending = 0;
+  for (size_t i = 0; i < x->n; i++) x->notes[i].c->tainted = 1;
+  (void)t;
+  return 1;
+}
+
+static int tainted_check(ad_tape *t, tape_ctx *x) {
+  for (size_t i = 0; i < x->n; i++)
+    if (x->notes[i].c->tainted) {
+      ad__pending(t, AD_ERR_MPI,
+                  "an earlier sweep over a communicator this tape used gave up with communication still pending "
+                  "there (a partner that never swept, or a timeout); no sweep over it can be trusted in this "
+                  "process, so none was done");
+      return AD_ERR_MPI;
+    }
+  return AD_OK;
+}
+
 /* Complete the sweep's sends. After a failure (this sweep's or an earlier
  * send's) a send is only tested, not waited for: its partner may be gone. A
  * send that is still pending keeps its buffer, which MPI may still read. */
@@ -549,6 +580,7 @@ static int handshake(ad_tape *t, tape_ctx *x, int status, int reverse, int *peer
    * the sends and reductions keep the buffers for good. */
   int keep = 0;
   for (size_t i = 0; i < nr; i++) keep |= !ad__mpi_abandon(&req[i], is_recv[i]);
+  taint(t, x);
   free(req);
   free(is_recv);
   if (keep)
@@ -562,6 +594,12 @@ static int ctx_sweep_begin(ad_tape *t, void *ctx, int reverse, int err) {
   tape_ctx *x = ctx;
   x->nlazy = 0;
   int peer_status = AD_OK, peer_rank = -1;
+  for (size_t i = 0; i < x->n; i++)
+    if (x->notes[i].c->tainted) {
+      if (err != AD_OK) return err; /* nothing more is posted there */
+      tainted_check(t, x);
+      return ad__driver_check(t);
+    }
   int rc = handshake(t, x, err, reverse, &peer_status, &peer_rank);
   if (err != AD_OK) return err;
   if (rc != AD_OK) {
@@ -585,6 +623,7 @@ static int ctx_sweep_begin(ad_tape *t, void *ctx, int reverse, int err) {
 static int ctx_sweep_end(ad_tape *t, void *ctx, int reverse, int rc) {
   (void)reverse;
   lazy_finish(t, ctx, &rc);
+  taint(t, ctx);
   return rc;
 }
 
@@ -658,6 +697,7 @@ static int ctx_agree_max(ad_tape *t, void *ctx, int64_t *v, int n) {
       rc = ad__mpi_wait(t, &req[i], MPI_STATUS_IGNORE, "the other ranks to agree on the sweeps");
     int keep = 0;
     for (size_t i = 0; i < nr; i++) keep |= !ad__mpi_abandon(&req[i], is_recv[i]);
+    taint(t, x);
     if (keep) {
       ad__mpi_keep(buf);
       buf = NULL;
@@ -870,6 +910,9 @@ int ad__mpi_wait(ad_tape *t, MPI_Request *r, MPI_Status *st, const char *what) {
     if (flag) return AD_OK;
     double el = MPI_Wtime() - t0;
     if (el > timeout_s) {
+      /* what this side already sent may still arrive after the partner
+       * moved on, and what the partner sends later lands here unmatched */
+      left_pending = 1;
       if (t)
         ad__pending(t, AD_ERR_MPI,
                     "waited %.0f s for %s: a partner rank did not start its sweep, or recorded different communication",
@@ -911,6 +954,7 @@ int ad__mpi_abandon(MPI_Request *r, int is_recv) {
     MPI_Wait(r, MPI_STATUS_IGNORE);
     return 1;
   }
+  left_pending = 1;
   return 0;
 }
 

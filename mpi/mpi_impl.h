@@ -33,6 +33,7 @@ typedef struct ad__comm {
   int rank, size;
   int freed;           /* the user freed the communicator */
   int settling;        /* a wait for the duplicate is under way (see comm.c) */
+  int tainted;         /* a sweep gave up with operations on priv still pending */
   ad__kmap sendk;      /* active sends per (dest, tag) */
   ad__kmap prunedk;    /* completed receives per (source, tag) dropped from rq */
   ad__kmap tapes;      /* recordings that communicated with a peer, per (peer, 0) */

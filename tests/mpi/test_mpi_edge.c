@@ -3,7 +3,8 @@
  * formula would cancel, MIN/MAX with NaN contributions and ties (exactly one
  * owner, consistent with the returned value), and datatypes built from
  * AD_MPI_REAL (refused with MPI_ERR_TYPE, never passed through as raw
- * structs), communicators freed while their private duplicate is under way.
+ * structs), communicators freed while their private duplicate is under way,
+ * a sweep after a sweep that timed out.
  * Derivatives are judged by closed forms.
  */
 #include "mtest.h"
@@ -180,11 +181,79 @@ static void test_freed_comms(void) {
   MPI_Comm_free(&c);
 }
 
+/* A sweep that timed out must not poison the next one: rank 0 sweeps alone
+ * and gives up, then every rank sweeps a correct tape over the same
+ * communicator. Each rank either gets the right gradient or an error; rank 0,
+ * which left a handshake pending there, refuses at once. Collective and
+ * point-to-point tapes. */
+static void test_sweep_after_timeout(void) {
+  if (mt_size < 2) return;
+  ad_mpi_set_timeout(2.0);
+  for (int p2p = 0; p2p < 2; p2p++) {
+    MPI_Comm c;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    ad_mpi_comm_prepare(c);
+    int right = (mt_rank + 1) % mt_size, left = (mt_rank + mt_size - 1) % mt_size;
+    ad_tape *t[2];
+    ad_real x[2], y[2];
+    for (int k = 0; k < 2; k++) {
+      t[k] = ad_tape_create();
+      ad_tape_begin(t[k]);
+      x[k] = ad_input(1.0 + mt_rank);
+      ad_real s = ad_const(0.0);
+      if (p2p)
+        MT_CHECK(ad_mpi_sendrecv(&x[k], 1, AD_MPI_REAL, right, 3, &s, 1, AD_MPI_REAL, left, 3, c,
+                                 MPI_STATUS_IGNORE) == MPI_SUCCESS);
+      else
+        MT_CHECK(ad_mpi_allreduce(&x[k], &s, 1, AD_MPI_REAL, MPI_SUM, c) == MPI_SUCCESS);
+      y[k] = ad_mul(s, s); /* every rank seeds its own */
+      ad_tape_end(t[k]);
+    }
+    double g = 0.0;
+    if (mt_rank == 0) MT_CHECK(ad_gradient(t[0], y[0], 1, &x[0], &g) == AD_ERR_MPI); /* alone */
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    int rc = ad_gradient(t[1], y[1], 1, &x[1], &g);
+    double sec = MPI_Wtime() - t0;
+    /* closed forms: allreduce y_r = S^2, dJ/dx_r = sum over ranks 2S = 2 S n;
+     * ring: y_r = x_left^2, so dJ/dx_r = 2 x_r (from the right neighbour) */
+    double S = mt_size * (mt_size + 1) / 2.0;
+    double want = p2p ? 2.0 * (1.0 + mt_rank) : 2.0 * S * mt_size;
+    if (rc == AD_OK) {
+      MT_CHECK(g == want);
+      if (g != want) fprintf(stderr, "[%d] %s after a timeout: AD_OK with %g, want %g\n", mt_rank, p2p ? "ring" : "allreduce", g, want);
+    }
+    if (mt_rank == 0) {
+      MT_CHECK(rc == AD_ERR_MPI && sec < 1.0);
+      MT_CHECK(strstr(ad_tape_error_message(t[1]), "pending") != NULL);
+    }
+    for (int k = 0; k < 2; k++) ad_tape_destroy(t[k]);
+    /* a fresh communicator works again */
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Comm d;
+    MPI_Comm_dup(MPI_COMM_WORLD, &d);
+    ad_tape *u = ad_tape_create();
+    ad_tape_begin(u);
+    ad_real xu = ad_input(1.0 + mt_rank), su = ad_const(0.0);
+    MT_CHECK(ad_mpi_allreduce(&xu, &su, 1, AD_MPI_REAL, MPI_SUM, d) == MPI_SUCCESS);
+    ad_real yu = ad_mul(su, su);
+    ad_tape_end(u);
+    MT_CHECK(ad_gradient(u, yu, 1, &xu, &g) == AD_OK);
+    MT_CHECK(g == 2.0 * S * mt_size);
+    ad_tape_destroy(u);
+    MPI_Comm_free(&d);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Comm_free(&c);
+  }
+  ad_mpi_set_timeout(60.0);
+}
+
 int main(int argc, char **argv) {
   mt_init(&argc, &argv);
   test_scan_cancellation();
   test_minmax_nan();
   test_derived_types();
   test_freed_comms();
+  test_sweep_after_timeout();
   return mt_finalize();
 }
