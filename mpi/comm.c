@@ -339,13 +339,44 @@ uint64_t ad__recv_post(ad__comm *c, int src, int tag) {
   memset(e, 0, sizeof *e);
   e->src = src;
   e->tag = tag;
+  e->slot = -1;
   return c->rq_next++;
+}
+
+void ad__recv_attach(ad__comm *c, uint64_t post, int slot, unsigned gen) {
+  if (post < c->rq_base || post >= c->rq_next) return;
+  ad__rentry *e = &c->rq[post - c->rq_base];
+  e->slot = slot;
+  e->gen = gen;
+}
+
+/* Where the message of an earlier wildcard receive came from. It is
+ * matched already (a later receive that accepts fewer messages got one), so
+ * it completes without anybody else's help; 0 if that cannot be seen. */
+static int wildcard_source(const ad__rentry *e, int *asrc, int *atag) {
+  MPI_Request r = e->slot >= 0 ? ad__p2p_request(e->slot, e->gen) : MPI_REQUEST_NULL;
+  if (r == MPI_REQUEST_NULL) return 0;
+  double t0 = MPI_Wtime();
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Request_get_status(r, &flag, &st) != MPI_SUCCESS) return 0;
+    if (flag) {
+      *asrc = st.MPI_SOURCE;
+      *atag = st.MPI_TAG;
+      return 1;
+    }
+    if (MPI_Wtime() - t0 > timeout_s) return 0;
+  }
 }
 
 /* k of a receive = the receives posted before it that got (or will get) a
  * message of the same (source, tag) stream. Messages of one stream match
  * receives in posting order, so an earlier receive still pending whose
- * pattern accepts this stream must already hold an earlier message of it. */
+ * pattern is this stream holds an earlier message of it. An earlier pending
+ * wildcard receive that accepts the stream holds some message too, but
+ * maybe another stream's (MPI_ANY_SOURCE took rank 2's message, this one
+ * rank 1's): its status says which. */
 int ad__recv_complete(ad__comm *c, uint64_t post, int asrc, int atag) {
   if (post < c->rq_base || post >= c->rq_next) return -1;
   size_t me = (size_t)(post - c->rq_base);
@@ -354,10 +385,15 @@ int ad__recv_complete(ad__comm *c, uint64_t post, int asrc, int atag) {
   int k = *pr;
   for (size_t i = 0; i < me; i++) {
     const ad__rentry *e = &c->rq[i];
+    int esrc, etag;
     if (e->done)
       k += e->asrc == asrc && e->atag == atag;
+    else if (!((e->src == MPI_ANY_SOURCE || e->src == asrc) && (e->tag == MPI_ANY_TAG || e->tag == atag)))
+      continue;
+    else if ((e->src == MPI_ANY_SOURCE || e->tag == MPI_ANY_TAG) && wildcard_source(e, &esrc, &etag))
+      k += esrc == asrc && etag == atag;
     else
-      k += (e->src == MPI_ANY_SOURCE || e->src == asrc) && (e->tag == MPI_ANY_TAG || e->tag == atag);
+      k++;
   }
   c->rq[me].done = 1;
   c->rq[me].asrc = asrc;
@@ -431,6 +467,34 @@ static int taint(ad_tape *t, tape_ctx *x) {
   return 1;
 }
 
+/* What each side says in the handshake, per partner. */
+enum { HS_STATUS, HS_SENT, HS_RECVD, HS_SIG_SENT, HS_SIG_RECVD, HS_DIR, HS_SERIAL, HS_W };
+
+/* A rank that refuses a sweep over a retired communicator still tells its
+ * point-to-point partners, so that they fail at once instead of after a
+ * timeout. Only an error status is sent (a partner that takes an older
+ * leftover first takes this one in its next sweep, and fails then); nothing
+ * is received, and nothing joins a collective, where a leftover would pair
+ * with it. */
+static void tell_partners(tape_ctx *x, int status) {
+  int *msg = calloc(HS_W, sizeof *msg);
+  if (!msg) return;
+  msg[HS_STATUS] = status;
+  int sent = 0;
+  for (size_t i = 0; i < x->n; i++) {
+    peer_note *p = &x->notes[i];
+    if (p->peer < 0 || p->c->priv == MPI_COMM_NULL) continue;
+    MPI_Request r;
+    if (MPI_Isend(msg, HS_W, MPI_INT, p->peer, handshake_tag, p->c->priv, &r) != MPI_SUCCESS) continue;
+    MPI_Request_free(&r);
+    sent = 1;
+  }
+  if (sent)
+    ad__mpi_keep(msg);
+  else
+    free(msg);
+}
+
 static int tainted_check(ad_tape *t, tape_ctx *x) {
   for (size_t i = 0; i < x->n; i++)
     if (x->notes[i].c->tainted) {
@@ -463,9 +527,6 @@ static void lazy_finish(ad_tape *t, tape_ctx *x, int *rc) {
   }
   x->nlazy = 0;
 }
-
-/* What each side says in the handshake, per partner. */
-enum { HS_STATUS, HS_SENT, HS_RECVD, HS_SIG_SENT, HS_SIG_RECVD, HS_DIR, HS_SERIAL, HS_W };
 
 /* Every partner says whether it is fine to sweep, which way it sweeps and,
  * pairwise, what it recorded with this rank: in[HS_W*i ..] is what partner i
@@ -537,7 +598,9 @@ static int handshake(ad_tape *t, tape_ctx *x, int status, int reverse, int *peer
   }
   for (size_t i = 0; i < nr && rc == AD_OK; i++) rc = ad__mpi_wait(t, &req[i], MPI_STATUS_IGNORE, "the other ranks to start their sweep");
   for (size_t i = 0; rc == AD_OK && i < n; i++) {
-    if (in[HS_W * i] < 0 && *peer_status == AD_OK) {
+    /* The first cause wins over a partner's report of an MPI failure,
+     * which may only be the consequence of another rank's. */
+    if (in[HS_W * i] < 0 && (*peer_status == AD_OK || (*peer_status == AD_ERR_MPI && in[HS_W * i] != AD_ERR_MPI))) {
       *peer_status = in[HS_W * i];
       *peer_rank = x->notes[i].peer;
     }
@@ -596,7 +659,8 @@ static int ctx_sweep_begin(ad_tape *t, void *ctx, int reverse, int err) {
   int peer_status = AD_OK, peer_rank = -1;
   for (size_t i = 0; i < x->n; i++)
     if (x->notes[i].c->tainted) {
-      if (err != AD_OK) return err; /* nothing more is posted there */
+      tell_partners(x, err != AD_OK ? err : AD_ERR_MPI);
+      if (err != AD_OK) return err;
       tainted_check(t, x);
       return ad__driver_check(t);
     }
