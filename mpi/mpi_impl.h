@@ -24,6 +24,8 @@ typedef struct ad__rentry {
   int src, tag;   /* posted pattern, wildcards allowed */
   int done;       /* completed, with the actual source and tag below */
   int asrc, atag;
+  int slot;       /* the nonblocking request's slot (p2p.c), -1 for a blocking receive */
+  unsigned gen;
 } ad__rentry;
 
 typedef struct ad__comm {
@@ -64,6 +66,11 @@ int ad__mpi_comm_ready(ad_tape *t, ad__comm *c);
 int ad__send_seq(ad__comm *c, int dest, int tag);
 uint64_t ad__recv_post(ad__comm *c, int src, int tag);
 int ad__recv_complete(ad__comm *c, uint64_t post, int asrc, int atag);
+/* The request of a nonblocking receive posted as `post`, kept in p2p.c's
+ * slot (slot, gen): lets ad__recv_complete read where an earlier wildcard
+ * receive's message came from. */
+void ad__recv_attach(ad__comm *c, uint64_t post, int slot, unsigned gen);
+MPI_Request ad__p2p_request(int slot, unsigned gen);
 /* The tag on the private communicator of the sweep message for the message
  * of `tag` and sequence number k that this rank sent to (was_recv 0) or
  * received from (1) peer, as recorded on t: its tag's channel and its

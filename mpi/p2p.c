@@ -495,6 +495,11 @@ static int req_check(const ad_mpi_request *q) {
   return 1;
 }
 
+MPI_Request ad__p2p_request(int slot, unsigned gen) {
+  if (slot < 0 || slot >= nslots || !slots[slot].live || slots[slot].gen != gen) return MPI_REQUEST_NULL;
+  return slots[slot].mpi;
+}
+
 static int req_misuse(const char *fn) {
   ad_tape *seen;
   ad__mpi_tape(&seen);
@@ -590,6 +595,7 @@ int ad_mpi_irecv(void *buf, int count, MPI_Datatype type, int source, int tag, M
       return MPI_ERR_NO_MEM;
     }
     q->post = ad__recv_post(c, source, tag);
+    ad__recv_attach(c, q->post, s, q->gen);
     ad__mrec *r = t ? ad__mrec_push(t, AD__M_IRECV, c, 0, 0) : NULL;
     if (r) {
       q->tape = t;

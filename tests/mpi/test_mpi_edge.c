@@ -248,12 +248,90 @@ static void test_sweep_after_timeout(void) {
   ad_mpi_set_timeout(60.0);
 }
 
+/* Wildcard receives completed out of order. Rank 0 posts an MPI_ANY_SOURCE
+ * receive A, then a receive B from rank 1 (same tag), and waits for B first.
+ * Rank 1 sends two values; with three or more ranks, rank 2 sends one too,
+ * before rank 1, so that A may take rank 2's message and B rank 1's first.
+ * MPI decides; the adjoints must follow whatever it decided: J = sum of
+ * w_i * (value received by i), and each sender's dJ/dx is the weight of the
+ * receive its message reached (read from the statuses and values). */
+static void test_wildcard_order(void) {
+  if (mt_size < 2) return;
+  for (int order = 0; order < 2; order++) {
+    ad_tape *t = ad_tape_create();
+    ad_tape_begin(t);
+    ad_real x[2] = {ad_input(10.0 + mt_rank), ad_input(20.0 + mt_rank)};
+    double g[2] = {0, 0};
+    ad_real J = ad_const(0.0);
+    const int tag = 7;
+    if (mt_rank == 0) {
+      int nrecv = mt_size > 2 ? 3 : 2;
+      ad_real r[3];
+      ad_mpi_request q[3];
+      MT_CHECK(ad_mpi_irecv(&r[0], 1, AD_MPI_REAL, MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, &q[0]) == MPI_SUCCESS);
+      MT_CHECK(ad_mpi_irecv(&r[1], 1, AD_MPI_REAL, 1, tag, MPI_COMM_WORLD, &q[1]) == MPI_SUCCESS);
+      if (nrecv == 3) MT_CHECK(ad_mpi_irecv(&r[2], 1, AD_MPI_REAL, MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, &q[2]) == MPI_SUCCESS);
+      MPI_Barrier(MPI_COMM_WORLD); /* the receives are posted */
+      MPI_Barrier(MPI_COMM_WORLD); /* rank 2 (if any) has sent */
+      MPI_Status st[3];
+      if (order == 0) {
+        MT_CHECK(ad_mpi_wait(&q[1], &st[1]) == MPI_SUCCESS);
+        MT_CHECK(ad_mpi_wait(&q[0], &st[0]) == MPI_SUCCESS);
+      } else {
+        if (nrecv == 3) MT_CHECK(ad_mpi_wait(&q[2], &st[2]) == MPI_SUCCESS);
+        MT_CHECK(ad_mpi_wait(&q[1], &st[1]) == MPI_SUCCESS);
+        MT_CHECK(ad_mpi_wait(&q[0], &st[0]) == MPI_SUCCESS);
+      }
+      if (nrecv == 3 && order == 0) MT_CHECK(ad_mpi_wait(&q[2], &st[2]) == MPI_SUCCESS);
+      const double w[3] = {3.0, 5.0, 7.0};
+      for (int i = 0; i < nrecv; i++) J = ad_add(J, ad_mul(w[i], r[i]));
+      ad_tape_end(t);
+      /* what each sender's values reached, from the values themselves */
+      double want[3][2] = {{0}};
+      for (int i = 0; i < nrecv; i++) {
+        double v = ad_value(r[i]);
+        int src = st[i].MPI_SOURCE, which = v >= 20.0 ? 1 : 0;
+        MT_CHECK(v == (which ? 20.0 : 10.0) + src);
+        if (src == 1 || src == 2) want[src][which] = w[i];
+      }
+      MT_CHECK(ad_gradient(t, J, 0, NULL, NULL) == AD_OK);
+      double wsend[2][2] = {{want[1][0], want[1][1]}, {want[2][0], want[2][1]}};
+      MPI_Send(wsend, 4, MPI_DOUBLE, 1, 99, MPI_COMM_WORLD);
+      if (mt_size > 2) MPI_Send(wsend[1], 2, MPI_DOUBLE, 2, 99, MPI_COMM_WORLD);
+    } else {
+      MPI_Barrier(MPI_COMM_WORLD);
+      if (mt_rank == 2) MT_CHECK(ad_mpi_send(&x[0], 1, AD_MPI_REAL, 0, tag, MPI_COMM_WORLD) == MPI_SUCCESS);
+      MPI_Barrier(MPI_COMM_WORLD);
+      if (mt_rank == 1) {
+        MT_CHECK(ad_mpi_send(&x[0], 1, AD_MPI_REAL, 0, tag, MPI_COMM_WORLD) == MPI_SUCCESS);
+        MT_CHECK(ad_mpi_send(&x[1], 1, AD_MPI_REAL, 0, tag, MPI_COMM_WORLD) == MPI_SUCCESS);
+      }
+      ad_tape_end(t);
+      int rc = ad_gradient(t, J, 2, x, g);
+      MT_CHECK(rc == (mt_rank <= 2 ? AD_OK : AD_ERR_PASSIVE)); /* the others recorded nothing */
+      if (mt_rank <= 2) {
+        /* rank 1: the weights its two values reached; rank 2: its one value's */
+        double want[2][2] = {{0}};
+        MPI_Recv(want, mt_rank == 1 ? 4 : 2, MPI_DOUBLE, 0, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        double w0 = want[0][0], w1 = mt_rank == 1 ? want[0][1] : 0.0;
+        if (!(g[0] == w0 && g[1] == w1)) {
+          mt_errors++;
+          fprintf(stderr, "[%d] wildcard order %d: adjoints %g %g, want %g %g\n", mt_rank, order, g[0], g[1], w0, w1);
+        }
+      }
+    }
+    ad_tape_destroy(t);
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
 int main(int argc, char **argv) {
   mt_init(&argc, &argv);
   test_scan_cancellation();
   test_minmax_nan();
   test_derived_types();
   test_freed_comms();
+  test_wildcard_order();
   test_sweep_after_timeout();
   return mt_finalize();
 }
