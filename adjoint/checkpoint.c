@@ -76,6 +76,11 @@ typedef struct ckpt {
   uint64_t fp;       /* fingerprint of the run (resumable) */
   ad_ckpt_stats st;
   ad__prog pg;       /* progress of the reverse action */
+  /* The communicators the forward run's steps used (see loop_agree);
+   * comms_unknown until a forward run has been watched. */
+  void **comms;
+  size_t ncomms;
+  int comms_unknown;
 } ckpt;
 
 static void stats_publish(ckpt *c) {
@@ -193,6 +198,7 @@ static void ckpt_free(ckpt *c) {
   free(c->ptmp);
   free(c->in);
   free(c->dir);
+  free(c->comms);
   ad_tape_destroy(c->scratch);
   free(c);
 }
@@ -209,6 +215,44 @@ static int fail(ad_tape *t, int code, const char *fmt, ...) {
   else
     ad__fail_notape(code, "%s", buf);
   return code;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Agreeing with the loop's other ranks                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Whether the loop's reverse re-runs communication: its steps used the MPI
+ * layer, or the options name a communicator. Before a forward run has been
+ * watched (a resumed run) that is not known, and assumed. */
+static int communicates(const ckpt *c) {
+  return ad__loop_comm && (c->o.comm || c->ncomms || c->comms_unknown);
+}
+
+/* *v <- its minimum over the loop's ranks: over the options' communicator,
+ * else those the steps used, else (not known yet) over MPI_COMM_WORLD as
+ * ad__agree_min does. A loop that does not communicate is its rank's own
+ * business. A rank that never comes makes the others fail after the MPI
+ * layer's timeout instead of waiting for it in a re-run step for ever. */
+static int loop_agree(ckpt *c, ad_tape *t, int64_t *v) {
+  if (!communicates(c)) return AD_OK;
+  if (!c->o.comm && !c->ncomms) {
+    *v = ad__agree_min(*v);
+    return AD_OK;
+  }
+  char why[300] = "";
+  int rc = ad__loop_comm->agree(c->o.comm ? &c->o.comm : c->comms, c->o.comm ? 1 : c->ncomms, v, why, sizeof why);
+  if (rc != AD_OK) return fail(t, rc, "ad_checkpoint_loop: agreeing with the loop's other ranks: %s", why);
+  return AD_OK;
+}
+
+/* Every rank of the loop goes on only if every rank's `rc` is AD_OK; the
+ * others' failure is reported as `code` with `what`. */
+static int loop_agree_ok(ckpt *c, ad_tape *t, int rc, int code, const char *what) {
+  int64_t ok = rc == AD_OK;
+  int arc = loop_agree(c, t, &ok);
+  if (rc != AD_OK) return rc;
+  if (arc != AD_OK) return arc;
+  return ok ? AD_OK : fail(t, code, "ad_checkpoint_loop: another rank of the loop %s", what);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -507,16 +551,19 @@ static int segments_even(ckpt *c, int nseg) {
 
 /* Multistage forward run: write each segment's base state to disk on the way. */
 static int forward_multistage(ckpt *c, ad_tape *t) {
-  int rc;
+  /* A write that fails does not stop the steps: the other ranks' steps
+   * need this rank's messages. The failure is agreed on afterwards. */
+  int rc, wrc = AD_OK;
   for (int j = 0; j < c->nseg; j++) {
-    if ((rc = file_write(c, t, "base", j, 1, c->bnd[j], c->work.v, c->n, c->work.p, c->pb)) != AD_OK) return rc;
+    if (wrc == AD_OK) wrc = file_write(c, t, "base", j, 1, c->bnd[j], c->work.v, c->n, c->work.p, c->pb);
     int64_t end = c->bnd[j + 1];
     if (j == c->nseg - 1) end--; /* the last step makes the output */
     c->st.advances += end - c->bnd[j];
     if ((rc = advance(c, t, c->bnd[j], end)) != AD_OK) return rc;
   }
   c->st.output_steps++;
-  return advance(c, t, c->l - 1, c->l);
+  rc = advance(c, t, c->l - 1, c->l);
+  return rc != AD_OK ? rc : wrc;
 }
 
 /* Online forward run: the length is found by running. Bases are kept every
@@ -617,7 +664,8 @@ static int reverse_multistage(ckpt *c, ad_tape *t) {
     int64_t have = manifest_read(c, &m) == 1 && m.seed_sum == seed && m.forward_done ? (int64_t)m.segments_done : 0;
     /* Every rank must resume at the same segment, with its adjoint there:
      * ranks keep the last two, and a kill leaves them at most one apart. */
-    int64_t k = ad__agree_min(have);
+    int64_t k = have;
+    if ((rc = loop_agree(c, t, &k)) != AD_OK) return rc;
     if (k > 0) {
       /* Read into the working state (free until the first base state is
        * read), so that the seed is still there if some rank cannot resume. */
@@ -627,8 +675,10 @@ static int reverse_multistage(ckpt *c, ad_tape *t) {
        * so that the collective calls match: 1 all read, 0 some file is
        * missing (start over), -1 some file is corrupt (every rank fails:
        * the others would wait for it in the sweep). */
-      int64_t all = ad__agree_min(rc == AD_OK ? 1 : rc == AD_ERR_CORRUPT ? -1 : 0);
+      int64_t all = rc == AD_OK ? 1 : rc == AD_ERR_CORRUPT ? -1 : 0;
+      int arc = loop_agree(c, t, &all);
       if (rc == AD_ERR_CORRUPT) return rc;
+      if (arc != AD_OK) return arc;
       if (all < 0) return fail(t, AD_ERR_CORRUPT, "ad_checkpoint_loop: another rank's adjoint file is corrupt");
       if (all > 0)
         memcpy(c->lam, c->work.v, c->n * sizeof(double));
@@ -648,9 +698,11 @@ static int reverse_multistage(ckpt *c, ad_tape *t) {
   }
   for (int j = c->nseg - 1 - start; j >= 0; j--) {
     int64_t step;
-    if ((rc = file_read(c, t, "base", j, 1, &step, c->work.v, c->n, c->work.p, c->pb, NULL)) != AD_OK) return rc;
-    if (step != c->bnd[j])
-      return fail(t, AD_ERR_CORRUPT, "ad_checkpoint_loop: base state %d is at the wrong step", j);
+    rc = file_read(c, t, "base", j, 1, &step, c->work.v, c->n, c->work.p, c->pb, NULL);
+    if (rc == AD_OK && step != c->bnd[j])
+      rc = fail(t, AD_ERR_CORRUPT, "ad_checkpoint_loop: base state %d is at the wrong step", j);
+    /* Every rank re-runs the segment's steps, with their messages, or none. */
+    if ((rc = loop_agree_ok(c, t, rc, AD_ERR_IO, "could not read its base state")) != AD_OK) return rc;
     if ((rc = reverse_segment(c, t, c->bnd[j], c->bnd[j + 1], c->o.snapshots)) != AD_OK) return rc;
     if (c->o.resumable) {
       long long done = c->nseg - j;
@@ -674,6 +726,9 @@ static int ckpt_reverse(ad_tape *t, void *data) {
     c->lam[k] = t->adj[c->out[k]];
     t->adj[c->out[k]] = 0.0;
   }
+  /* Every rank of a communicating loop is here: a rank that does not sweep
+   * the loop makes the others fail within the timeout. */
+  if ((rc = loop_agree_ok(c, t, AD_OK, AD_ERR_MPI, "did not start its reverse")) != AD_OK) return rc;
   if (!c->fresh && (rc = forward_again(c, t)) != AD_OK) return rc;
   c->fresh = 0;
   switch (c->o.schedule) {
@@ -728,10 +783,11 @@ static int ckpt_forward(ad_tape *t, void *data) {
   ckpt *c = data;
   int rc;
   for (size_t k = 0; k < c->n; k++) c->lam[k] = c->in[k] ? t->tan[c->in[k]] : 0.0;
+  if ((rc = loop_agree_ok(c, t, AD_OK, AD_ERR_MPI, "did not start its tangent")) != AD_OK) return rc;
   switch (c->o.schedule) {
   case AD_CKPT_MULTISTAGE:
     rc = file_read(c, t, "base", 0, 1, NULL, c->work.v, c->n, c->work.p, c->pb, NULL);
-    if (rc != AD_OK) return rc;
+    if ((rc = loop_agree_ok(c, t, rc, AD_ERR_IO, "could not read its initial state")) != AD_OK) return rc;
     break;
   case AD_CKPT_ONLINE:
     state_copy(c, &c->work, &c->bases[0]);
@@ -859,6 +915,7 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
   c->dir = o->dir ? strdup(o->dir) : NULL;
   c->o.dir = c->dir;
   c->ns = -1;
+  c->comms_unknown = 1;
   c->in = malloc(2 * (n ? n : 1) * sizeof *c->in);
   c->xs = malloc((n ? n : 1) * sizeof *c->xs);
   c->lam = malloc((n ? n : 1) * sizeof *c->lam);
@@ -904,13 +961,16 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
       /* Skip the forward run if every rank has it on disk. A rank that
        * failed still takes part (-1), so that the collective calls match and
        * every rank fails with it instead of waiting for it. */
-      int64_t have = rc != AD_OK ? -1 : mr == 1 && m.forward_done;
-      int64_t all = ad__agree_min(have);
+      int64_t all = rc != AD_OK ? -1 : mr == 1 && m.forward_done;
+      int arc = loop_agree(c, t, &all);
+      if (rc == AD_OK) rc = arc;
       if (rc == AD_OK && all < 0)
         rc = fail(t, AD_ERR_CORRUPT, "ad_checkpoint_loop: another rank's checkpoint manifest is corrupt or of another run");
       if (all > 0) {
         rc = file_read(c, t, "final", 0, 3, NULL, c->work.v, n, c->work.p, pb, NULL);
-        int64_t read = ad__agree_min(rc == AD_OK);
+        int64_t read = rc == AD_OK;
+        int arc = loop_agree(c, t, &read);
+        if (rc == AD_OK) rc = arc;
         if (rc == AD_OK && !read)
           rc = fail(t, AD_ERR_CORRUPT, "ad_checkpoint_loop: another rank cannot read its final state");
         if (rc == AD_OK) c->resumed_forward = 1;
@@ -918,6 +978,7 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
     }
   }
   if (rc == AD_OK && !c->resumed_forward) {
+    void *mark = ad__loop_comm ? ad__loop_comm->collect_begin() : NULL;
     switch (o->schedule) {
     case AD_CKPT_BINOMIAL:
     case AD_CKPT_STORE_ALL:
@@ -935,6 +996,13 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
       rc = forward_online(c, t, 1);
       break;
     }
+    if (mark) {
+      c->ncomms = ad__loop_comm->collect_end(mark, &c->comms);
+      c->comms_unknown = 0;
+    }
+    /* A rank whose files could not be written fails, and so do the others:
+     * its loop would not sweep with theirs. */
+    if (communicates(c)) rc = loop_agree_ok(c, t, rc, AD_ERR_IO, "could not write its checkpoint files or run its steps");
   }
   c->fresh = 1;
   stats_publish(c);
@@ -954,6 +1022,7 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
     return sticky(t, AD_ERR_NOMEM);
   }
   memcpy(final, c->work.v, n * sizeof *final);
+  t->loop_comm |= communicates(c);
   if ((rc = ad__record_push(t, &ckpt_ops, c, bytes)) != AD_OK) {
     free(final);
     return rc; /* ckpt_destroy has run */

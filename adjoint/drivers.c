@@ -21,7 +21,7 @@ void ad_seed(ad_tape *t, ad_real y, double ybar) {
   /* On a tape with communication records a passive seed is fine, as for
    * ad_gradient: the rank still sweeps, since the others need its adjoint
    * messages. */
-  if (c == 0 && !t->ext_ops)
+  if (c == 0 && !ad__sweeps_everywhere(t))
     ad__pending(t, AD_ERR_PASSIVE, "ad_seed: the seeded value (%g) is passive, so no input can influence it", y.v);
   if (c <= 0) return;
   if (ad__adjoints_ready(t) != AD_OK) return;
@@ -60,7 +60,7 @@ void ad_adjoints_zero(ad_tape *t) {
 void ad_tangent_seed(ad_tape *t, ad_real x, double xdot) {
   if (!t) return;
   int c = check_use(t, x, "ad_tangent_seed", "the seeded value");
-  if (c == 0 && !t->ext_ops) /* as ad_seed */
+  if (c == 0 && !ad__sweeps_everywhere(t)) /* as ad_seed */
     ad__pending(t, AD_ERR_PASSIVE, "ad_tangent_seed: the seeded value (%g) is passive", x.v);
   if (c <= 0) return;
   if (ad__tangents_ready(t) != AD_OK) return;
@@ -93,7 +93,7 @@ int ad_gradient(ad_tape *t, ad_real y, size_t n, const ad_real *x, double *g) {
   int c = check_use(t, y, "ad_gradient", "the output");
   /* On a tape with communication records the sweep runs even for a passive
    * output: the other ranks need this rank's adjoint messages. */
-  if (c == 0 && !t->ext_ops)
+  if (c == 0 && !ad__sweeps_everywhere(t))
     ad__pending(t, AD_ERR_PASSIVE, "ad_gradient: the output (%g) is passive: it depends on no input recorded on this tape", y.v);
   for (size_t k = 0; k < n; k++)
     if (check_use(t, x[k], "ad_gradient", "an input") < 0) break;
@@ -130,7 +130,7 @@ static int jacobian_scalar(ad_tape *t, size_t m, const ad_real *y, size_t n, con
   }
   if (reverse) {
     for (size_t r = 0; r < rows; r++) {
-      if ((r >= m || !y[r].i) && !t->ext_ops) continue; /* with MPI records every rank sweeps */
+      if ((r >= m || !y[r].i) && !ad__sweeps_everywhere(t)) continue; /* with MPI records every rank sweeps */
       if ((rc = ad__adjoints_ready(t)) != AD_OK) return rc;
       ad_adjoints_zero(t);
       if (r < m && y[r].i) t->adj[y[r].i] = 1.0;
@@ -140,7 +140,7 @@ static int jacobian_scalar(ad_tape *t, size_t m, const ad_real *y, size_t n, con
     }
   } else {
     for (size_t k = 0; k < cols; k++) {
-      if ((k >= n || !x[k].i) && !t->ext_ops) continue;
+      if ((k >= n || !x[k].i) && !ad__sweeps_everywhere(t)) continue;
       if ((rc = ad__tangents_ready(t)) != AD_OK) return rc;
       ad_tangents_zero(t);
       if (k < n && x[k].i) t->tan[x[k].i] = 1.0;

@@ -35,7 +35,13 @@
  *   is reported as a stale handle).
  * - It may call ad_mpi_* (halo exchanges, reductions): every rank follows the
  *   same deterministic schedule, so communication matches; disk files are per
- *   rank.
+ *   rank. A loop whose steps communicate on AD_MPI_REAL data (or that has
+ *   `comm` set) is swept on every rank, a passive output included, since its
+ *   reverse re-runs the communication; before re-running steps the ranks
+ *   agree that each can (its files read), within the MPI layer's timeout, so
+ *   a rank that cannot, or that does not sweep, makes the others fail
+ *   instead of hang. Steps that communicate only through plain MPI calls
+ *   need `comm` set for that.
  * - It returns 0 (AD_CKPT_LAST in online mode after the last step), or any
  *   negative value to fail: the loop stops with AD_ERR_CALLBACK.
  * - It must not change *n or *pbytes (a changed size is an error).
@@ -91,6 +97,12 @@ typedef struct ad_ckpt_options {
   int resumable;         /* AD_CKPT_MULTISTAGE: keep the adjoint progress on disk */
   int replace_foreign;   /* files of a different run in dir: replace them (1) or fail (0) */
   int rank;              /* for file names; -1: the MPI rank if the MPI layer runs, else 0 */
+  /* The communicator the loop's ranks agree over (where to resume, whether
+   * every rank has its files), set by ad_mpi_ckpt_comm (ariadne_mpi.h).
+   * NULL: the communicators the steps' ad_mpi_* calls use, and
+   * MPI_COMM_WORLD for what must be agreed before the first step (where a
+   * resumable run resumes). Set it for loops on part of the ranks. */
+  void *comm;
   ad_ckpt_stats *stats;  /* optional: filled in and kept up to date while the tape lives */
   /* Progress of the reverse action, once per step reversed. NULL: the default
    * report if ARIADNE_PROGRESS=1 or standard error is a terminal. */

@@ -77,6 +77,14 @@ int ad_mpi_comm_prepare(MPI_Comm comm);
  * recorded a different communication). Default 60, or the environment
  * variable ARIADNE_MPI_TIMEOUT. */
 void ad_mpi_set_timeout(double seconds);
+/* A checkpointed loop (ariadne_checkpoint.h) run by the ranks of comm only,
+ * or whose steps communicate through plain MPI calls: its ranks agree over
+ * comm (where a resumable run resumes, whether every rank has its files,
+ * that every rank sweeps the loop). Sets opts->comm; collective over comm
+ * the first time comm is used by the MPI layer. MPI_SUCCESS or an MPI error
+ * code. */
+struct ad_ckpt_options;
+int ad_mpi_ckpt_comm(struct ad_ckpt_options *opts, MPI_Comm comm);
 
 /* Point to point. Any send mode's adjoint is a receive and vice versa. */
 int ad_mpi_send(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
@@ -142,6 +150,12 @@ typedef MPI_Request ad_mpi_request;
 #define AD_MPI_REQUEST_NULL MPI_REQUEST_NULL
 static inline int ad_mpi_comm_prepare(MPI_Comm comm) { (void)comm; return MPI_SUCCESS; }
 static inline void ad_mpi_set_timeout(double s) { (void)s; }
+struct ad_ckpt_options;
+static inline int ad_mpi_ckpt_comm(struct ad_ckpt_options *o, MPI_Comm comm) {
+  (void)o;
+  (void)comm;
+  return MPI_SUCCESS;
+}
 #define ad_mpi_send MPI_Send
 #define ad_mpi_ssend MPI_Ssend
 #define ad_mpi_bsend MPI_Bsend

@@ -413,6 +413,7 @@ static int64_t agree_identity(int64_t v) { return v; }
 static int rank_zero(void) { return 0; }
 int (*ad__process_rank)(void) = rank_zero;
 int64_t (*ad__agree_min)(int64_t v) = agree_identity;
+const ad__loop_comm_ops *ad__loop_comm;
 
 ad__suspended ad__suspend(void) {
   ad__suspended s = {ad__rec, current_tape};
@@ -438,6 +439,7 @@ void ad_tape_reset(ad_tape *t) {
   if (t->tan) t->tan_dirty = ad__max_size(t->tan_dirty, used < t->tan_cap ? used : t->tan_cap);
   t->err = t->pending = AD_OK;
   t->msg[0] = t->pmsg[0] = '\0';
+  t->loop_comm = 0;
   t->rec.next = 0;
   t->rec.records = 0;
   t->rec.epoch = new_epoch();

@@ -115,6 +115,10 @@ struct ad_tape {
 
   const ad__ext_ops *ext_ops;
   void *ext_ctx;
+  /* A checkpointed loop recorded here communicates: every rank sweeps the
+   * tape, even with a passive output, since the loop's reverse re-runs that
+   * communication. Cleared by ad_tape_reset. */
+  int loop_comm;
 
   ad_tape_options opt;
   uint64_t index_limit;
@@ -149,6 +153,21 @@ void ad__resume(ad__suspended s);
  * (rank 0 and the identity without it); used by resumable checkpointing. */
 extern int (*ad__process_rank)(void);
 extern int64_t (*ad__agree_min)(int64_t v);
+/* Communication inside checkpointed loops, filled by the MPI layer (NULL
+ * without it). collect_begin starts noting the communicators this thread's
+ * wrappers use and returns a mark (nested loops nest); collect_end(mark,
+ * &comms) stops and returns how many there were, in *comms (malloc'd, the
+ * caller frees it; the communicators' records live as long as the MPI
+ * layer). agree sets *v to its minimum over the ranks of those
+ * communicators, bounded by the layer's timeout: AD_OK, or AD_ERR_MPI (a
+ * rank that never came, a freed communicator) with the reason in why. */
+typedef struct ad__loop_comm_ops {
+  void *(*collect_begin)(void);
+  size_t (*collect_end)(void *mark, void ***comms);
+  int (*agree)(void *const *comms, size_t n, int64_t *v, char *why, size_t size);
+} ad__loop_comm_ops;
+static inline int ad__sweeps_everywhere(const ad_tape *t) { return t->ext_ops || t->loop_comm; }
+extern const ad__loop_comm_ops *ad__loop_comm;
 /* Report through the error handler (used by the MPI layer too). */
 void ad__report(const ad_tape *t, int code, const char *msg);
 void ad__vformat(char *buf, size_t size, int code, const char *fmt, va_list ap);

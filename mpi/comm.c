@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <ariadne_checkpoint.h>
+
 #include "mpi_impl.h"
 
 ad_mpi_stats ad__mpi_counters;
@@ -155,12 +157,117 @@ static int process_rank_world(void) {
   return world_rank;
 }
 
+/* The communicators a checkpointed loop's steps use, noted while its
+ * forward run goes on (see ad__loop_comm_ops): one collector per loop in
+ * flight on this thread, innermost first; a use is noted in all of them. */
+typedef struct collector {
+  ad__comm **c;
+  size_t n, cap;
+  struct collector *outer;
+} collector;
+static _Thread_local collector *collecting;
+
+static void collect(ad__comm *c) {
+  for (collector *s = collecting; s; s = s->outer) {
+    size_t i = 0;
+    while (i < s->n && s->c[i] != c) i++;
+    if (i < s->n) continue;
+    if (s->n == s->cap) {
+      size_t ncap = s->cap ? 2 * s->cap : 4;
+      ad__comm **n = realloc(s->c, ncap * sizeof *n);
+      if (!n) continue; /* the loop then agrees over fewer communicators */
+      s->c = n;
+      s->cap = ncap;
+    }
+    s->c[s->n++] = c;
+  }
+}
+
+static void *collect_begin(void) {
+  collector *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->outer = collecting;
+  collecting = s;
+  return s;
+}
+
+static size_t collect_end(void *mark, void ***out) {
+  collector *s = mark;
+  *out = NULL;
+  if (!s) return 0;
+  collecting = s->outer;
+  size_t n = s->n;
+  if (n)
+    *out = (void **)s->c;
+  else
+    free(s->c);
+  free(s);
+  return n;
+}
+
+static void error_text(int mpirc, char s[MPI_MAX_ERROR_STRING]);
+
+/* A minimum over the ranks of a loop's communicators: a reduction over
+ * each in turn, as many passes as there are communicators (enough to cross
+ * a chain of them), every wait bounded by the timeout. */
+static int loop_agree(void *const *cs, size_t n, int64_t *v, char *why, size_t size) {
+  int64_t *buf = malloc(sizeof *buf);
+  if (!buf) {
+    snprintf(why, size, "out of memory");
+    return AD_ERR_NOMEM;
+  }
+  for (size_t pass = 0; pass < n; pass++) {
+    for (size_t i = 0; i < n; i++) {
+      ad__comm *c = cs[i];
+      if (c->freed || c->tainted || ad__mpi_comm_ready(NULL, c) != AD_OK) {
+        snprintf(why, size, "a communicator the loop's steps used was freed, or an earlier sweep over it gave up");
+        free(buf);
+        return AD_ERR_MPI;
+      }
+      *buf = *v;
+      MPI_Request r;
+      int e = MPI_Iallreduce(MPI_IN_PLACE, buf, 1, MPI_INT64_T, MPI_MIN, c->priv, &r);
+      if (e != MPI_SUCCESS) {
+        char s[MPI_MAX_ERROR_STRING];
+        error_text(e, s);
+        snprintf(why, size, "%s", s);
+        free(buf);
+        return AD_ERR_MPI;
+      }
+      if (ad__mpi_wait(NULL, &r, MPI_STATUS_IGNORE, "the other ranks of a checkpointed loop") != AD_OK) {
+        c->tainted = 1; /* the reduction stays pending there */
+        ad__mpi_keep(buf);
+        snprintf(why, size,
+                 "waited %.0f s for the other ranks of a communicator the loop's steps use: a rank did not sweep the "
+                 "loop, or ran into an error before it",
+                 timeout_s);
+        return AD_ERR_MPI;
+      }
+      *v = *buf;
+    }
+  }
+  free(buf);
+  return AD_OK;
+}
+
+static const ad__loop_comm_ops loop_comm_ops = {collect_begin, collect_end, loop_agree};
+
+int ad_mpi_ckpt_comm(ad_ckpt_options *o, MPI_Comm comm) {
+  if (!o) return MPI_ERR_ARG;
+  int err;
+  ad__comm *c = ad__mpi_comm(comm, &err);
+  if (!c) return err;
+  o->comm = c;
+  return MPI_SUCCESS;
+}
+
 /* Resumable checkpointing may run before any wrapper has set the layer up
  * (a loop's first halo exchange comes after its files are named): give it
  * the rank and the agreement from the start. */
 __attribute__((constructor)) static void checkpoint_hooks(void) {
   ad__process_rank = process_rank_world;
   ad__agree_min = agree_min_world;
+  ad__loop_comm = &loop_comm_ops;
 }
 
 int ad__mpi_setup(void) {
@@ -245,7 +352,10 @@ ad__comm *ad__mpi_comm(MPI_Comm comm, int *err) {
   int flag = 0;
   *err = MPI_Comm_get_attr(comm, comm_keyval, &attr, &flag);
   if (*err != MPI_SUCCESS) return NULL;
-  if (flag) return attr;
+  if (flag) {
+    if (collecting) collect(attr);
+    return attr;
+  }
   ad__comm *c = calloc(1, sizeof *c);
   if (!c) {
     *err = MPI_ERR_NO_MEM;
@@ -263,6 +373,7 @@ ad__comm *ad__mpi_comm(MPI_Comm comm, int *err) {
   }
   c->next = comms;
   comms = c;
+  if (collecting) collect(c);
   return c;
 }
 

@@ -8,7 +8,10 @@
  * advances; a resumable multistage run started again in the same directory
  * must skip every segment and still give the same bits, and a damaged file
  * on one rank must fail every rank with AD_ERR_CORRUPT while the ranks go on
- * making the same collective calls. */
+ * making the same collective calls. An objective on one rank sweeps the
+ * loop on every rank; a missing file or a rank that does not sweep fails
+ * every rank instead of hanging; two groups of ranks each run a resumable
+ * loop over their own communicator. */
 #define _XOPEN_SOURCE 700
 #include <ariadne_checkpoint.h>
 #include <ftw.h>
@@ -336,6 +339,189 @@ static void loop_prog(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   MT_CHECK(ad_checkpoint_loop(&o, step_fn, NULL, (size_t)n, y, sizeof time, &time) == AD_OK);
 }
 
+/* The objective on rank 0 only, and no communication outside the loop:
+ * every rank must sweep the loop (its reverse re-runs the halo exchanges),
+ * a passive output included, and every rank's gradient is that of the
+ * fully taped program, bit for bit. Then a base file missing on the last
+ * rank: every rank fails with AD_ERR_IO instead of waiting for it. */
+static void check_one_objective(const char *dir) {
+  double gref[NL];
+  const char *names[3] = {"fully taped, objective on rank 0", "binomial s=5, objective on rank 0",
+                          "multistage 3+4, objective on rank 0"};
+  for (int variant = 0; variant < 3; variant++) {
+    ad_ckpt_options o;
+    ad_ckpt_options_default(&o);
+    o.steps = STEPS;
+    o.snapshots = variant == 1 ? 5 : 3;
+    if (variant == 2) {
+      o.schedule = AD_CKPT_MULTISTAGE;
+      o.disk_snapshots = 4;
+      o.dir = dir;
+    }
+    ad_tape *t = ad_tape_create();
+    ad_tape_begin(t);
+    ad_real x[NL], J;
+    MT_CHECK(run(variant ? &o : NULL, NULL, 0.0, x, &J) == AD_OK);
+    if (mt_rank != 0) J = ad_const(0.0);
+    ad_tape_end(t);
+    double g[NL];
+    int rc = ad_gradient(t, J, NL, x, g);
+    if (rc != AD_OK) fprintf(stderr, "[%d] %s: %s\n", mt_rank, names[variant], ad_tape_error_message(t));
+    MT_CHECK(rc == AD_OK);
+    if (variant == 0)
+      memcpy(gref, g, sizeof g);
+    else
+      check_bits(g, gref, names[variant], "gradient");
+    if (variant == 2 && mt_size > 1) {
+      /* The last rank loses the base state of segment 1 (reversed third). */
+      MPI_Barrier(MPI_COMM_WORLD);
+      if (mt_rank == mt_size - 1) {
+        char fn[600];
+        snprintf(fn, sizeof fn, "%s/ariadne-r%d-base-1.dat", dir, mt_rank);
+        MT_CHECK(remove(fn) == 0);
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+      rc = ad_gradient(t, J, NL, x, g);
+      const char *msg = ad_tape_error_message(t);
+      if (rc != AD_ERR_IO) fprintf(stderr, "[%d] missing base file: %d: %s\n", mt_rank, rc, msg);
+      MT_CHECK(rc == AD_ERR_IO);
+      MT_CHECK(strstr(msg, mt_rank == mt_size - 1 ? "base" : "another rank") != NULL);
+    }
+    ad_tape_destroy(t);
+  }
+}
+
+/* Loops on part of the ranks: the ranks split into two groups
+ * (even and odd world ranks), each running its own resumable loop over its
+ * own communicator, in one directory. The step is like step_fn, on the
+ * group's line. The groups' second runs differ: the odd group lost its
+ * manifest and starts over, the even group resumes every segment. Agreeing
+ * over MPI_COMM_WORLD would make the even group start over too. */
+typedef struct group { MPI_Comm comm; int rank, size; } group;
+
+static int group_step(void *ud, int64_t i, size_t *n, ad_real *u, size_t *pb, void *p) {
+  (void)i;
+  (void)pb;
+  const group *gr = ud;
+  double *time = p;
+  int lo = gr->rank > 0 ? gr->rank - 1 : MPI_PROC_NULL, hi = gr->rank + 1 < gr->size ? gr->rank + 1 : MPI_PROC_NULL;
+  ad_real left = ad_const(0.3), right = ad_const(-0.2), local = ad_const(0.0), norm2;
+  int rc = ad_mpi_sendrecv(&u[NL - 1], 1, AD_MPI_REAL, hi, 11, &left, 1, AD_MPI_REAL, lo, 11, gr->comm,
+                           MPI_STATUS_IGNORE);
+  if (rc == MPI_SUCCESS)
+    rc = ad_mpi_sendrecv(&u[0], 1, AD_MPI_REAL, lo, 12, &right, 1, AD_MPI_REAL, hi, 12, gr->comm, MPI_STATUS_IGNORE);
+  for (size_t k = 0; k < *n; k++) local = ad_add(local, ad_mul(u[k], u[k]));
+  if (rc == MPI_SUCCESS) rc = ad_mpi_allreduce(&local, &norm2, 1, AD_MPI_REAL, MPI_SUM, gr->comm);
+  if (rc != MPI_SUCCESS) return -1;
+  for (size_t k = 0; k < NL; k++) {
+    ad_real l = k > 0 ? u[k - 1] : left, r = k + 1 < NL ? u[k + 1] : right;
+    ad_real v = ad_add(u[k], ad_mul(0.2, ad_sub(ad_add(l, r), ad_mul(2.0, u[k]))));
+    u[k] = ad_sub(v, ad_mul(ad_mul(0.01, norm2), u[k]));
+  }
+  *time += 0.1;
+  return 0;
+}
+
+static void check_groups(const char *dir) {
+  if (mt_size < 2) return;
+  group gr;
+  MPI_Comm_split(MPI_COMM_WORLD, mt_rank % 2, mt_rank, &gr.comm);
+  MPI_Comm_rank(gr.comm, &gr.rank);
+  MPI_Comm_size(gr.comm, &gr.size);
+  ad_ckpt_options o;
+  ad_ckpt_stats st;
+  ad_ckpt_options_default(&o);
+  o.schedule = AD_CKPT_MULTISTAGE;
+  o.steps = mt_rank % 2 ? 30 : 24; /* the groups' loops differ */
+  o.snapshots = 3;
+  o.disk_snapshots = 3;
+  o.resumable = 1;
+  o.dir = dir;
+  o.stats = &st;
+  MT_CHECK(ad_mpi_ckpt_comm(&o, gr.comm) == MPI_SUCCESS);
+  double g[2][NL];
+  for (int runs = 0; runs < 2; runs++) {
+    if (runs == 1 && mt_rank % 2) {
+      char fn[600];
+      snprintf(fn, sizeof fn, "%s/ariadne-r%d-manifest-0.dat", dir, mt_rank);
+      MT_CHECK(remove(fn) == 0);
+    }
+    ad_tape *t = ad_tape_create();
+    ad_tape_begin(t);
+    ad_real x[NL], u[NL];
+    for (int k = 0; k < NL; k++) x[k] = u[k] = ad_input(initial(k));
+    double time = 0.0;
+    int rc = ad_checkpoint_loop(&o, group_step, &gr, NL, u, sizeof time, &time);
+    if (rc != AD_OK) fprintf(stderr, "[%d] groups: loop: %s\n", mt_rank, ad_tape_error_message(t));
+    MT_CHECK(rc == AD_OK);
+    ad_real J = objective(u);
+    ad_tape_end(t);
+    rc = ad_gradient(t, J, NL, x, g[runs]);
+    if (rc != AD_OK) fprintf(stderr, "[%d] groups: gradient: %s\n", mt_rank, ad_tape_error_message(t));
+    MT_CHECK(rc == AD_OK);
+    if (runs == 1) {
+      int64_t want = mt_rank % 2 ? 0 : o.disk_snapshots;
+      if (st.resumed_segments != want)
+        fprintf(stderr, "[%d] groups: resumed %lld segments, want %lld\n", mt_rank, (long long)st.resumed_segments,
+                (long long)want);
+      MT_CHECK(st.resumed_segments == want);
+      check_bits(g[1], g[0], "groups", "second run");
+    }
+    ad_tape_destroy(t);
+  }
+  /* The group's gradient against central differences of its program in one
+   * direction, summed over the group. */
+  unsigned long long seed = 99ull + 31ull * (unsigned long long)mt_rank;
+  double xdot[NL], side[3] = {0, 0, 0}, all[3];
+  for (int k = 0; k < NL; k++) {
+    xdot[k] = mt_rand(&seed);
+    side[0] += g[0][k] * xdot[k];
+  }
+  const double h = 1e-6;
+  for (int sgn = 0; sgn < 2; sgn++) {
+    ad_real u[NL];
+    for (int k = 0; k < NL; k++) u[k] = ad_const(initial(k) + (sgn ? -h : h) * xdot[k]);
+    double time = 0.0;
+    for (int64_t i = 0; i < o.steps; i++) {
+      size_t n = NL, pb = sizeof time;
+      MT_CHECK(group_step(&gr, i, &n, u, &pb, &time) == 0);
+    }
+    side[1 + sgn] = ad_value(objective(u));
+  }
+  MPI_Allreduce(side, all, 3, MPI_DOUBLE, MPI_SUM, gr.comm);
+  MT_CLOSE(all[0], (all[1] - all[2]) / (2 * h), 1e-6 * (1 + fabs(all[0])));
+  MPI_Comm_free(&gr.comm);
+}
+
+/* Last, since it retires MPI_COMM_WORLD's private duplicate on rank 0:
+ * rank 0 sweeps a loop the other ranks never sweep, and fails within the
+ * timeout instead of waiting in a re-run halo exchange for ever. */
+static void check_rank_missing(void) {
+  if (mt_size < 2) return;
+  ad_mpi_set_timeout(2.0);
+  ad_ckpt_options o;
+  ad_ckpt_options_default(&o);
+  o.steps = STEPS;
+  o.snapshots = 5;
+  ad_tape *t = ad_tape_create();
+  ad_tape_begin(t);
+  ad_real x[NL], J;
+  MT_CHECK(run(&o, NULL, 0.0, x, &J) == AD_OK);
+  ad_tape_end(t);
+  if (mt_rank == 0) {
+    double g[NL], t0 = MPI_Wtime();
+    int rc = ad_gradient(t, J, NL, x, g);
+    double sec = MPI_Wtime() - t0;
+    if (rc != AD_ERR_MPI) fprintf(stderr, "[0] rank missing: %d: %s\n", rc, ad_tape_error_message(t));
+    MT_CHECK(rc == AD_ERR_MPI);
+    MT_CHECK(strstr(ad_tape_error_message(t), "did not sweep") != NULL);
+    MT_CHECK(sec < 30.0);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  ad_tape_destroy(t);
+  ad_mpi_set_timeout(60.0);
+}
+
 static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
   (void)sb;
   (void)flag;
@@ -381,6 +567,9 @@ int main(int argc, char **argv) {
   }
   int64_t short_loop = 24;
   mt_check_prog("the loop's Jacobian at a random point", loop_prog, NL, NL, &short_loop, 1e-6);
+  check_one_objective(dir);
+  check_groups(dir);
+  check_rank_missing();
 
   /* Every rank is done with the files before rank 0 removes them. */
   MPI_Barrier(MPI_COMM_WORLD);
