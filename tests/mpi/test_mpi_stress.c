@@ -9,6 +9,12 @@
  * Between steps every rank mixes its state vector with nonlinear arithmetic.
  * The program is recorded and checked with the dot-product test, and a few
  * programs also with finite differences of the whole parallel program.
+ * Steps also split the ranks into sub-communicators (freed after the
+ * checks), and wildcard receives are mixed with receives from a source and
+ * completed out of order. Every other program is also recorded with another
+ * number of inputs and outputs on every rank for ad_jacobian, and every
+ * fourth once more with one rank running out of tape memory: that sweep
+ * fails everywhere, and the next program must be right.
  *
  * Deadlock freedom holds by construction: every message of a step is received
  * within that step; blocking messages are handled by every rank in the order
@@ -46,13 +52,15 @@ static int rng_int(uint64_t *s, int n) { return n <= 1 ? 0 : (int)(rng_next(s) %
 
 enum kind {
   K_BLOCKING, K_SENDRECV, K_NONBLOCKING, K_WILDCARD, K_BCAST, K_REDUCE, K_ALLREDUCE, K_GATHER, K_GATHERV, K_SCATTER,
-  K_SCATTERV, K_ALLGATHER, K_ALLGATHERV, K_ALLTOALL, K_ALLTOALLV, K_SCAN, K_EXSCAN, K_RSB, K_BARRIER, K_COUNT
+  K_SCATTERV, K_ALLGATHER, K_ALLGATHERV, K_ALLTOALL, K_ALLTOALLV, K_SCAN, K_EXSCAN, K_RSB, K_BARRIER, K_SUBCOMM,
+  K_COUNT
 };
 static const char *kind_name[K_COUNT] = {
   "blocking", "sendrecv", "nonblocking", "wildcard", "bcast", "reduce", "allreduce", "gather", "gatherv", "scatter",
-  "scatterv", "allgather", "allgatherv", "alltoall", "alltoallv", "scan", "exscan", "reduce_scatter_block", "barrier"};
+  "scatterv", "allgather", "allgatherv", "alltoall", "alltoallv", "scan", "exscan", "reduce_scatter_block", "barrier",
+  "subcomm"};
 /* Point-to-point steps are drawn more often: they have the most variants. */
-static const int kind_weight[K_COUNT] = {4, 3, 4, 2, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+static const int kind_weight[K_COUNT] = {4, 3, 4, 3, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 
 typedef struct program {
   unsigned long long seed;
@@ -441,7 +449,7 @@ static void step_nonblocking(ad_real *st, uint64_t *g, int k, uint64_t *mine) {
  * MPI_ANY_TAG. The root orders what it got by (source, arrival from that
  * source), which MPI's non-overtaking rule makes the same in every run. */
 static void step_wildcard(ad_real *st, uint64_t *g, int k) {
-  int p = mt_size, root = rng_int(g, p), variant = rng_int(g, 3);
+  int p = mt_size, root = rng_int(g, p), variant = rng_int(g, 4);
   int *nsend = ints(p), *cnt = ints(2 * p), total = 0;
   for (int r = 0; r < p; r++) {
     nsend[r] = r == root ? 0 : rng_int(g, 3);
@@ -452,7 +460,31 @@ static void step_wildcard(ad_real *st, uint64_t *g, int k) {
     ad_real *buf = reals(total * S);
     int *from = ints(total), *order = ints(total);
     MPI_Status *sts = malloc(sizeof *sts * (size_t)(total + 1));
-    if (variant == 1) {
+    if (variant == 3) {
+      /* Wildcard receives first, then receives from each source of what
+       * the wildcards cannot have taken from it, then wildcards for the
+       * rest; completed in a random order, later receives often first. */
+      ad_mpi_request *q = malloc(sizeof *q * (size_t)(total + 1));
+      int *src = ints(total), *perm = ints(total), front = rng_int(g, total + 1), np = 0;
+      for (int i = 0; i < front; i++) src[np++] = MPI_ANY_SOURCE;
+      for (int r = 0; r < p; r++)
+        for (int j = 0; j < nsend[r] - front; j++) src[np++] = r;
+      while (np < total) src[np++] = MPI_ANY_SOURCE;
+      for (int i = 0; i < total; i++)
+        CALL(ad_mpi_irecv(buf + i * S, S, AD_MPI_REAL, src[i], TAG(k, 0), MPI_COMM_WORLD, &q[i]));
+      for (int i = 0; i < total; i++) perm[i] = total - 1 - i;
+      for (int i = total - 1; i > 0; i--) {
+        int j = rng_int(g, i + 1), t = perm[i];
+        if (rng_int(g, 2)) {
+          perm[i] = perm[j];
+          perm[j] = t;
+        }
+      }
+      for (int i = 0; i < total; i++) CALL(ad_mpi_wait(&q[perm[i]], &sts[perm[i]]));
+      free(src);
+      free(perm);
+      free(q);
+    } else if (variant == 1) {
       ad_mpi_request *q = malloc(sizeof *q * (size_t)(total + 1));
       for (int i = 0; i < total; i++)
         CALL(ad_mpi_irecv(buf + i * S, S, AD_MPI_REAL, MPI_ANY_SOURCE, TAG(k, 0), MPI_COMM_WORLD, &q[i]));
@@ -733,15 +765,56 @@ static void step_collective(ad_real *st, uint64_t *g, int kind) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Sub-communicators                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* Communicators made by the programs, freed once the program's checks are
+ * done (a tape's communicators must live until its sweeps): their private
+ * duplicates may still be under way then, for the passive runs. */
+static MPI_Comm made[3 * MAXSTEPS + 8];
+static int nmade;
+
+static void free_made(void) {
+  for (int i = 0; i < nmade; i++) MPI_Comm_free(&made[i]);
+  nmade = 0;
+}
+
+/* The ranks split into groups of random colours; each group reduces a slice
+ * of the state and passes another around its ring. */
+static void step_subcomm(ad_real *st, uint64_t *g, int k) {
+  int p = mt_size, ncolor = 1 + rng_int(g, p < 3 ? p : 3), color = 0;
+  for (int r = 0; r < p; r++) {
+    int c = rng_int(g, ncolor);
+    if (r == mt_rank) color = c;
+  }
+  int cnt = 1 + rng_int(g, S), off = rng_int(g, S - cnt + 1);
+  MPI_Comm c;
+  MPI_Comm_split(MPI_COMM_WORLD, color, mt_rank, &c);
+  int r, n;
+  MPI_Comm_rank(c, &r);
+  MPI_Comm_size(c, &n);
+  ad_real a[S], b[S], in;
+  for (int i = 0; i < cnt; i++) a[i] = st[off + i];
+  CALL(ad_mpi_allreduce(a, b, cnt, AD_MPI_REAL, MPI_SUM, c));
+  fold(st, b, cnt, off + 1);
+  CALL(ad_mpi_sendrecv(&st[off], 1, AD_MPI_REAL, (r + 1) % n, TAG(k, 0), &in, 1, AD_MPI_REAL, (r + n - 1) % n, TAG(k, 0),
+                       c, MPI_STATUS_IGNORE));
+  fold(st, &in, 1, off + 2);
+  if (nmade < (int)(sizeof made / sizeof *made))
+    made[nmade++] = c;
+  else
+    MPI_Comm_free(&c);
+}
+
+/* ------------------------------------------------------------------------ */
 /* The program                                                               */
 /* ------------------------------------------------------------------------ */
 
 static void run_program(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   const program *pr = ctx;
   ad_real st[S];
-  (void)n;
-  (void)m;
-  for (int j = 0; j < S; j++) st[j] = x[j];
+  /* n inputs (1 to S) fill the state, m outputs (up to S) are read from it */
+  for (int j = 0; j < S; j++) st[j] = j < n ? x[j] : ad_mul(x[j % n], 0.5 + 0.1 * j);
   cur_seed = pr->seed;
   for (int s = 0; s < pr->nsteps; s++) {
     uint64_t g = pr->sub[s], mine = pr->sub[s] ^ (0xA24BAED4963EE407ull * (uint64_t)(mt_rank + 1));
@@ -751,11 +824,95 @@ static void run_program(ad_real *x, int n, ad_real *y, int m, void *ctx) {
     case K_SENDRECV: step_sendrecv(st, &g, s); break;
     case K_NONBLOCKING: step_nonblocking(st, &g, s, &mine); break;
     case K_WILDCARD: step_wildcard(st, &g, s); break;
+    case K_SUBCOMM: step_subcomm(st, &g, s); break;
     default: step_collective(st, &g, pr->kind[s]); break;
     }
     local_step(st, &mine);
   }
-  for (int j = 0; j < S; j++) y[j] = st[j];
+  for (int j = 0; j < m; j++) y[j] = st[j];
+}
+
+/* ad_jacobian with another number of inputs and outputs on every rank. The
+ * ranks agree on the mode, reverse if the largest m is at most the largest
+ * n. Row r of a reverse Jacobian is the sweep seeded with output r on every
+ * rank that has one (column k of a tangent one likewise), so the rows (or
+ * columns) that every rank has, combined with weights that are the same on
+ * every rank, must equal one sweep of that mode seeded with those weights. */
+static void check_jacobian(const program *pr) {
+  uint64_t s = pr->seed * 0x9E3779B97F4A7C15ull + 7919ull * (uint64_t)(mt_rank + 1);
+  int n = 1 + rng_int(&s, S), m = 1 + rng_int(&s, S), M = 0, N = 0, mmin = 0, nmin = 0;
+  MPI_Allreduce(&m, &M, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(&n, &N, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(&m, &mmin, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&n, &nmin, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  ad_tape *t = ad_tape_create();
+  ad_real x[S], y[S];
+  ad_tape_begin(t);
+  for (int i = 0; i < n; i++) x[i] = ad_input(0.5 + 0.1 * i + 0.05 * mt_rank);
+  run_program(x, n, y, m, (void *)pr);
+  ad_tape_end(t);
+  double J[S * S], sweep = 0.0;
+  int rc = ad_jacobian(t, (size_t)m, y, (size_t)n, x, J);
+  if (rc != AD_OK) fprintf(stderr, "[%d] seed %llu: ad_jacobian: %s\n", mt_rank, pr->seed, ad_tape_error_message(t));
+  MT_CHECK(rc == AD_OK);
+  if (M <= N) {
+    ad_adjoints_zero(t);
+    for (int r = 0; r < mmin; r++) ad_seed(t, y[r], 1.0 + 0.25 * r);
+    MT_CHECK(ad_reverse(t) == AD_OK);
+    for (int k = 0; k < n; k++) {
+      double comb = 0.0;
+      for (int r = 0; r < mmin; r++) comb += (1.0 + 0.25 * r) * J[r * n + k];
+      MT_CLOSE(comb, ad_adjoint(t, x[k]), 1e-12);
+      sweep += fabs(comb);
+    }
+  } else {
+    ad_tangents_zero(t);
+    for (int k = 0; k < nmin; k++) ad_tangent_seed(t, x[k], 1.0 + 0.25 * k);
+    MT_CHECK(ad_forward(t) == AD_OK);
+    for (int r = 0; r < m; r++) {
+      double comb = 0.0;
+      for (int k = 0; k < nmin; k++) comb += J[r * n + k] * (1.0 + 0.25 * k);
+      MT_CLOSE(comb, ad_tangent(t, y[r]), 1e-12);
+      sweep += fabs(comb);
+    }
+  }
+  double all = 0.0;
+  MPI_Allreduce(&sweep, &all, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  MT_CHECK(all > 1e-8); /* a zero matrix proves nothing */
+  ad_tape_destroy(t);
+}
+
+/* A sweep that fails on every rank: one rank's tape runs out of memory,
+ * and a closing allreduce makes every rank its partner, so all learn of it
+ * in the handshake. That leaves nothing behind: the next program is right. */
+static void check_failed_sweep(const program *pr) {
+  int bad = (int)(pr->seed % (unsigned long long)mt_size);
+  ad_tape_options o;
+  ad_tape_options_default(&o);
+  o.block_statements = 1024;
+  o.block_arguments = 1024;
+  ad_tape *t = ad_tape_create_with(&o);
+  if (mt_rank == bad) {
+    ad_stats st;
+    ad_tape_stats(t, &st);
+    ad_tape_set_memory_limit(t, st.bytes_reserved + 64);
+  }
+  ad_tape_begin(t);
+  ad_real x[S], y[S], sum;
+  for (int i = 0; i < S; i++) x[i] = ad_input(0.5 + 0.1 * i);
+  ad_real w = x[0];
+  if (mt_rank == bad) /* enough work for a second storage block */
+    for (int i = 0; i < 3000; i++) w = ad_add(ad_mul(w, 0.999), 0.0001);
+  run_program(x, S, y, S, (void *)pr);
+  ad_real part = ad_add(y[0], ad_mul(w, 1e-3));
+  CALL(ad_mpi_allreduce(&part, &sum, 1, AD_MPI_REAL, MPI_SUM, MPI_COMM_WORLD));
+  ad_tape_end(t);
+  double g[S];
+  int rc = ad_gradient(t, sum, S, x, g);
+  if (rc != (mt_rank == bad ? AD_ERR_NOMEM : AD_ERR_MPI))
+    fprintf(stderr, "[%d] seed %llu: failed sweep: %d: %s\n", mt_rank, pr->seed, rc, ad_tape_error_message(t));
+  MT_CHECK(rc == (mt_rank == bad ? AD_ERR_NOMEM : AD_ERR_MPI));
+  ad_tape_destroy(t);
 }
 
 static unsigned long long env_ull(const char *name, unsigned long long dflt) {
@@ -779,7 +936,16 @@ int main(int argc, char **argv) {
     if (verbose && mt_rank == 0) program_print(&pr);
     snprintf(name, sizeof name, "stress seed %llu", pr.seed);
     /* Finite differences on every third program: they triple the cost. */
-    int bad = mt_check_prog(name, run_program, S, S, &pr, i % 3 == 0 ? 1e-6 : 0.0), anybad = 0;
+    int before = mt_errors;
+    mt_check_prog(name, run_program, S, S, &pr, i % 3 == 0 ? 1e-6 : 0.0);
+    free_made();
+    /* Uneven Jacobian shapes on every other program; a sweep that fails
+     * everywhere, before the next program, on every fourth. */
+    if (i % 2 == 1) check_jacobian(&pr);
+    free_made();
+    if (i % 4 == 2) check_failed_sweep(&pr);
+    free_made();
+    int bad = mt_errors - before, anybad = 0;
     MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (anybad) {
       failed++;
