@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Ariadne quick start.
 #
 #   ./run.sh example   install what is missing, build in build/, run the flagship example

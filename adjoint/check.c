@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The gradient checker: the tape's Jacobian against central finite
  * differences at several steps, and the tangent sweep against the reverse
  * sweep (the dot-product test) and against finite differences along a

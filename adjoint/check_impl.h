@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Private: the gradient checker's core, shared by ad_check_gradient and the
  * MPI layer's ad_mpi_check_gradient. Not installed. */
 #ifndef ARIADNE_CHECK_IMPL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Checkpointed time loops: the driver that runs a schedule (adjoint/
  * schedule.c) against snapshots in memory or in per-rank files, and records
  * the loop as one record whose reverse and tangent actions re-run it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Seeding, reading results, and the gradient and Jacobian drivers. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* External functions: one record whose adjoint and tangent are user
  * callbacks. The outputs become statements without arguments placed right
  * after the record, like values received from another rank: the reverse

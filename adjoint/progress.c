@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Progress reports: the figures passed to a callback, and the default
  * one-line report on rank 0's standard error. */
 #define _POSIX_C_SOURCE 200809L

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Private: progress reports of sweeps and checkpointed loops. Not installed. */
 #ifndef ARIADNE_PROGRESS_H
 #define ARIADNE_PROGRESS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The binomial checkpointing schedule (revolve) as a state machine over
  * 64-bit step numbers.
  *

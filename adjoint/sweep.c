@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Reverse (adjoint) and forward (tangent) sweeps over a recorded tape, scalar
  * and vector mode. Special records run at their recorded positions. */
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ariadne_bench_cg: gradients through implicit time steps, with the linear
  * solver taped iteration by iteration or given to Ariadne as an external

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ariadne_bench_heat: the reference benchmark (see README.md beside this file).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The reference benchmark kernel: nonlinear 2-D reaction-diffusion, explicit,
  * on an n x n grid for `steps` steps with fixed boundary values,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The ADOL-C variant of the heat kernel: operator-overloading taping with
  * adouble, the tape kept in memory, gradient by one first-order scalar

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The heat kernel with ADOL-C's own checkpointing (CP_Context, binomial
  * revolve): the comparison for Ariadne's ad_checkpoint_loop in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The Ariadne variants of the heat kernel. This file is compiled twice: once
  * active (functions heat_ariadne_*) and once with ARIADNE_PASSIVE (functions

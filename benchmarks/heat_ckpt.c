@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ariadne_bench_heat_ckpt: the reference heat kernel over a long run
  * (T = 2000 by default), its gradient taken with checkpointing (see the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The heat kernel as plain double code, nothing else: the benchmark builds
  * its `port` and `port_fused` variants from this file with ariadne-port at

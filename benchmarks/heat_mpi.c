@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ariadne_bench_heat_mpi: the reference kernel on MPI ranks (see README.md beside this file).
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Which MPI this build uses (ARIADNE_MPI_VENDOR: MPICH, OpenMPI or unknown),
 # from the headers FindMPI found, and a check that the launcher the tests use
 # comes from the same MPI: a launcher of one MPI runs a program linked with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # ariadne_port_sources(TARGET <target> SOURCES <file.c>...
 #                      [FUSED] [ACTIVE_TYPES <name>...] [SUFFIX <suffix>] [FLAGS <flag>...])
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * heat_mpi: the gradient of a 2-D reaction-diffusion simulation distributed
  * over MPI ranks.

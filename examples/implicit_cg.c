@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * implicit_cg: the gradient of a simulation whose time steps solve a linear
  * system with conjugate gradients (CG), computed two ways.

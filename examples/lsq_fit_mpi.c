@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lsq_fit_mpi: a data-parallel nonlinear least-squares fit.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * port_example: porting a double-based function to Ariadne.
  *

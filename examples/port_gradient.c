@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * From a double program to its gradient with ariadne-port: projectile.c is
  * plain double C; CMake runs ariadne-port on it at build time and compiles

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A projectile with quadratic air drag, integrated with explicit Euler steps
  * until it lands: plain double C, the one source of truth. The example

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #ifndef PROJECTILE_H
 #define PROJECTILE_H
 /* The inputs: launch speed (m/s), angle (radians), drag coefficient (1/m). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sensitivity_image.h: write a field on an N x N grid (a gradient such as
  * dJ/du0) as a PNG picture and as VTK image data for ParaView. Used by the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Ariadne: tape-based reverse-mode algorithmic differentiation for C.
  *

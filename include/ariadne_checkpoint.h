@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Ariadne checkpointing: the gradient of a long time loop with the memory of
  * a few stored states.

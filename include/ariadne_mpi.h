@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Ariadne MPI layer: differentiable MPI communication.
  *

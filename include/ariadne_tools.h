@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Ariadne tools: checking derivatives, looking inside a tape, and progress
  * reports of long sweeps.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Private: building the one-line descriptions of records for ad_tape_dump
  * (the `describe` member of ad__record_ops). Not installed. */
 #ifndef ARIADNE_DESCRIBE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ad_tape_dump: a small tape as text, as a Graphviz graph, or as counts by
  * statement kind and record type. Reads the tape only. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Error codes, messages, the error handler and the sticky/pending error state. */
 #include <stdio.h>
 #include <string.h>

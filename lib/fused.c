@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fused n-ary statements (sum, linear combination, dot product, user partials)
  * and statement-level preaccumulation. */
 #include <string.h>

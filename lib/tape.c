@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Tape storage: blocks, the recording slow paths, special records, positions,
  * memory accounting and statistics. */
 #if defined(__linux__)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Private definitions shared by lib/, adjoint/ and mpi/. Not installed. */
 #ifndef ARIADNE_TAPE_IMPL_H
 #define ARIADNE_TAPE_IMPL_H

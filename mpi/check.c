@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ad_mpi_check_gradient: the gradient checker over the ranks of a
  * communicator. Inputs are numbered globally in rank order, outputs are sums
  * over the ranks, and only rank 0 prints. */

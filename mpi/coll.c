@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Collective wrappers and their adjoint and tangent actions (DESIGN.md):
  * Bcast <-> Reduce-sum to the root; Reduce/Allreduce <-> Bcast/Allreduce of
  * the result adjoints, weighted by the local partials (PROD: product of the

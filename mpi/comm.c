@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* MPI layer infrastructure: set-up and clean-up, private communicators,
  * message sequencing, per-tape participation and the sweep handshake,
  * waiting with a timeout, and the buffer and vector helpers. */

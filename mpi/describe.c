@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Descriptions of communication records for ad_tape_dump, and the dump into
  * one file per rank. */
 #include <stdio.h>

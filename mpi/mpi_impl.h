@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Private definitions of the MPI layer. */
 #ifndef ARIADNE_MPI_IMPL_H
 #define ARIADNE_MPI_IMPL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Point-to-point wrappers, requests, and their adjoint and tangent actions.
  *
  * Reverse rules (DESIGN.md): a send's adjoint receives the adjoints from the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Datatypes derived from AD_MPI_REAL (MPI_Type_contiguous(3, AD_MPI_REAL,
  * &t), the natural port of a type built on MPI_DOUBLE) are not
  * differentiated: passed to MPI they would copy raw ad_real structs (values

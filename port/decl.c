@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Declarations and statements: the walk over one translation unit that
  * collects the edits, then the edited text (macro expansion in place, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * --fused: an assignment whose right-hand side holds two or more active
  * operations becomes straight-line code that computes the value in C's

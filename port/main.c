@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ariadne-port [--fused] [--active-type NAME]... -o OUTDIR FILE.c... [-- COMPILER-FLAGS...]
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* MPI calls: a call whose buffer holds active data becomes its ad_mpi_ twin
  * with AD_MPI_REAL for MPI_DOUBLE; calls on passive buffers stay plain MPI.
  * Requests become ad_mpi_request once an active nonblocking call exists. */

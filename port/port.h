@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ariadne-port: ports double C code to Ariadne's ad_real through libclang.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Internals of ariadne-port shared by rewrite.c, decl.c, mpi.c and fused.c. */
 #ifndef ARIADNE_PORT_IMPL_H
 #define ARIADNE_PORT_IMPL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Strings for ariadne-port. Allocation failures end the program: the tool is
  * a short-lived command and has nothing to roll back. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Tiny test harness for Ariadne's tests. Checks never compile out: each one
  * counts, a failure prints file:line, the expression and the values, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The gradient checker: it passes correct code (with the derivatives it
  * reports equal to the closed form), and it catches a deliberately wrong
  * external-function adjoint by finite differences and by the dot-product

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Checkpointed time loops: the binomial schedule against the closed-form
  * optimum and a simulation of its actions; checkpointed gradients against
  * the fully taped loop (bit for bit: the same operations in the same order)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Resumable multistage checkpointing against real crashes: a child process
  * records a checkpointed loop and computes its gradient, the parent kills it
  * with SIGKILL at chosen points of the forward run and of the reverse sweep,

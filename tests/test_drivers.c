@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Drivers and tape management: ad_gradient and ad_jacobian in every shape,
  * repeated sweeps of one recording, zeroing of adjoints and tangents,

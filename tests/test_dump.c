@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ad_tape_dump: the text listing, the Graphviz graph and the statistics of a
  * small tape whose structure is known from the program that recorded it
  * (handles from the ad_real values, partials in closed form), read back by a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Bad input and resource exhaustion. Each case must give its documented
  * error code with a specific message, never crash, keep computing values,

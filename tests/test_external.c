@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* External functions: a linear map and a nonlinear function given by their
  * own adjoints, checked against the same code taped operation by operation,
  * central differences and the dot-product test; a callback that records and

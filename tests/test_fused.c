@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Fused statements (ad_sum, ad_lincomb, ad_dot, ad_custom) and statement-level
  * preaccumulation (ad_stmt_begin / ad_stmt_end).

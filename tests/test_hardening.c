@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Misuse and corner cases that must give either the right number or a clear
  * error, never a wrong number with AD_OK: stale handles and positions after

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The sensitivity maps the heat examples write: the PNG decodes (libpng)
  * to an N x N RGB picture whose text chunks give its scale and whose pixels
  * are the colours of the values in the VTK file; the VTK file parses to N*N

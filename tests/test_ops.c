@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Elementary operations: every ad_* operation of ariadne.h, with active,
  * double and int arguments. For each operation and point:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The passive build. This source is compiled twice: normally (test_passive)
  * and with ARIADNE_PASSIVE defined (test_passive_build), where ad_real is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Progress reports: callbacks of reverse and tangent sweeps and of a checkpointed loop
  * fire in order, from done = 0 to done = total, with fractions, times and
  * recomputation counts that agree with what is known independently (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Threads: every thread records and sweeps tapes of its own at the same
  * time (the recorder and the current tape are per thread; the sweeps share

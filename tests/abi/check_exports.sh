@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The shared libraries export the public API and only the internal symbols
 # that the inline operations of ariadne.h need; a build with 64-bit handles
 # has its own library names. Arguments: index64 (ON/OFF), then the libraries.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Install a built Ariadne into a fresh prefix, then build and run a consumer
 # against it twice: as a CMake project (find_package(Ariadne)) and with a
 # plain compiler command line from pkg-config. With the MPI layer (mpicc=

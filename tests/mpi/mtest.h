@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Multi-rank test harness: every rank counts its own failures (each message
  * names its rank), rank 0 reduces them and prints " No Errors" or
  * " Found N errors", and the exit code is non-zero on any failure.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Checkpointed time loops on several ranks: a 1-D distributed state with
  * halo exchanges and a global norm in every step, reversed by every
  * schedule. Each checkpointed gradient must equal the fully taped loop's bit

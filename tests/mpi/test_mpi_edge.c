@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Edge cases of the collectives: scan adjoints that a total-minus-prefix
  * formula would cancel, MIN/MAX with NaN contributions and ties (exactly one

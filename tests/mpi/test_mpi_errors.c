@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Bad input to the MPI layer: the affected ranks get a clear error (an MPI
  * error code from the wrapper, AD_ERR_MPI on the tape with a message that
  * starts "[rank] ariadne: "), never a silently wrong gradient, and no rank

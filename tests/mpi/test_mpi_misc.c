@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The MPI layer beyond single patterns: sub-communicators, tapes swept many
  * times and re-recorded, the gradient and Jacobian drivers on tapes with
  * communication records, passive datatypes through every wrapper,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Point-to-point patterns: each is a parallel program checked by the
  * dot-product test and by finite differences of the whole program. */
 #include "mtest.h"

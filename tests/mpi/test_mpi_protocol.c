@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The sweep protocol: seeding, tags, sequence numbers, the handshake's view
  * of the two sides, requests across ad_tape_reset_to, and the messages failed
  * sweeps leave. Derivatives are judged by closed forms. */

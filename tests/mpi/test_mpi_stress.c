@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Randomized stress test of the MPI layer.
  *
  * A seed (the same on every rank) generates a communication program of 20 to

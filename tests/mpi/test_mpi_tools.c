@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The MPI tools: ad_mpi_check_gradient on a ring program (passes, with the
  * derivatives it compares equal to the closed form; fails on every rank when
  * one rank's external function has a wrong adjoint, naming that rank), and

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The command line of ariadne-port, driven exactly as documented:
 #   ariadne-port [--fused] [--active-type NAME]... -o OUTDIR FILE.c... [-- COMPILER-FLAGS...]
 # usage: cli.sh TOOL SOURCE-DIR WORK-DIR CC INCLUDE-DIR...

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # cmake -DPROGRAMS="a;b;c" [-DLAUNCH="mpiexec;-n;2"] -P compare.cmake
 # Runs each program and fails unless all print exactly the same output: the
 # original program, its port built passive and its port built active.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Gradient check of one corpus program: the original (primal) against its
  * port and its fused port, all three linked into this program (the ports

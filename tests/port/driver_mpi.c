@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Gradient check of an MPI corpus program at any number of ranks: the
  * objective is replicated (an allreduce), every rank holds all inputs and

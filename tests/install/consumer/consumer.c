@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Consumer of an installed Ariadne: the gradient of
  *     f(x, y, z) = x y sin(z) + exp(x) / y + sqrt(z)
  * against its closed form. Exits non-zero on any mismatch. */

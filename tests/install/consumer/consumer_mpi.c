@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* MPI consumer of an installed Ariadne: on a ring of ranks, rank r holds x_r
  * and the objective is
  *     f = sum_r sin(x_r) x_{r-1},

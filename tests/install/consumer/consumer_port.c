@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The port of port_model.c (suffix _ad), generated through the installed
  * ariadne_port_sources, against the closed-form gradient. */
 #include <ariadne.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Plain double code, ported at build time by the installed ariadne-port. */
 #include <math.h>
 

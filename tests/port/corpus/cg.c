@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A conjugate-gradient solve of a 1-D Laplacian with a diagonal that
  * depends on the inputs; the loop runs while (rnorm > tol). */
 #include <math.h>

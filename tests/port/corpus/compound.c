@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Compound assignments, ternaries, increments and the loop forms. */
 #include <stdio.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Finite volumes for Burgers' equation with a minmod-limited MUSCL
  * reconstruction and a Rusanov flux: fabs, fmax, fmin, sqrt, pow, exp. */
 #include <math.h>

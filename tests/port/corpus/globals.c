@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Globals and statics with initializers, a constant table, printf output. */
 #include <stdio.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The reference kernel's style: a grid struct, sizeof of the element type,
  * a 2-D nonlinear reaction-diffusion step with an index macro. */
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* SQR-style macros on active operands are rewritten at the expansion;
  * index macros stay (integer arithmetic). */
 #include <math.h>

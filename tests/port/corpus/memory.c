@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* State arrays on the heap: malloc, calloc, realloc, memcpy, memset and
  * pointer swaps in an explicit 1-D diffusion with a nonlinear source. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* MPI: a 1-D diffusion split in blocks, ghost cells exchanged with
  * Isend/Irecv/Waitall, a parameter broadcast from rank 0 and the objective
  * summed with Allreduce. Passive data (the step count) stays plain MPI. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A right-hand side passed by pointer to an RK4 integrator: a damped
  * pendulum whose initial state, length and damping are the inputs. */
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Particles twice: as a structure of arrays and as an array of structures,
  * pulled by springs toward their neighbours, integrated with symplectic Euler. */
 #include <math.h>

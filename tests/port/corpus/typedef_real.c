@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A code with its own real type: only real_t becomes active (--active-type
  * real_t); plain double stays passive (a tolerance, a timer). Newton's method
  * on a cubic whose coefficients are the inputs, then a Horner evaluation. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* expect: float drops its derivative */
 double f(double x) {
   float g = x * 2.0;

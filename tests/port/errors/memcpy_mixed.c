@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* expect: memcpy between active and non-active data */
 #include <string.h>
 double f(const float *in, int n) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* expect: derived datatypes */
 #include <mpi.h>
 void f(double *x, MPI_Comm comm) {

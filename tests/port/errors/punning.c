@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* expect: type punning */
 double f(double *x) {
   unsigned char *bytes = (unsigned char *)x;

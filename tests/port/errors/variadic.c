@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* expect: variadic function 'sum' */
 #include <stdarg.h>
 static double sum(int n, ...) {
