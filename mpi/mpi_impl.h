@@ -168,6 +168,7 @@ int ad__p2p_reverse(ad_tape *t, ad__mrec *r);
 /* A record is going away (ad_tape_reset_to, a reset, the tape's end): a
  * request still pending that it started must not link to it. */
 void ad__p2p_forget(const ad__mrec *r);
+void ad__p2p_finalize(void);
 int ad__p2p_forward(ad_tape *t, ad__mrec *r);
 int ad__coll_reverse(ad_tape *t, ad__mrec *r);
 int ad__coll_forward(ad_tape *t, ad__mrec *r);

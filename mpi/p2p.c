@@ -438,16 +438,20 @@ typedef struct rslot {
 } rslot;
 
 static rslot *slots;
-static int nslots, free_slot = -1;
+static int nslots, capslots, free_slot = -1;
 
 static int slot_new(void) {
   int s = free_slot;
   if (s >= 0) {
     free_slot = slots[s].next_free;
   } else {
-    rslot *n = realloc(slots, (size_t)(nslots + 1) * sizeof *n);
-    if (!n) return -1;
-    slots = n;
+    if (nslots == capslots) {
+      int ncap = capslots ? 2 * capslots : 16;
+      rslot *n = realloc(slots, (size_t)ncap * sizeof *n);
+      if (!n) return -1;
+      slots = n;
+      capslots = ncap;
+    }
     s = nslots++;
     slots[s].gen = 0;
   }
@@ -466,6 +470,17 @@ void ad__p2p_forget(const ad__mrec *r) {
       slots[s].lost = 1;
     }
   }
+}
+
+/* At MPI_Finalize: the table. The buffer of a request never completed may
+ * still be MPI's, so it is kept (reachable) rather than freed. */
+void ad__p2p_finalize(void) {
+  for (int s = 0; s < nslots; s++)
+    if (slots[s].live) ad__mpi_keep(slots[s].v);
+  free(slots);
+  slots = NULL;
+  nslots = capslots = 0;
+  free_slot = -1;
 }
 
 static void slot_free(int s) {
