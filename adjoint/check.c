@@ -149,8 +149,10 @@ int ad__check_run(const ad__check_env *env, ad_check_fn f, void *ud, size_t n, c
                   const ad_check_options *opts, ad_check_result *res) {
   ad_check_options o;
   ad_check_result rdummy;
-  if (!opts) ad_check_options_default(&o);
-  else o = *opts;
+  if (!opts)
+    ad_check_options_default(&o);
+  else
+    o = *opts;
   if (!res) res = &rdummy;
   memset(res, 0, sizeof *res);
   if (o.nsteps < 1 || o.nsteps > AD_CHECK_MAX_STEPS) o.nsteps = o.nsteps < 1 ? 1 : AD_CHECK_MAX_STEPS;
@@ -171,8 +173,8 @@ int ad__check_run(const ad__check_env *env, ad_check_fn f, void *ud, size_t n, c
   ad_check_entry *all = malloc((ncolmax * m > 0 ? ncolmax * m : 1) * sizeof *all);
   ad_tape *T = ad_tape_create();
   int rc = AD_OK;
-  if (agree(env, !x || !y || !xa || !ya || !G || !xp || !yp || !ym || !adc || !ydot || !ybar || !d || !cols || !all ||
-                     !T)) {
+  if (agree(env,
+            !x || !y || !xa || !ya || !G || !xp || !yp || !ym || !adc || !ydot || !ybar || !d || !cols || !all || !T)) {
     rc = AD_ERR_NOMEM;
     goto done;
   }

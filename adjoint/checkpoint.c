@@ -51,32 +51,32 @@ typedef struct state_buf {
 typedef struct ckpt {
   ad_ckpt_options o;
   char *dir;
-  int ns;            /* multistage: the loop's file namespace in dir (see ns_take) */
+  int ns; /* multistage: the loop's file namespace in dir (see ns_take) */
   ad_ckpt_step step;
   void *ud;
   size_t n, pb;
   int64_t l;
   ad_index *in, *out;
 
-  state_buf work;    /* the working state */
-  state_buf turn;    /* binomial: the state at step l-1, kept by the forward run */
-  state_buf *slots;  /* the schedule's snapshots in memory */
+  state_buf work;   /* the working state */
+  state_buf turn;   /* binomial: the state at step l-1, kept by the forward run */
+  state_buf *slots; /* the schedule's snapshots in memory */
   int nslots;
-  state_buf *bases;  /* online: segment base states in memory */
-  int64_t *bnd;      /* segment boundaries b_0 = 0 < ... < b_nseg = l */
+  state_buf *bases; /* online: segment base states in memory */
+  int64_t *bnd;     /* segment boundaries b_0 = 0 < ... < b_nseg = l */
   int nseg;
 
-  ad_revolve *rv;    /* binomial: the schedule, paused at its first reversal */
-  int fresh;         /* the forward run's snapshots are intact */
+  ad_revolve *rv; /* binomial: the schedule, paused at its first reversal */
+  int fresh;      /* the forward run's snapshots are intact */
   int resumed_forward;
-  ad_real *xs;       /* n active values for the step function */
-  double *lam;       /* adjoint (or tangent) of the working state */
+  ad_real *xs; /* n active values for the step function */
+  double *lam; /* adjoint (or tangent) of the working state */
   unsigned char *ptmp;
   ad_tape *scratch;
   int rank;
-  uint64_t fp;       /* fingerprint of the run (resumable) */
+  uint64_t fp; /* fingerprint of the run (resumable) */
   ad_ckpt_stats st;
-  ad__prog pg;       /* progress of the reverse action */
+  ad__prog pg; /* progress of the reverse action */
   /* The communicators the forward run's steps used (see loop_agree);
    * comms_unknown until a forward run has been watched. */
   void **comms;
@@ -225,9 +225,7 @@ static int fail(ad_tape *t, int code, const char *fmt, ...) {
 /* Whether the loop's reverse re-runs communication: its steps used the MPI
  * layer, or the options name a communicator. Before a forward run has been
  * watched (a resumed run) that is not known, and assumed. */
-static int communicates(const ckpt *c) {
-  return ad__loop_comm && (c->o.comm || c->ncomms || c->comms_unknown);
-}
+static int communicates(const ckpt *c) { return ad__loop_comm && (c->o.comm || c->ncomms || c->comms_unknown); }
 
 /* *v <- its minimum over the loop's ranks: over the options' communicator,
  * else those the steps used, else (not known yet) over MPI_COMM_WORLD as
@@ -264,7 +262,8 @@ static int loop_agree_ok(ckpt *c, ad_tape *t, int rc, int code, const char *what
 static int call_step(ckpt *c, ad_tape *t, int64_t i, ad_real *x, unsigned char *p, int *last) {
   size_t n = c->n, pb = c->pb;
   int rc = c->step(c->ud, i, &n, x, &pb, p);
-  if (rc < 0) return fail(t, AD_ERR_CALLBACK, "ad_checkpoint_loop: the step function failed (%d) in step %lld", rc, (long long)i);
+  if (rc < 0)
+    return fail(t, AD_ERR_CALLBACK, "ad_checkpoint_loop: the step function failed (%d) in step %lld", rc, (long long)i);
   if (n != c->n || pb != c->pb)
     return fail(t, AD_ERR_CALLBACK,
                 "ad_checkpoint_loop: step %lld changed the state size from %zu to %zu values and %zu to %zu bytes",
@@ -369,8 +368,8 @@ static char *path(const ckpt *c, const char *what, long long k) {
 }
 
 /* Write a file atomically: a temporary file, flushed, then renamed. */
-static int file_write(ckpt *c, ad_tape *t, const char *what, long long k, uint64_t kind, int64_t step,
-                      const double *v, size_t nv, const unsigned char *p, size_t np) {
+static int file_write(ckpt *c, ad_tape *t, const char *what, long long k, uint64_t kind, int64_t step, const double *v,
+                      size_t nv, const unsigned char *p, size_t np) {
   char *fn = path(c, what, k), *tmp = fn ? malloc(strlen(fn) + 8) : NULL;
   if (!fn || !tmp) {
     free(fn);
@@ -845,14 +844,22 @@ static const ad__record_ops ckpt_ops = {"checkpointed loop", ckpt_reverse, ckpt_
 
 static int bad_options(ad_tape *t, const ad_ckpt_options *o, size_t n) {
   const char *why = NULL;
-  if (o->schedule < AD_CKPT_BINOMIAL || o->schedule > AD_CKPT_ONLINE) why = "unknown schedule";
-  else if (o->schedule != AD_CKPT_ONLINE && o->steps < 0) why = "a negative number of steps";
-  else if (o->schedule != AD_CKPT_STORE_ALL && o->snapshots < 1) why = "zero snapshots (at least 1 is needed)";
-  else if (o->schedule == AD_CKPT_ONLINE && o->snapshots < 2) why = "the online schedule needs at least 2 snapshots";
-  else if (o->schedule == AD_CKPT_MULTISTAGE && o->disk_snapshots < 1) why = "zero disk snapshots";
-  else if (o->schedule == AD_CKPT_MULTISTAGE && !o->dir) why = "the multistage schedule needs a directory";
-  else if (o->resumable && o->schedule != AD_CKPT_MULTISTAGE) why = "only the multistage schedule is resumable";
-  else if (n > SIZE_MAX / 4 / sizeof(double)) why = "a state too large";
+  if (o->schedule < AD_CKPT_BINOMIAL || o->schedule > AD_CKPT_ONLINE)
+    why = "unknown schedule";
+  else if (o->schedule != AD_CKPT_ONLINE && o->steps < 0)
+    why = "a negative number of steps";
+  else if (o->schedule != AD_CKPT_STORE_ALL && o->snapshots < 1)
+    why = "zero snapshots (at least 1 is needed)";
+  else if (o->schedule == AD_CKPT_ONLINE && o->snapshots < 2)
+    why = "the online schedule needs at least 2 snapshots";
+  else if (o->schedule == AD_CKPT_MULTISTAGE && o->disk_snapshots < 1)
+    why = "zero disk snapshots";
+  else if (o->schedule == AD_CKPT_MULTISTAGE && !o->dir)
+    why = "the multistage schedule needs a directory";
+  else if (o->resumable && o->schedule != AD_CKPT_MULTISTAGE)
+    why = "only the multistage schedule is resumable";
+  else if (n > SIZE_MAX / 4 / sizeof(double))
+    why = "a state too large";
   return why ? fail(t, AD_ERR_ARG, "ad_checkpoint_loop: %s", why) : AD_OK;
 }
 
@@ -863,7 +870,9 @@ static int plain_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, siz
   for (int64_t i = 0; !last && (o->schedule == AD_CKPT_ONLINE || i < o->steps); i++) {
     size_t n1 = n, p1 = pb;
     int rc = step(ud, i, &n1, state, &p1, pstate);
-    if (rc < 0) return fail(t, AD_ERR_CALLBACK, "ad_checkpoint_loop: the step function failed (%d) in step %lld", rc, (long long)i);
+    if (rc < 0)
+      return fail(t, AD_ERR_CALLBACK, "ad_checkpoint_loop: the step function failed (%d) in step %lld", rc,
+                  (long long)i);
     if (n1 != n || p1 != pb)
       return fail(t, AD_ERR_CALLBACK, "ad_checkpoint_loop: step %lld changed the state size", (long long)i);
     last = o->schedule == AD_CKPT_ONLINE && rc == AD_CKPT_LAST;
@@ -966,7 +975,8 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
       int arc = loop_agree(c, t, &all);
       if (rc == AD_OK) rc = arc;
       if (rc == AD_OK && all < 0)
-        rc = fail(t, AD_ERR_CORRUPT, "ad_checkpoint_loop: another rank's checkpoint manifest is corrupt or of another run");
+        rc = fail(t, AD_ERR_CORRUPT,
+                  "ad_checkpoint_loop: another rank's checkpoint manifest is corrupt or of another run");
       if (all > 0) {
         rc = file_read(c, t, "final", 0, 3, NULL, c->work.v, n, c->work.p, pb, NULL);
         int64_t read = rc == AD_OK;
@@ -1003,7 +1013,8 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
     }
     /* A rank whose files could not be written fails, and so do the others:
      * its loop would not sweep with theirs. */
-    if (communicates(c)) rc = loop_agree_ok(c, t, rc, AD_ERR_IO, "could not write its checkpoint files or run its steps");
+    if (communicates(c))
+      rc = loop_agree_ok(c, t, rc, AD_ERR_IO, "could not write its checkpoint files or run its steps");
   }
   c->fresh = 1;
   stats_publish(c);

@@ -95,7 +95,8 @@ int ad_gradient(ad_tape *t, ad_real y, size_t n, const ad_real *x, double *g) {
   /* On a tape with communication records the sweep runs even for a passive
    * output: the other ranks need this rank's adjoint messages. */
   if (c == 0 && !ad__sweeps_everywhere(t))
-    ad__pending(t, AD_ERR_PASSIVE, "ad_gradient: the output (%g) is passive: it depends on no input recorded on this tape", y.v);
+    ad__pending(t, AD_ERR_PASSIVE,
+                "ad_gradient: the output (%g) is passive: it depends on no input recorded on this tape", y.v);
   for (size_t k = 0; k < n; k++)
     if (check_use(t, x[k], "ad_gradient", "an input") < 0) break;
   int rc = ad__adjoints_ready(t);

@@ -27,16 +27,21 @@ static int default_mode(void) {
   int m = atomic_load_explicit(&env_mode, memory_order_relaxed);
   if (m >= 0) return m;
   const char *e = getenv("ARIADNE_PROGRESS");
-  if (e && *e) m = strcmp(e, "0") != 0 ? 2 : 0;
-  else m = isatty(STDERR_FILENO) ? 1 : 0;
+  if (e && *e)
+    m = strcmp(e, "0") != 0 ? 2 : 0;
+  else
+    m = isatty(STDERR_FILENO) ? 1 : 0;
   atomic_store_explicit(&env_mode, m, memory_order_relaxed);
   return m;
 }
 
 static void fmt_time(char *buf, size_t size, double s) {
-  if (s < 100.0) snprintf(buf, size, "%.1f s", s);
-  else if (s < 6000.0) snprintf(buf, size, "%ld min %02ld s", (long)s / 60, (long)s % 60);
-  else snprintf(buf, size, "%.1f h", s / 3600.0);
+  if (s < 100.0)
+    snprintf(buf, size, "%.1f s", s);
+  else if (s < 6000.0)
+    snprintf(buf, size, "%ld min %02ld s", (long)s / 60, (long)s % 60);
+  else
+    snprintf(buf, size, "%.1f h", s / 3600.0);
 }
 
 void ad_progress_print(const ad_progress *p, void *ud) {
@@ -48,8 +53,8 @@ void ad_progress_print(const ad_progress *p, void *ud) {
   int tty = isatty(STDERR_FILENO);
   if (p->recomputed || strcmp(p->what, "checkpointed loop") == 0)
     fprintf(stderr, "%sariadne: %s %3.0f%% (%llu/%llu steps reversed, %lld recomputed), elapsed %s, remaining %s%s",
-            tty ? "\r" : "", p->what, 100.0 * p->fraction, (unsigned long long)p->done,
-            (unsigned long long)p->total, (long long)p->recomputed, el, rem, tty && !p->finished ? "" : "\n");
+            tty ? "\r" : "", p->what, 100.0 * p->fraction, (unsigned long long)p->done, (unsigned long long)p->total,
+            (long long)p->recomputed, el, rem, tty && !p->finished ? "" : "\n");
   else
     fprintf(stderr, "%sariadne: %s %3.0f%% (%llu/%llu statements), elapsed %s, remaining %s%s", tty ? "\r" : "",
             p->what, 100.0 * p->fraction, (unsigned long long)p->done, (unsigned long long)p->total, el, rem,

@@ -131,9 +131,7 @@ ad_ckpt_action ad_revolve_next(ad_revolve *r) {
   return a;
 }
 
-size_t ad_revolve_state_size(const ad_revolve *r) {
-  return r ? (6 + (size_t)r->snaps) * sizeof(int64_t) : 0;
-}
+size_t ad_revolve_state_size(const ad_revolve *r) { return r ? (6 + (size_t)r->snaps) * sizeof(int64_t) : 0; }
 
 int ad_revolve_save(const ad_revolve *r, void *buf, size_t size) {
   if (!r || !buf || size < ad_revolve_state_size(r)) return AD_ERR_ARG;

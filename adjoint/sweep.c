@@ -9,8 +9,8 @@
 /* Statements s-1 down to stop of one block; *na and *np are the argument and
  * partial cursors. The zero test skips dead statements, which also keeps an
  * infinite partial (sqrt at 0) from turning an unused branch into NaN. */
-static void reverse_run(double *restrict adj, ad_index base, const uint8_t *cnt, const ad_index *idx,
-                        const double *par, uint32_t s, uint32_t stop, uint32_t *na, uint32_t *np) {
+static void reverse_run(double *restrict adj, ad_index base, const uint8_t *cnt, const ad_index *idx, const double *par,
+                        uint32_t s, uint32_t stop, uint32_t *na, uint32_t *np) {
   uint32_t a = *na, p = *np;
   while (s > stop) {
     --s;
@@ -104,8 +104,8 @@ static int reverse_body(ad_tape *t, ad_tape_pos lo) {
   return AD_OK;
 }
 
-static void forward_run(double *restrict tan, ad_index base, const uint8_t *cnt, const ad_index *idx,
-                        const double *par, uint32_t s, uint32_t stop, uint32_t *na, uint32_t *np) {
+static void forward_run(double *restrict tan, ad_index base, const uint8_t *cnt, const ad_index *idx, const double *par,
+                        uint32_t s, uint32_t stop, uint32_t *na, uint32_t *np) {
   uint32_t a = *na, p = *np;
   for (; s < stop; s++) {
     uint32_t c = cnt[s] & AD__MAX_ARGS, kind = cnt[s] >> 6;

@@ -33,28 +33,30 @@ extern "C" {
 /* Error codes: one list generates the enum, ad_strerror and ad_errname.     */
 /* ------------------------------------------------------------------------ */
 
-#define AD_ERRNO_MAP(X)                                                                        \
-  X(AD_OK, 0, "success")                                                                     \
-  X(AD_ERR_NOMEM, -1, "out of memory: an allocation failed or the tape's memory limit was reached") \
-  X(AD_ERR_INDEX_OVERFLOW, -2, "tape index space exhausted (rebuild with -DARIADNE_INDEX_64=ON or record less)") \
-  X(AD_ERR_STALE_HANDLE, -3, "active value from another tape or from a recording that was reset") \
-  X(AD_ERR_NO_TAPE, -4, "no tape is recording on this thread")                               \
-  X(AD_ERR_PASSIVE, -5, "value is passive: it was never recorded on this tape")              \
-  X(AD_ERR_ARG, -6, "invalid argument")                                                      \
-  X(AD_ERR_STATE, -7, "operation not allowed in the tape's current state")                   \
-  X(AD_ERR_CALLBACK, -8, "a user callback reported an error")                                \
-  X(AD_ERR_MPI, -9, "MPI error")                                                             \
-  X(AD_ERR_PASSIVE_BUILD, -10, "not available in a passive (ARIADNE_PASSIVE) build")         \
-  X(AD_ERR_IO, -11, "I/O error")                                                             \
-  X(AD_ERR_CORRUPT, -12, "corrupt or foreign data")                                          \
+#define AD_ERRNO_MAP(X)                                                                                                \
+  X(AD_OK, 0, "success")                                                                                               \
+  X(AD_ERR_NOMEM, -1, "out of memory: an allocation failed or the tape's memory limit was reached")                    \
+  X(AD_ERR_INDEX_OVERFLOW, -2, "tape index space exhausted (rebuild with -DARIADNE_INDEX_64=ON or record less)")       \
+  X(AD_ERR_STALE_HANDLE, -3, "active value from another tape or from a recording that was reset")                      \
+  X(AD_ERR_NO_TAPE, -4, "no tape is recording on this thread")                                                         \
+  X(AD_ERR_PASSIVE, -5, "value is passive: it was never recorded on this tape")                                        \
+  X(AD_ERR_ARG, -6, "invalid argument")                                                                                \
+  X(AD_ERR_STATE, -7, "operation not allowed in the tape's current state")                                             \
+  X(AD_ERR_CALLBACK, -8, "a user callback reported an error")                                                          \
+  X(AD_ERR_MPI, -9, "MPI error")                                                                                       \
+  X(AD_ERR_PASSIVE_BUILD, -10, "not available in a passive (ARIADNE_PASSIVE) build")                                   \
+  X(AD_ERR_IO, -11, "I/O error")                                                                                       \
+  X(AD_ERR_CORRUPT, -12, "corrupt or foreign data")                                                                    \
   X(AD_ERR_CHECK, -13, "derivative check failed: the tape disagrees with finite differences or its tangent")
 
+/* clang-format off */
 typedef enum ad_errcode {
 #define AD__ERRNO_ENUM(name, code, msg) name = code,
   AD_ERRNO_MAP(AD__ERRNO_ENUM)
 #undef AD__ERRNO_ENUM
   AD__ERR_LAST = -14
 } ad_errcode;
+/* clang-format on */
 
 /* ------------------------------------------------------------------------ */
 /* Types                                                                     */
@@ -72,14 +74,14 @@ typedef struct ad_tape ad_tape;
 
 /* Tape statistics, filled by ad_tape_stats. */
 typedef struct ad_stats {
-  uint64_t statements;     /* handles issued: inputs and recorded operations */
-  uint64_t arguments;      /* (handle, partial) pairs on the tape */
-  uint64_t records;        /* special records: external functions, MPI */
-  uint64_t blocks;         /* storage blocks in use */
-  size_t bytes_used;       /* bytes of recorded data (statements, arguments, records) */
-  size_t bytes_reserved;   /* bytes of tape storage allocated, kept for reuse included */
-  size_t bytes_adjoints;   /* bytes of the adjoint and tangent vectors */
-  size_t bytes_peak;       /* highest bytes_reserved + bytes_adjoints since creation */
+  uint64_t statements;   /* handles issued: inputs and recorded operations */
+  uint64_t arguments;    /* (handle, partial) pairs on the tape */
+  uint64_t records;      /* special records: external functions, MPI */
+  uint64_t blocks;       /* storage blocks in use */
+  size_t bytes_used;     /* bytes of recorded data (statements, arguments, records) */
+  size_t bytes_reserved; /* bytes of tape storage allocated, kept for reuse included */
+  size_t bytes_adjoints; /* bytes of the adjoint and tangent vectors */
+  size_t bytes_peak;     /* highest bytes_reserved + bytes_adjoints since creation */
 } ad_stats;
 
 /* What a progress callback learns about a long sweep or checkpointed loop
@@ -104,8 +106,8 @@ typedef struct ad_tape_options {
    * first block (>= 1024; later ones follow what was recorded). */
   uint32_t block_statements;
   uint32_t block_arguments;
-  size_t memory_limit;       /* bytes the tape may allocate; 0 = unlimited */
-  uint64_t index_limit;      /* largest handle the tape may issue; 0 = the index width's maximum */
+  size_t memory_limit;  /* bytes the tape may allocate; 0 = unlimited */
+  uint64_t index_limit; /* largest handle the tape may issue; 0 = the index width's maximum */
   /* Allocator for all of the tape's memory; NULL members mean malloc/free. */
   void *(*alloc)(size_t size, void *ud);
   void (*free)(void *ptr, void *ud);
@@ -118,11 +120,11 @@ typedef struct ad_tape_options {
 
 /* A position on a tape (see ad_tape_position). Fields are read-only. */
 typedef struct ad_tape_pos {
-  uint64_t index;   /* handle of the last statement before the position */
-  uint64_t records; /* number of special records before the position */
-  uint64_t block;       /* storage block */
-  uint32_t ns, na, np;  /* statements, arguments and stored partials used in that block */
-  uint32_t epoch;       /* the recording the position was taken in */
+  uint64_t index;      /* handle of the last statement before the position */
+  uint64_t records;    /* number of special records before the position */
+  uint64_t block;      /* storage block */
+  uint32_t ns, na, np; /* statements, arguments and stored partials used in that block */
+  uint32_t epoch;      /* the recording the position was taken in */
 } ad_tape_pos;
 
 /* Error handler, called once when a tape (or, with tape NULL, a call that has
@@ -154,10 +156,8 @@ void ad_clear_last_error(void);
 
 /* Callbacks of an external function: see ad_external. */
 typedef struct ad_external_ops {
-  int (*reverse)(void *ud, size_t nin, const double *x, double *xbar, size_t nout, const double *y,
-                 const double *ybar);
-  int (*forward)(void *ud, size_t nin, const double *x, const double *xdot, size_t nout, const double *y,
-                 double *ydot);
+  int (*reverse)(void *ud, size_t nin, const double *x, double *xbar, size_t nout, const double *y, const double *ybar);
+  int (*forward)(void *ud, size_t nin, const double *x, const double *xdot, size_t nout, const double *y, double *ydot);
   void (*destroy)(void *ud);
   const char *name; /* for messages; may be NULL */
 } ad_external_ops;
@@ -167,9 +167,9 @@ typedef struct ad_external_ops {
 /* The active scalar: a value and a handle on the tape that recorded it.
  * Fields are read-only for users; handle 0 means passive (a constant). */
 typedef struct ad_real {
-  double v;      /* read-only: the value */
-  ad_index i;    /* read-only: the handle, 0 = passive */
-  uint32_t e;    /* read-only: the recording (epoch) that issued the handle */
+  double v;   /* read-only: the value */
+  ad_index i; /* read-only: the handle, 0 = passive */
+  uint32_t e; /* read-only: the recording (epoch) that issued the handle */
 } ad_real;
 
 /* ------------------------------------------------------------------------ */
@@ -226,7 +226,8 @@ ad_real ad_input(double value);
 #define ad_const(x) ad__const((double)(x))
 /* A constant initializer of static storage: `static ad_real c = AD_REAL_INIT(0.5);`
  * (ad_const is a function call, which C does not allow there). */
-#define AD_REAL_INIT(x) {(double)(x), 0, 0}
+#define AD_REAL_INIT(x)                                                                                                \
+  { (double)(x), 0, 0 }
 #define ad_value(x) ad__val(x)
 
 /* ------------------------------------------------------------------------ */
@@ -375,8 +376,8 @@ static inline ad_real ad__lift_r(ad_real x) { return x; }
 static inline ad_real ad__lift_d(double x) { return ad__const(x); }
 static inline double ad__val_r(ad_real x) { return x.v; }
 static inline double ad__val_d(double x) { return x; }
-#define ad__lift(x) _Generic((x), ad_real: ad__lift_r, default: ad__lift_d)(x)
-#define ad__val(x) _Generic((x), ad_real: ad__val_r, default: ad__val_d)(x)
+#define ad__lift(x) _Generic((x), ad_real : ad__lift_r, default : ad__lift_d)(x)
+#define ad__val(x) _Generic((x), ad_real : ad__val_r, default : ad__val_d)(x)
 
 /* The recording fast path. Everything is read from the recorder before the
  * first store: the statement stream is bytes, which may alias anything, so
@@ -489,8 +490,8 @@ static inline ad_real ad__op_unit(double v, ad_real a, int minus, const char *op
   return ad__emit(R, v, ns, na, na + 1, np, minus ? AD__KIND_MINUS : AD__KIND_PLUS);
 }
 
-static inline ad_real ad__op3(double v, ad_real a, double da, ad_real b, double db, ad_real c,
-                              double dc, const char *op) {
+static inline ad_real ad__op3(double v, ad_real a, double da, ad_real b, double db, ad_real c, double dc,
+                              const char *op) {
   if ((a.i | b.i | c.i) == 0) return ad__const(v);
   ad__recorder *R = ad__rec;
   uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
@@ -545,12 +546,12 @@ static inline ad_real ad_custom(double value, size_t n, const ad_real *args, con
 /* Preaccumulation region state of this thread (internal). */
 typedef struct ad__region {
   int depth;
-  ad__recorder *rec; /* recorder at the outermost begin; NULL if not recording */
-  ad_index start;    /* last handle before the region */
+  ad__recorder *rec;   /* recorder at the outermost begin; NULL if not recording */
+  ad_index start;      /* last handle before the region */
   uint32_t ns, na, np; /* block position at the begin */
-  uint8_t *cnt;      /* block at the begin */
+  uint8_t *cnt;        /* block at the begin */
   uint64_t records;
-  uint32_t epoch;    /* recording at the begin: a reset inside the region ends it */
+  uint32_t epoch; /* recording at the begin: a reset inside the region ends it */
 } ad__region;
 extern _Thread_local ad__region ad__reg AD__TLS_MODEL;
 
@@ -842,51 +843,106 @@ static inline ad_tape *ad_tape_create(void) {
   static char ad__passive_tape;
   return (ad_tape *)(void *)&ad__passive_tape;
 }
-static inline ad_tape *ad_tape_create_with(const ad_tape_options *o) { (void)o; return ad_tape_create(); }
+static inline ad_tape *ad_tape_create_with(const ad_tape_options *o) {
+  (void)o;
+  return ad_tape_create();
+}
 static inline void ad_tape_destroy(ad_tape *t) { (void)t; }
 static inline void ad_tape_begin(ad_tape *t) { (void)t; }
 static inline void ad_tape_end(ad_tape *t) { (void)t; }
 static inline void ad_tape_reset(ad_tape *t) { (void)t; }
-static inline int ad_tape_error(const ad_tape *t) { (void)t; return AD_OK; }
-static inline int ad_tape_is_recording(const ad_tape *t) { (void)t; return 0; }
-static inline int ad_tape_stats(const ad_tape *t, ad_stats *s) {
+static inline int ad_tape_error(const ad_tape *t) {
   (void)t;
-  if (s) { ad_stats z = {0}; *s = z; }
   return AD_OK;
 }
-static inline void ad_tape_set_memory_limit(ad_tape *t, size_t b) { (void)t; (void)b; }
+static inline int ad_tape_is_recording(const ad_tape *t) {
+  (void)t;
+  return 0;
+}
+static inline int ad_tape_stats(const ad_tape *t, ad_stats *s) {
+  (void)t;
+  if (s) {
+    ad_stats z = {0};
+    *s = z;
+  }
+  return AD_OK;
+}
+static inline void ad_tape_set_memory_limit(ad_tape *t, size_t b) {
+  (void)t;
+  (void)b;
+}
 /* The rest of the tape API, so that a port keeps its tape and error calls. */
 static inline void ad_tape_options_default(ad_tape_options *o) {
-  if (o) { ad_tape_options z = {0}; *o = z; }
+  if (o) {
+    ad_tape_options z = {0};
+    *o = z;
+  }
 }
-static inline const char *ad_tape_error_message(const ad_tape *t) { (void)t; return ""; }
+static inline const char *ad_tape_error_message(const ad_tape *t) {
+  (void)t;
+  return "";
+}
 static inline ad_tape *ad_tape_current(void) { return NULL; }
 static inline ad_tape_pos ad_tape_position(const ad_tape *t) {
   ad_tape_pos p = {0};
   (void)t;
   return p;
 }
-static inline int ad_tape_reset_to(ad_tape *t, ad_tape_pos p) { (void)t; (void)p; return AD_OK; }
-static inline int ad_reverse_to(ad_tape *t, ad_tape_pos p) { (void)t; (void)p; return AD_ERR_PASSIVE_BUILD; }
+static inline int ad_tape_reset_to(ad_tape *t, ad_tape_pos p) {
+  (void)t;
+  (void)p;
+  return AD_OK;
+}
+static inline int ad_reverse_to(ad_tape *t, ad_tape_pos p) {
+  (void)t;
+  (void)p;
+  return AD_ERR_PASSIVE_BUILD;
+}
 static inline double ad_input(double x) { return x; }
 #define ad_const(x) ((double)(x))
 #define AD_REAL_INIT(x) ((double)(x))
 #define ad_value(x) ((double)(x))
-static inline void ad_seed(ad_tape *t, double y, double yb) { (void)t; (void)y; (void)yb; }
-static inline int ad_reverse(ad_tape *t) { (void)t; return AD_ERR_PASSIVE_BUILD; }
-static inline double ad_adjoint(const ad_tape *t, double x) { (void)t; (void)x; return 0.0; }
+static inline void ad_seed(ad_tape *t, double y, double yb) {
+  (void)t;
+  (void)y;
+  (void)yb;
+}
+static inline int ad_reverse(ad_tape *t) {
+  (void)t;
+  return AD_ERR_PASSIVE_BUILD;
+}
+static inline double ad_adjoint(const ad_tape *t, double x) {
+  (void)t;
+  (void)x;
+  return 0.0;
+}
 static inline void ad_adjoints_zero(ad_tape *t) { (void)t; }
-static inline void ad_tangent_seed(ad_tape *t, double x, double xd) { (void)t; (void)x; (void)xd; }
-static inline int ad_forward(ad_tape *t) { (void)t; return AD_ERR_PASSIVE_BUILD; }
-static inline double ad_tangent(const ad_tape *t, double y) { (void)t; (void)y; return 0.0; }
+static inline void ad_tangent_seed(ad_tape *t, double x, double xd) {
+  (void)t;
+  (void)x;
+  (void)xd;
+}
+static inline int ad_forward(ad_tape *t) {
+  (void)t;
+  return AD_ERR_PASSIVE_BUILD;
+}
+static inline double ad_tangent(const ad_tape *t, double y) {
+  (void)t;
+  (void)y;
+  return 0.0;
+}
 static inline void ad_tangents_zero(ad_tape *t) { (void)t; }
 static inline int ad_gradient(ad_tape *t, double y, size_t n, const double *x, double *g) {
-  (void)t; (void)y; (void)x;
+  (void)t;
+  (void)y;
+  (void)x;
   for (size_t k = 0; k < n; k++) g[k] = 0.0;
   return AD_ERR_PASSIVE_BUILD;
 }
 static inline int ad_jacobian(ad_tape *t, size_t m, const double *y, size_t n, const double *x, double *J) {
-  (void)t; (void)y; (void)x;
+  (void)t;
+  (void)y;
+  (void)x;
   for (size_t k = 0; k < m * n; k++) J[k] = 0.0;
   return AD_ERR_PASSIVE_BUILD;
 }
@@ -906,15 +962,23 @@ static inline double ad_dot(size_t n, const double *a, const double *b) {
   return s;
 }
 static inline double ad_custom(double v, size_t n, const double *a, const double *p) {
-  (void)n; (void)a; (void)p;
+  (void)n;
+  (void)a;
+  (void)p;
   return v;
 }
 static inline void ad_stmt_begin(void) {}
 static inline double ad_stmt_end(double r) { return r; }
-static inline void ad_stmt_end_n(size_t m, double *r) { (void)m; (void)r; }
+static inline void ad_stmt_end_n(size_t m, double *r) {
+  (void)m;
+  (void)r;
+}
 static inline int ad_external(const ad_external_ops *ops, void *ud, size_t nin, const double *in, size_t nout,
                               double *out) {
-  (void)nin; (void)in; (void)nout; (void)out;
+  (void)nin;
+  (void)in;
+  (void)nout;
+  (void)out;
   if (ops && ops->destroy) ops->destroy(ud);
   return AD_OK;
 }

@@ -70,41 +70,41 @@ typedef enum ad_ckpt_schedule {
 /* Figures of one checkpointed loop, updated by the forward run and by every
  * sweep through its record. */
 typedef struct ad_ckpt_stats {
-  int64_t steps;          /* steps of the loop */
-  int64_t advances;       /* passive step evaluations directed by the schedule, forward run
+  int64_t steps;        /* steps of the loop */
+  int64_t advances;     /* passive step evaluations directed by the schedule, forward run
                              included, the run's last step (which makes the output) not:
                              revolve's count, = ad_revolve_optimum for AD_CKPT_BINOMIAL */
-  int64_t output_steps;   /* passive steps that only make the loop's output (1 per forward run) */
-  int64_t taped;          /* steps recorded on the scratch tape and swept */
+  int64_t output_steps; /* passive steps that only make the loop's output (1 per forward run) */
+  int64_t taped;        /* steps recorded on the scratch tape and swept */
   int64_t stores, restores;
   int64_t disk_writes, disk_reads;
   int64_t resumed_segments; /* segments skipped because a previous run had done them */
-  size_t snapshot_bytes;  /* memory held by snapshots, at the peak */
-  size_t scratch_bytes;   /* tape memory of one taped step, at the peak */
-  int replaced_foreign;   /* files of another run were found in dir and replaced */
+  size_t snapshot_bytes;    /* memory held by snapshots, at the peak */
+  size_t scratch_bytes;     /* tape memory of one taped step, at the peak */
+  int replaced_foreign;     /* files of another run were found in dir and replaced */
 } ad_ckpt_stats;
 
 typedef struct ad_ckpt_options {
   ad_ckpt_schedule schedule;
-  int64_t steps;         /* number of steps (not used by AD_CKPT_ONLINE) */
-  int snapshots;         /* states kept in memory (>= 1; >= 2 for AD_CKPT_ONLINE) */
-  int disk_snapshots;    /* AD_CKPT_MULTISTAGE: states written to dir (>= 1) */
+  int64_t steps;      /* number of steps (not used by AD_CKPT_ONLINE) */
+  int snapshots;      /* states kept in memory (>= 1; >= 2 for AD_CKPT_ONLINE) */
+  int disk_snapshots; /* AD_CKPT_MULTISTAGE: states written to dir (>= 1) */
   /* AD_CKPT_MULTISTAGE: an existing, writable directory. Loops of one
    * process may share it: each live loop takes its own file namespace, the
    * smallest number no other live loop with that directory holds, in the
    * order the program records its loops (so a run started again finds its
    * files); destroying a loop's tape frees its number. */
   const char *dir;
-  int resumable;         /* AD_CKPT_MULTISTAGE: keep the adjoint progress on disk */
-  int replace_foreign;   /* files of a different run in dir: replace them (1) or fail (0) */
-  int rank;              /* for file names; -1: the MPI rank if the MPI layer runs, else 0 */
+  int resumable;       /* AD_CKPT_MULTISTAGE: keep the adjoint progress on disk */
+  int replace_foreign; /* files of a different run in dir: replace them (1) or fail (0) */
+  int rank;            /* for file names; -1: the MPI rank if the MPI layer runs, else 0 */
   /* The communicator the loop's ranks agree over (where to resume, whether
    * every rank has its files), set by ad_mpi_ckpt_comm (ariadne_mpi.h).
    * NULL: the communicators the steps' ad_mpi_* calls use, and
    * MPI_COMM_WORLD for what must be agreed before the first step (where a
    * resumable run resumes). Set it for loops on part of the ranks. */
   void *comm;
-  ad_ckpt_stats *stats;  /* optional: filled in and kept up to date while the tape lives */
+  ad_ckpt_stats *stats; /* optional: filled in and kept up to date while the tape lives */
   /* Progress of the reverse action, once per step reversed. NULL: the default
    * report if ARIADNE_PROGRESS=1 or standard error is a terminal. */
   ad_progress_fn progress;
@@ -128,8 +128,8 @@ int ad_checkpoint_loop(const ad_ckpt_options *opts, ad_ckpt_step step, void *ud,
                        size_t pbytes, void *pstate);
 #else
 /* Passive build: the plain loop. */
-static inline int ad_checkpoint_loop(const ad_ckpt_options *opts, ad_ckpt_step step, void *ud, size_t n,
-                                     ad_real *state, size_t pbytes, void *pstate) {
+static inline int ad_checkpoint_loop(const ad_ckpt_options *opts, ad_ckpt_step step, void *ud, size_t n, ad_real *state,
+                                     size_t pbytes, void *pstate) {
   for (int64_t i = 0; opts->schedule == AD_CKPT_ONLINE || i < opts->steps; i++) {
     size_t n1 = n, p1 = pbytes;
     int rc = step(ud, i, &n1, state, &p1, pstate);
@@ -151,13 +151,7 @@ static inline int ad_checkpoint_loop(const ad_ckpt_options *opts, ad_ckpt_step s
  * REVERSE: record step `step` from the working state and sweep it; the
  *          working state is used up.
  * DONE: every step is reversed. */
-typedef enum ad_ckpt_op {
-  AD_CKPT_ADVANCE,
-  AD_CKPT_STORE,
-  AD_CKPT_RESTORE,
-  AD_CKPT_REVERSE,
-  AD_CKPT_DONE
-} ad_ckpt_op;
+typedef enum ad_ckpt_op { AD_CKPT_ADVANCE, AD_CKPT_STORE, AD_CKPT_RESTORE, AD_CKPT_REVERSE, AD_CKPT_DONE } ad_ckpt_op;
 
 typedef struct ad_ckpt_action {
   ad_ckpt_op op;

@@ -53,7 +53,8 @@ typedef struct ad_mpi_request {
   int slot;        /* internal bookkeeping, -1 if none */
   unsigned gen;
 } ad_mpi_request;
-#define AD_MPI_REQUEST_NULL {MPI_REQUEST_NULL, -1, 0u}
+#define AD_MPI_REQUEST_NULL                                                                                            \
+  { MPI_REQUEST_NULL, -1, 0u }
 
 /* Communication statistics of this process: payload bytes of ad_real values
  * sent by the forward wrappers, by reverse sweeps and by tangent sweeps
@@ -108,8 +109,8 @@ int ad_mpi_test(ad_mpi_request *request, int *flag, MPI_Status *status);
 int ad_mpi_testall(int count, ad_mpi_request array_of_requests[], int *flag, MPI_Status *array_of_statuses);
 int ad_mpi_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf,
                     int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status *status);
-int ad_mpi_sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, int sendtag, int source,
-                            int recvtag, MPI_Comm comm, MPI_Status *status);
+int ad_mpi_sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, int sendtag, int source, int recvtag,
+                            MPI_Comm comm, MPI_Status *status);
 
 /* Collectives. MPI_IN_PLACE works wherever MPI allows it. Reductions on
  * AD_MPI_REAL support MPI_SUM, MPI_PROD (zeros are fine: the partials are
@@ -133,8 +134,8 @@ int ad_mpi_scatterv(const void *sendbuf, const int sendcounts[], const int displ
                     void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm);
 int ad_mpi_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                      MPI_Datatype recvtype, MPI_Comm comm);
-int ad_mpi_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                      const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm);
+int ad_mpi_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                      const int displs[], MPI_Datatype recvtype, MPI_Comm comm);
 int ad_mpi_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                     MPI_Datatype recvtype, MPI_Comm comm);
 int ad_mpi_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
@@ -149,7 +150,10 @@ int ad_mpi_exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
 #define AD_MPI_REAL MPI_DOUBLE
 typedef MPI_Request ad_mpi_request;
 #define AD_MPI_REQUEST_NULL MPI_REQUEST_NULL
-static inline int ad_mpi_comm_prepare(MPI_Comm comm) { (void)comm; return MPI_SUCCESS; }
+static inline int ad_mpi_comm_prepare(MPI_Comm comm) {
+  (void)comm;
+  return MPI_SUCCESS;
+}
 static inline void ad_mpi_set_timeout(double s) { (void)s; }
 struct ad_ckpt_options;
 static inline int ad_mpi_ckpt_comm(struct ad_ckpt_options *o, MPI_Comm comm) {

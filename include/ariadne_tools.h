@@ -83,15 +83,15 @@ typedef struct ad_check_entry {
 #define AD_CHECK_TABLE 16
 
 typedef struct ad_check_result {
-  size_t n, m;         /* inputs (all ranks), outputs */
-  size_t checked;      /* entries compared with finite differences */
-  size_t failed;       /* of them, over the tolerance */
-  double worst_rel;    /* largest |AD - FD| / max(|AD|, |FD|) over the failed entries, else over all */
-  double atol;         /* the absolute tolerance used */
-  int dot_done;        /* the dot-product test ran */
+  size_t n, m;                      /* inputs (all ranks), outputs */
+  size_t checked;                   /* entries compared with finite differences */
+  size_t failed;                    /* of them, over the tolerance */
+  double worst_rel;                 /* largest |AD - FD| / max(|AD|, |FD|) over the failed entries, else over all */
+  double atol;                      /* the absolute tolerance used */
+  int dot_done;                     /* the dot-product test ran */
   double dot_lhs, dot_rhs, dot_rel; /* <ybar, J xdot>, <J^T ybar, xdot>, their relative difference */
-  double tangent_rel;  /* the tangent J xdot against finite differences along xdot */
-  int passed;          /* every comparison within its tolerance */
+  double tangent_rel;               /* the tangent J xdot against finite differences along xdot */
+  int passed;                       /* every comparison within its tolerance */
   size_t nworst;
   ad_check_entry worst[AD_CHECK_TABLE];
 } ad_check_result;
@@ -116,9 +116,9 @@ int ad_check_gradient(ad_check_fn f, void *ud, size_t n, const double *x0, size_
 /* ------------------------------------------------------------------------ */
 
 typedef enum ad_dump_format {
-  AD_DUMP_TEXT = 0,  /* one line per statement and record */
-  AD_DUMP_DOT = 1,   /* a Graphviz digraph: dot -Tsvg tape.dot > tape.svg */
-  AD_DUMP_STATS = 2  /* counts by statement kind and record type */
+  AD_DUMP_TEXT = 0, /* one line per statement and record */
+  AD_DUMP_DOT = 1,  /* a Graphviz digraph: dot -Tsvg tape.dot > tape.svg */
+  AD_DUMP_STATS = 2 /* counts by statement kind and record type */
 } ad_dump_format;
 
 #ifndef ARIADNE_PASSIVE

@@ -50,9 +50,15 @@ typedef struct walker {
   /* statistics */
   uint64_t stmts, inputs, outputs, by_kind[4], args, partials, maxargs;
   /* handles made by records (their out= lists), as ranges */
-  struct { uint64_t lo, hi; size_t rec; } made[256];
+  struct {
+    uint64_t lo, hi;
+    size_t rec;
+  } made[256];
   int nmade;
-  struct { char key[96]; uint64_t count; } rtype[64];
+  struct {
+    char key[96];
+    uint64_t count;
+  } rtype[64];
   int nrtype;
 } walker;
 
@@ -60,16 +66,21 @@ typedef struct walker {
  * consecutive list ",...(N)"), to tell them from inputs. */
 static void note_outputs(walker *w, size_t ri, const char *d) {
   const char *p = strstr(d, " out=");
-  if (p) p += 5;
-  else if (strncmp(d, "out=", 4) == 0) p = d + 4;
-  else return;
+  if (p)
+    p += 5;
+  else if (strncmp(d, "out=", 4) == 0)
+    p = d + 4;
+  else
+    return;
   uint64_t first = 0, prev = 0, count = 0;
   int consecutive = 1;
   while (*p && *p != ' ') {
     if (*p == '%') {
       uint64_t h = strtoull(p + 1, (char **)&p, 10);
-      if (count == 0) first = h;
-      else if (h != prev + 1) consecutive = 0;
+      if (count == 0)
+        first = h;
+      else if (h != prev + 1)
+        consecutive = 0;
       prev = h;
       count++;
       if (!consecutive && w->nmade < 256) {
@@ -166,9 +177,12 @@ static void record_out(walker *w, size_t ri) {
 static void statement_out(walker *w, ad_index h, uint32_t c, uint32_t kind, const ad_index *idx, const double *par) {
   w->stmts++;
   long from = c == 0 ? made_by(w, h) : -1;
-  if (c == 0 && from < 0) w->inputs++;
-  else if (c == 0) w->outputs++;
-  else w->by_kind[kind]++;
+  if (c == 0 && from < 0)
+    w->inputs++;
+  else if (c == 0)
+    w->outputs++;
+  else
+    w->by_kind[kind]++;
   w->args += c;
   if (kind == AD__KIND_GENERAL) w->partials += c;
   if (c > w->maxargs) w->maxargs = c;
@@ -240,7 +254,8 @@ int ad_tape_dump(const ad_tape *t, FILE *out, ad_dump_format format) {
     fprintf(out, "partials %llu\n", (unsigned long long)w->partials);
     fprintf(out, "max_arguments %llu\n", (unsigned long long)w->maxargs);
     fprintf(out, "records %zu\n", t->nrec);
-    for (int j = 0; j < w->nrtype; j++) fprintf(out, "  %s %llu\n", w->rtype[j].key, (unsigned long long)w->rtype[j].count);
+    for (int j = 0; j < w->nrtype; j++)
+      fprintf(out, "  %s %llu\n", w->rtype[j].key, (unsigned long long)w->rtype[j].count);
     fprintf(out, "bytes_used %zu\n", st.bytes_used);
     fprintf(out, "bytes_reserved %zu\n", st.bytes_reserved);
     fprintf(out, "bytes_adjoints %zu\n", st.bytes_adjoints);

@@ -16,8 +16,8 @@ int ad_version_number(void) { return ARIADNE_VERSION_NUMBER; }
 
 const char *ad_strerror(int code) {
   switch (code) {
-#define AD__ERRNO_MSG(name, c, msg) \
-  case c:                           \
+#define AD__ERRNO_MSG(name, c, msg)                                                                                    \
+  case c:                                                                                                              \
     return msg;
     AD_ERRNO_MAP(AD__ERRNO_MSG)
 #undef AD__ERRNO_MSG
@@ -28,8 +28,8 @@ const char *ad_strerror(int code) {
 
 const char *ad_errname(int code) {
   switch (code) {
-#define AD__ERRNO_NAME(name, c, msg) \
-  case c:                            \
+#define AD__ERRNO_NAME(name, c, msg)                                                                                   \
+  case c:                                                                                                              \
     return #name;
     AD_ERRNO_MAP(AD__ERRNO_NAME)
 #undef AD__ERRNO_NAME
@@ -58,9 +58,7 @@ void ad_error_handler_print(const ad_tape *tape, int code, const char *message, 
 int ad_last_error(void) { return last_error; }
 void ad_clear_last_error(void) { last_error = AD_OK; }
 
-void ad__set_message_prefix(const char *prefix) {
-  snprintf(msg_prefix, sizeof msg_prefix, "%s", prefix ? prefix : "");
-}
+void ad__set_message_prefix(const char *prefix) { snprintf(msg_prefix, sizeof msg_prefix, "%s", prefix ? prefix : ""); }
 
 void ad__report(const ad_tape *t, int code, const char *msg) {
   if (handler) handler(t, code, msg, handler_ud);

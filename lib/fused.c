@@ -7,7 +7,6 @@
 
 #define MAX_STMT_ARGS AD__MAX_ARGS
 
-
 static int scratch(ad_tape *t, size_t n) {
   if (n <= t->sc_cap) return AD_OK;
   size_t c1 = t->sc_cap, c2 = t->sc_cap;
@@ -27,8 +26,7 @@ static int scratch(ad_tape *t, size_t n) {
  * partial is +1, stored as a PLUS statement). More than 63 arguments become a
  * chain of statements, each taking the previous one as an argument with
  * partial 1: the same derivative, one byte per statement. */
-static ad_real emit(ad__recorder *R, double value, size_t k, const ad_index *idx, const double *par,
-                    const char *op) {
+static ad_real emit(ad__recorder *R, double value, size_t k, const ad_index *idx, const double *par, const char *op) {
   ad_real r = ad__const(value);
   if (k == 0) return r;
   ad_index prev = 0;
@@ -353,8 +351,8 @@ void ad_stmt_end_n(size_t m, ad_real *results) {
   for (size_t i = 0; i < m; i++) {
     ad_real r = results[i];
     if (cnt[i] == keep) continue;
-    results[i] = cnt[i] ? emit(R, r.v, cnt[i], t->sc_idx + off, t->sc_par + off, "ad_stmt_end_n")
-                        : ad__new_input(t, r.v);
+    results[i] =
+        cnt[i] ? emit(R, r.v, cnt[i], t->sc_idx + off, t->sc_par + off, "ad_stmt_end_n") : ad__new_input(t, r.v);
     off += cnt[i];
   }
 }

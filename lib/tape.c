@@ -23,8 +23,10 @@ static _Thread_local ad_tape *current_tape;
 #define P8(v) v, v, v, v, v, v, v, v
 #define P63(v) P8(v), P8(v), P8(v), P8(v), P8(v), P8(v), P8(v), v, v, v, v, v, v, v
 const double ad__unit_partials[4][AD_STMT_MAX_ARGS] = {
-    {0.0}, {P63(1.0)}, {1.0, P8(-1.0), P8(-1.0), P8(-1.0), P8(-1.0), P8(-1.0), P8(-1.0), P8(-1.0), -1.0, -1.0, -1.0,
-                        -1.0, -1.0, -1.0}, {P63(-1.0)}};
+    {0.0},
+    {P63(1.0)},
+    {1.0, P8(-1.0), P8(-1.0), P8(-1.0), P8(-1.0), P8(-1.0), P8(-1.0), P8(-1.0), -1.0, -1.0, -1.0, -1.0, -1.0, -1.0},
+    {P63(-1.0)}};
 #undef P8
 #undef P63
 
@@ -102,8 +104,7 @@ void *ad__alloc(ad_tape *t, size_t size) {
     ad__fail(t, AD_ERR_NOMEM,
              "tape memory limit of %zu bytes reached: %zu bytes allocated (%zu of them recorded data, %zu "
              "adjoint and tangent vectors), %zu more asked",
-             t->opt.memory_limit, t->bytes_alloc, bytes_recorded(t), (t->adj_cap + t->tan_cap) * sizeof(double),
-             size);
+             t->opt.memory_limit, t->bytes_alloc, bytes_recorded(t), (t->adj_cap + t->tan_cap) * sizeof(double), size);
     return NULL;
   }
   void *p = t->opt.alloc ? t->opt.alloc(size, t->opt.alloc_ud) : big_alloc(size);
@@ -182,8 +183,9 @@ static ad__block *block_alloc(ad_tape *t, uint32_t ns, uint32_t na, uint32_t np)
  * recording can fill the limit with data. */
 static ad__block *block_new(ad_tape *t, const ad__block *full) {
   uint64_t ns = t->opt.block_statements, na = t->opt.block_arguments;
-  if (!ns) ns = full ? (full->ns_alloc < AUTO_BLOCK_MAX / 2 ? 2 * (uint64_t)full->ns_alloc : AUTO_BLOCK_MAX)
-                     : AUTO_BLOCK_FIRST;
+  if (!ns)
+    ns =
+        full ? (full->ns_alloc < AUTO_BLOCK_MAX / 2 ? 2 * (uint64_t)full->ns_alloc : AUTO_BLOCK_MAX) : AUTO_BLOCK_FIRST;
   if (!na) na = 4 * ns;
   uint64_t np = na;
   if (full && full->ns >= 256) {
@@ -213,7 +215,8 @@ static ad__block *block_new(ad_tape *t, const ad__block *full) {
     size_t len = (want + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
     double f = (double)(len - sizeof(ad__block)) / (double)(want - sizeof(ad__block));
     uint64_t ns2 = (uint64_t)((double)ns * f), na2 = (uint64_t)((double)na * f), np2 = (uint64_t)((double)np * f);
-    if (na2 <= UINT32_MAX / 2 && ns2 <= UINT32_MAX / 2 && block_bytes((uint32_t)ns2, (uint32_t)na2, (uint32_t)np2) <= len) {
+    if (na2 <= UINT32_MAX / 2 && ns2 <= UINT32_MAX / 2 &&
+        block_bytes((uint32_t)ns2, (uint32_t)na2, (uint32_t)np2) <= len) {
       ns = ns2;
       na = na2;
       np = np2;
@@ -271,15 +274,14 @@ static int block_advance(ad_tape *t) {
   return 1;
 }
 
-
 int ad__need(ad__recorder *R, uint32_t nargs, const ad_real *args, const char *op) {
   if (!R->active) return 0;
   ad_tape *t = ad__tape_of(R);
   for (uint32_t k = 0; args && k < nargs; k++) {
     if (args[k].i != 0 && !ad__handle_live(t, args[k].i, args[k].e)) {
-      ad__fail(t, AD_ERR_STALE_HANDLE, "%s: argument %u has handle %llu of recording %u, %s (this tape is recording %u)",
-               op, k + 1, (unsigned long long)args[k].i, args[k].e, ad__stale_reason(t, args[k].i, args[k].e),
-               R->epoch);
+      ad__fail(t, AD_ERR_STALE_HANDLE,
+               "%s: argument %u has handle %llu of recording %u, %s (this tape is recording %u)", op, k + 1,
+               (unsigned long long)args[k].i, args[k].e, ad__stale_reason(t, args[k].i, args[k].e), R->epoch);
       return 0;
     }
   }
@@ -604,7 +606,8 @@ ad_real ad__new_input(ad_tape *t, double value) {
 ad_real ad_input(double value) {
   ad_tape *t = current_tape;
   if (!t) {
-    ad__fail_notape(AD_ERR_NO_TAPE, "ad_input(%g): no tape is recording on this thread; call ad_tape_begin first", value);
+    ad__fail_notape(AD_ERR_NO_TAPE, "ad_input(%g): no tape is recording on this thread; call ad_tape_begin first",
+                    value);
     return ad__const(value);
   }
   return ad__new_input(t, value);

@@ -11,9 +11,9 @@
  * A statement never spans two blocks, so a sweep runs a tight loop per block. */
 typedef struct ad__block {
   struct ad__block *prev, *next;
-  uint64_t id;            /* position in the tape's block list, from 0 */
-  ad_index base;          /* handle of the statement before the block's first */
-  uint32_t ns, na, np;    /* used; for the current block the recorder holds the truth */
+  uint64_t id;                           /* position in the tape's block list, from 0 */
+  ad_index base;                         /* handle of the statement before the block's first */
+  uint32_t ns, na, np;                   /* used; for the current block the recorder holds the truth */
   uint32_t ns_alloc, na_alloc, np_alloc; /* capacities, sized from what recordings use */
   uint8_t *cnt;
   ad_index *idx;
@@ -181,12 +181,8 @@ static inline double ad__unit(uint32_t kind, uint32_t j) {
 }
 static inline size_t ad__max_size(size_t a, size_t b) { return a > b ? a : b; }
 /* Entries the adjoint and tangent vectors need: every handle of the epoch. */
-static inline size_t ad__span(const ad_tape *t) {
-  return (size_t)(t->hwm > t->rec.next ? t->hwm : t->rec.next) + 1;
-}
-static inline ad_tape *ad__tape_of(ad__recorder *R) {
-  return (ad_tape *)(void *)((char *)R - offsetof(ad_tape, rec));
-}
+static inline size_t ad__span(const ad_tape *t) { return (size_t)(t->hwm > t->rec.next ? t->hwm : t->rec.next) + 1; }
+static inline ad_tape *ad__tape_of(ad__recorder *R) { return (ad_tape *)(void *)((char *)R - offsetof(ad_tape, rec)); }
 /* The fast path's argument limit: as much room as the block has for
  * statements, arguments and partials (each inline statement has at least one
  * argument, and stores at most one partial per argument). */

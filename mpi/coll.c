@@ -141,7 +141,8 @@ static int total(const int *cnt, int n) {
 }
 
 /* Gather the handles of the slots (cnt, dsp) of buffer b in rank order. */
-static int slot_handles(ad_tape *t, const ad_real *b, const int *cnt, const int *dsp, int n, ad_index *h, const char *fn) {
+static int slot_handles(ad_tape *t, const ad_real *b, const int *cnt, const int *dsp, int n, ad_index *h,
+                        const char *fn) {
   int p = 0;
   for (int j = 0; j < n; j++) {
     if (ad__handles(t, b + dsp[j], cnt[j], h + p, fn) != AD_OK) return AD_ERR_STALE_HANDLE;
@@ -186,8 +187,7 @@ static int64_t others(const int *cnt, int p, int skip) {
   return s;
 }
 
-static uint64_t payload(int kind, int adjoint, int me, int p, int root, int64_t nown, const int *cnt,
-                        const int *cnt2) {
+static uint64_t payload(int kind, int adjoint, int me, int p, int root, int64_t nown, const int *cnt, const int *cnt2) {
   int64_t v = 0;
   switch (kind) {
   case AD__M_BCAST:
@@ -268,7 +268,8 @@ int ad_mpi_bcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm 
   rc = MPI_Bcast(v, count, MPI_DOUBLE, root, comm);
   ad__mpi_counters.forward_bytes += payload(AD__M_BCAST, 0, x.c->rank, x.c->size, root, count, NULL, NULL);
   if (rc == MPI_SUCCESS && !me) {
-    if (r && !(r->out = calloc((size_t)(count ? count : 1), sizeof *r->out))) ad__fail(x.t, AD_ERR_NOMEM, "ad_mpi_bcast: no memory");
+    if (r && !(r->out = calloc((size_t)(count ? count : 1), sizeof *r->out)))
+      ad__fail(x.t, AD_ERR_NOMEM, "ad_mpi_bcast: no memory");
     if (r && r->out) r->nout = count;
     ad__unpack(r && r->out ? x.t : NULL, buffer, count, v, r && r->out ? r->out : NULL);
   }
@@ -328,7 +329,8 @@ static int reduce_any(const void *sendbuf, void *recvbuf, int count, MPI_Op op, 
   return rc == MPI_SUCCESS ? rc : fwd_fail(&x, rc, fn);
 }
 
-int ad_mpi_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
+int ad_mpi_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+                  MPI_Comm comm) {
   {
     int e_ = ad__types_refuse("ad_mpi_reduce", 1, type);
     if (e_ != MPI_SUCCESS) return e_;
@@ -391,7 +393,8 @@ int ad_mpi_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcoun
   return rc == MPI_SUCCESS ? rc : fwd_fail(&x, rc, "ad_mpi_reduce_scatter_block");
 }
 
-static int scan_any(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, int ex) {
+static int scan_any(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                    int ex) {
   const char *fn = ex ? "ad_mpi_exscan" : "ad_mpi_scan";
   if (!is_real(type))
     return ex ? MPI_Exscan(sendbuf, recvbuf, count, type, op, comm) : MPI_Scan(sendbuf, recvbuf, count, type, op, comm);
@@ -469,7 +472,8 @@ static int gatherv_any(const void *sendbuf, int sendcount, void *recvbuf, const 
     r->root = root;
     r->inplace = inplace;
     ad__handles(x.t, src, nin, r->in, fn);
-    if (me && (!(r->cnt = icopy(recvcounts, p)) || !(r->dsp = icopy(displs, p)))) ad__fail(x.t, AD_ERR_NOMEM, "%s: no memory", fn);
+    if (me && (!(r->cnt = icopy(recvcounts, p)) || !(r->dsp = icopy(displs, p))))
+      ad__fail(x.t, AD_ERR_NOMEM, "%s: no memory", fn);
   }
   rc = MPI_Gatherv(inplace ? MPI_IN_PLACE : sv, sendcount, MPI_DOUBLE, rv, recvcounts, displs, MPI_DOUBLE, root, comm);
   ad__mpi_counters.forward_bytes += payload(AD__M_GATHERV, 0, x.c->rank, p, root, nin, recvcounts, NULL);
@@ -559,8 +563,10 @@ static int scatterv_any(const void *sendbuf, const int *sendcounts, const int *d
     if (me) {
       r->cnt = cnt;
       cnt = NULL;
-      if (!(r->dsp = icopy(displs, p))) ad__fail(x.t, AD_ERR_NOMEM, "%s: no memory", fn);
-      else slot_handles(x.t, sendbuf, r->cnt, r->dsp, p, r->in, fn);
+      if (!(r->dsp = icopy(displs, p)))
+        ad__fail(x.t, AD_ERR_NOMEM, "%s: no memory", fn);
+      else
+        slot_handles(x.t, sendbuf, r->cnt, r->dsp, p, r->in, fn);
     }
   }
   rc = MPI_Scatterv(sv, sendcounts, displs, MPI_DOUBLE, inplace ? MPI_IN_PLACE : rv, recvcount, MPI_DOUBLE, root, comm);
@@ -645,7 +651,8 @@ static int allgatherv_any(const void *sendbuf, int sendcount, void *recvbuf, con
   ad__mrec *r = x.t ? ad__mrec_push(x.t, AD__M_ALLGATHERV, x.c, nin, tot) : NULL;
   if (r) {
     ad__handles(x.t, src, nin, r->in, fn);
-    if (!(r->cnt = icopy(recvcounts, p)) || !(r->dsp = icopy(displs, p))) ad__fail(x.t, AD_ERR_NOMEM, "%s: no memory", fn);
+    if (!(r->cnt = icopy(recvcounts, p)) || !(r->dsp = icopy(displs, p)))
+      ad__fail(x.t, AD_ERR_NOMEM, "%s: no memory", fn);
   }
   rc = MPI_Allgatherv(own ? MPI_IN_PLACE : sv, sendcount, MPI_DOUBLE, rv, recvcounts, displs, MPI_DOUBLE, comm);
   ad__mpi_counters.forward_bytes += payload(AD__M_ALLGATHERV, 0, me, p, 0, nin, recvcounts, NULL);
@@ -655,8 +662,8 @@ static int allgatherv_any(const void *sendbuf, int sendcount, void *recvbuf, con
   return rc == MPI_SUCCESS ? rc : fwd_fail(&x, rc, fn);
 }
 
-int ad_mpi_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                      const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
+int ad_mpi_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                      const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
   {
     int e_ = ad__types_refuse("ad_mpi_allgatherv", 2, sendtype, recvtype);
     if (e_ != MPI_SUCCESS) return e_;
@@ -806,7 +813,8 @@ int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
     int n = me == r->root ? r->nin : r->nout;
     if (!(a = dbuf((size_t)n))) return AD_ERR_NOMEM;
     if (me == r->root) {
-      rc = nbwait(t, MPI_Ireduce(MPI_IN_PLACE, a, n, MPI_DOUBLE, MPI_SUM, r->root, pc, &q), &q, "the adjoint of a bcast");
+      rc = nbwait(t, MPI_Ireduce(MPI_IN_PLACE, a, n, MPI_DOUBLE, MPI_SUM, r->root, pc, &q), &q,
+                  "the adjoint of a bcast");
       if (rc == AD_OK) ad__adj_add(t, r->in, n, a, NULL);
     } else {
       ad__adj_take(t, r->out, n, a);
@@ -1027,7 +1035,8 @@ int ad__coll_forward(ad_tape *t, ad__mrec *r) {
       to_layout(pk, r->cnt, r->dsp, p, a);
       free(pk);
     }
-    e = MPI_Iscatterv(a, r->cnt, r->dsp, MPI_DOUBLE, r->inplace ? MPI_IN_PLACE : b, r->count, MPI_DOUBLE, r->root, pc, &q);
+    e = MPI_Iscatterv(a, r->cnt, r->dsp, MPI_DOUBLE, r->inplace ? MPI_IN_PLACE : b, r->count, MPI_DOUBLE, r->root, pc,
+                      &q);
     rc = nbwait(t, e, &q, "the tangent of a scatter");
     if (rc == AD_OK && !r->inplace) ad__tan_set(t, r->out, r->nout, b);
     break;

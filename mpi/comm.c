@@ -532,7 +532,7 @@ int ad__recv_complete(ad__comm *c, uint64_t post, int asrc, int atag) {
 
 typedef struct peer_note {
   ad__comm *c;
-  int peer;       /* -1: collective over c */
+  int peer;        /* -1: collective over c */
   int sent, recvd; /* active messages to and from peer on this tape */
   /* Order-free signatures of those messages (tag and length of each), so
    * that two tapes with the same number of messages, or a message recorded
@@ -547,7 +547,7 @@ typedef struct peer_note {
    * this recording does not shift it. */
   struct tag_ent {
     int tag, kmin;
-  } *tags[2];
+  } * tags[2];
   int ntags[2], captags[2];
   /* How many tapes of this process communicated with peer on c before this
    * one: both sides count the same tapes, so a rank that sweeps another of
@@ -668,8 +668,7 @@ static int handshake(ad_tape *t, tape_ctx *x, int status, int reverse, int *peer
   for (size_t i = 0; i < n; i++) {
     peer_note *p = &x->notes[i];
     if ((rc = ad__mpi_comm_ready(t, p->c)) != AD_OK) {
-      if (p->c->freed)
-        ad__pending(t, AD_ERR_MPI, "a communicator used on this tape was freed before the sweep");
+      if (p->c->freed) ad__pending(t, AD_ERR_MPI, "a communicator used on this tape was freed before the sweep");
       break;
     }
     int *o = &out[HS_W * i], *v = &in[HS_W * i];
@@ -709,7 +708,8 @@ static int handshake(ad_tape *t, tape_ctx *x, int status, int reverse, int *peer
       break;
     }
   }
-  for (size_t i = 0; i < nr && rc == AD_OK; i++) rc = ad__mpi_wait(t, &req[i], MPI_STATUS_IGNORE, "the other ranks to start their sweep");
+  for (size_t i = 0; i < nr && rc == AD_OK; i++)
+    rc = ad__mpi_wait(t, &req[i], MPI_STATUS_IGNORE, "the other ranks to start their sweep");
   for (size_t i = 0; rc == AD_OK && i < n; i++) {
     /* The first cause wins over a partner's report of an MPI failure,
      * which may only be the consequence of another rank's. */
@@ -787,8 +787,8 @@ static int ctx_sweep_begin(ad_tape *t, void *ctx, int reverse, int err) {
   }
   if (peer_status != AD_OK) {
     if (peer_rank >= 0)
-      ad__pending(t, AD_ERR_MPI, "rank %d of a communicator this tape used reported %s; no sweep was done",
-                  peer_rank, ad_errname(peer_status));
+      ad__pending(t, AD_ERR_MPI, "rank %d of a communicator this tape used reported %s; no sweep was done", peer_rank,
+                  ad_errname(peer_status));
     else
       ad__pending(t, AD_ERR_MPI, "a rank of a communicator this tape used reported %s; no sweep was done",
                   ad_errname(peer_status));
@@ -1226,7 +1226,8 @@ static int mrec_forward(ad_tape *t, void *data) {
   return rc == -1 ? ad__coll_forward(t, r) : rc;
 }
 
-static const ad__record_ops mrec_ops = {"MPI communication", mrec_reverse, mrec_forward, mrec_destroy, ad__mrec_describe};
+static const ad__record_ops mrec_ops = {"MPI communication", mrec_reverse, mrec_forward, mrec_destroy,
+                                        ad__mrec_describe};
 
 ad__mrec *ad__mrec_push(ad_tape *t, int kind, ad__comm *c, int nin, int nout) {
   ad__mrec *r = calloc(1, sizeof *r);

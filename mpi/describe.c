@@ -7,10 +7,25 @@
 #include "../lib/describe.h"
 #include "mpi_impl.h"
 
-static const char *const kind_names[] = {
-    "?",       "send",      "recv",   "isend",  "isend_wait", "irecv",     "irecv_wait", "sendrecv", "barrier",
-    "bcast",   "reduce",    "allreduce", "gatherv", "scatterv", "allgatherv", "alltoallv", "reduce_scatter_block",
-    "scan",    "exscan"};
+static const char *const kind_names[] = {"?",
+                                         "send",
+                                         "recv",
+                                         "isend",
+                                         "isend_wait",
+                                         "irecv",
+                                         "irecv_wait",
+                                         "sendrecv",
+                                         "barrier",
+                                         "bcast",
+                                         "reduce",
+                                         "allreduce",
+                                         "gatherv",
+                                         "scatterv",
+                                         "allgatherv",
+                                         "alltoallv",
+                                         "reduce_scatter_block",
+                                         "scan",
+                                         "exscan"};
 static const char *const op_names[] = {"sum", "prod", "min", "max"};
 
 /* The communicator as its MPI name (spaces made '_') and size. */

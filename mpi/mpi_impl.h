@@ -22,10 +22,10 @@ typedef struct ad__kmap {
 /* An active receive in posting order, kept until everything posted before
  * it has completed (see ad__recv_complete). */
 typedef struct ad__rentry {
-  int src, tag;   /* posted pattern, wildcards allowed */
-  int done;       /* completed, with the actual source and tag below */
+  int src, tag; /* posted pattern, wildcards allowed */
+  int done;     /* completed, with the actual source and tag below */
   int asrc, atag;
-  int slot;       /* the nonblocking request's slot (p2p.c), -1 for a blocking receive */
+  int slot; /* the nonblocking request's slot (p2p.c), -1 for a blocking receive */
   unsigned gen;
 } ad__rentry;
 
@@ -34,16 +34,16 @@ typedef struct ad__comm {
   MPI_Comm rev;        /* priv with the ranks reversed, for suffix scans; made on first use */
   MPI_Request idup;    /* pending MPI_Comm_idup, MPI_REQUEST_NULL once done */
   int rank, size;
-  int freed;           /* the user freed the communicator */
-  int settling;        /* a wait for the duplicate is under way (see comm.c) */
-  int tainted;         /* a sweep gave up with operations on priv still pending */
-  ad__kmap sendk;      /* active sends per (dest, tag) */
-  ad__kmap prunedk;    /* completed receives per (source, tag) dropped from rq */
-  ad__kmap tapes;      /* recordings that communicated with a peer, per (peer, 0) */
-  ad__rentry *rq;      /* receives posted and not yet pruned */
+  int freed;        /* the user freed the communicator */
+  int settling;     /* a wait for the duplicate is under way (see comm.c) */
+  int tainted;      /* a sweep gave up with operations on priv still pending */
+  ad__kmap sendk;   /* active sends per (dest, tag) */
+  ad__kmap prunedk; /* completed receives per (source, tag) dropped from rq */
+  ad__kmap tapes;   /* recordings that communicated with a peer, per (peer, 0) */
+  ad__rentry *rq;   /* receives posted and not yet pruned */
   size_t rq_n, rq_cap;
-  uint64_t rq_base;    /* posting number of rq[0] */
-  uint64_t rq_next;    /* next posting number */
+  uint64_t rq_base; /* posting number of rq[0] */
+  uint64_t rq_next; /* next posting number */
   struct ad__comm *next;
 } ad__comm;
 
@@ -140,23 +140,38 @@ extern ad_mpi_stats ad__mpi_counters;
 typedef struct ad__mrec {
   int kind;
   ad__comm *c;
-  int peer, tag, k;     /* point to point: partner, actual tag, sequence */
-  int rpeer, rtag, rk;  /* the receive half of a sendrecv */
-  int count;            /* elements */
-  ad_index *in, *out;   /* handles: sent or contributed / received or created */
+  int peer, tag, k;    /* point to point: partner, actual tag, sequence */
+  int rpeer, rtag, rk; /* the receive half of a sendrecv */
+  int count;           /* elements */
+  ad_index *in, *out;  /* handles: sent or contributed / received or created */
   int nin, nout;
   struct ad__mrec *link; /* nonblocking: start record <-> completion record */
-  MPI_Request sreq;     /* a sweep's pending operation and its buffer */
+  MPI_Request sreq;      /* a sweep's pending operation and its buffer */
   double *sbuf;
   int root, op, inplace;
-  double *w;            /* reduction weights (NULL: all ones) */
+  double *w;                    /* reduction weights (NULL: all ones) */
   int *cnt, *dsp, *cnt2, *dsp2; /* v-variants: counts and displacements */
 } ad__mrec;
 
 enum {
-  AD__M_SEND = 1, AD__M_RECV, AD__M_ISEND, AD__M_ISEND_DONE, AD__M_IRECV, AD__M_IRECV_DONE, AD__M_SENDRECV,
-  AD__M_BARRIER, AD__M_BCAST, AD__M_REDUCE, AD__M_ALLREDUCE, AD__M_GATHERV, AD__M_SCATTERV, AD__M_ALLGATHERV,
-  AD__M_ALLTOALLV, AD__M_RSB, AD__M_SCAN, AD__M_EXSCAN
+  AD__M_SEND = 1,
+  AD__M_RECV,
+  AD__M_ISEND,
+  AD__M_ISEND_DONE,
+  AD__M_IRECV,
+  AD__M_IRECV_DONE,
+  AD__M_SENDRECV,
+  AD__M_BARRIER,
+  AD__M_BCAST,
+  AD__M_REDUCE,
+  AD__M_ALLREDUCE,
+  AD__M_GATHERV,
+  AD__M_SCATTERV,
+  AD__M_ALLGATHERV,
+  AD__M_ALLTOALLV,
+  AD__M_RSB,
+  AD__M_SCAN,
+  AD__M_EXSCAN
 };
 
 /* A new record of `kind` on t with room for nin/nout handles (NULL, and a

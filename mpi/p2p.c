@@ -102,7 +102,8 @@ int ad__p2p_reverse(ad_tape *t, ad__mrec *r) {
   }
   case AD__M_ISEND:
     if (!r->link) {
-      ad__pending(t, AD_ERR_MPI, "an ad_mpi_isend recorded on this tape was never completed (wait or test) while recording");
+      ad__pending(t, AD_ERR_MPI,
+                  "an ad_mpi_isend recorded on this tape was never completed (wait or test) while recording");
       return AD_ERR_MPI;
     }
     if (r->sreq != MPI_REQUEST_NULL) {
@@ -117,7 +118,8 @@ int ad__p2p_reverse(ad_tape *t, ad__mrec *r) {
     return rc;
   case AD__M_IRECV:
     if (!r->link) {
-      ad__pending(t, AD_ERR_MPI, "an ad_mpi_irecv recorded on this tape was never completed (wait or test) while recording");
+      ad__pending(t, AD_ERR_MPI,
+                  "an ad_mpi_irecv recorded on this tape was never completed (wait or test) while recording");
       return AD_ERR_MPI;
     }
     return AD_OK;
@@ -308,7 +310,8 @@ int ad_mpi_recv(void *buf, int count, MPI_Datatype type, int source, int tag, MP
     int e_ = ad__types_refuse("ad_mpi_recv", 1, type);
     if (e_ != MPI_SUCCESS) return e_;
   }
-  if (!is_real(type) || source == MPI_PROC_NULL) return MPI_Recv(buf, count, type == AD_MPI_REAL ? MPI_DOUBLE : type, source, tag, comm, status);
+  if (!is_real(type) || source == MPI_PROC_NULL)
+    return MPI_Recv(buf, count, type == AD_MPI_REAL ? MPI_DOUBLE : type, source, tag, comm, status);
   if (count < 0) return MPI_ERR_COUNT;
   int err;
   ad__comm *c = ad__mpi_comm(comm, &err);
@@ -357,7 +360,8 @@ int ad_mpi_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, i
   int k = active_send ? ad__send_seq(c, dest, sendtag) : 0;
   uint64_t post = active_recv ? ad__recv_post(c, source, recvtag) : 0;
   if (active_send) ad__mpi_note_peer(seen, c, dest, 0, sendtag, sendcount, k);
-  ad__mrec *r = t && (active_send || active_recv) ? ad__mrec_push(t, AD__M_SENDRECV, c, active_send ? sendcount : 0, 0) : NULL;
+  ad__mrec *r =
+      t && (active_send || active_recv) ? ad__mrec_push(t, AD__M_SENDRECV, c, active_send ? sendcount : 0, 0) : NULL;
   if (r) {
     r->peer = active_send ? dest : -1;
     r->tag = sendtag;
@@ -367,8 +371,8 @@ int ad_mpi_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, i
   }
   MPI_Status st;
   st.MPI_SOURCE = st.MPI_TAG = -1;
-  int rc = MPI_Sendrecv(sa ? sv : sendbuf, sendcount, sa ? MPI_DOUBLE : sendtype, dest, sendtag, ra ? (void *)rv : recvbuf,
-                        recvcount, ra ? MPI_DOUBLE : recvtype, source, recvtag, comm, &st);
+  int rc = MPI_Sendrecv(sa ? sv : sendbuf, sendcount, sa ? MPI_DOUBLE : sendtype, dest, sendtag,
+                        ra ? (void *)rv : recvbuf, recvcount, ra ? MPI_DOUBLE : recvtype, source, recvtag, comm, &st);
   free(sv);
   if (rc != MPI_SUCCESS) {
     if (active_recv) recv_failed(c, seen, post, rc, &st);
@@ -386,8 +390,10 @@ int ad_mpi_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, i
         r->rtag = st.MPI_TAG;
         r->rk = rk;
         r->out = calloc((size_t)(n ? n : 1), sizeof *r->out);
-        if (!r->out) ad__fail(t, AD_ERR_NOMEM, "ad_mpi_sendrecv: no memory for the record");
-        else r->nout = n;
+        if (!r->out)
+          ad__fail(t, AD_ERR_NOMEM, "ad_mpi_sendrecv: no memory for the record");
+        else
+          r->nout = n;
       }
     }
     ad__unpack(r && r->out ? t : NULL, recvbuf, n, rv, r && r->out ? r->out : NULL);
@@ -430,10 +436,10 @@ typedef struct rslot {
   int count;
   double *v;
   uint64_t post;
-  ad_tape *tape;  /* the tape that recorded the start, if any */
+  ad_tape *tape; /* the tape that recorded the start, if any */
   uint32_t epoch;
   ad__mrec *start;
-  int lost;       /* its start record was discarded (ad_tape_reset_to) */
+  int lost; /* its start record was discarded (ad_tape_reset_to) */
   int next_free;
 } rslot;
 
@@ -569,8 +575,10 @@ int ad_mpi_isend(const void *buf, int count, MPI_Datatype type, int dest, int ta
       }
     }
     rc = MPI_Isend(q->v, count, MPI_DOUBLE, dest, tag, comm, &q->mpi);
-    if (rc != MPI_SUCCESS) ad__mpi_forward_error(seen, rc, "ad_mpi_isend");
-    else if (dest != MPI_PROC_NULL) ad__mpi_counters.forward_bytes += (uint64_t)count * sizeof(double);
+    if (rc != MPI_SUCCESS)
+      ad__mpi_forward_error(seen, rc, "ad_mpi_isend");
+    else if (dest != MPI_PROC_NULL)
+      ad__mpi_counters.forward_bytes += (uint64_t)count * sizeof(double);
   }
   if (rc != MPI_SUCCESS) {
     slot_free(s);
@@ -580,8 +588,7 @@ int ad_mpi_isend(const void *buf, int count, MPI_Datatype type, int dest, int ta
   return MPI_SUCCESS;
 }
 
-int ad_mpi_irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
-                 ad_mpi_request *request) {
+int ad_mpi_irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, ad_mpi_request *request) {
   {
     int e_ = ad__types_refuse("ad_mpi_irecv", 1, type);
     if (e_ != MPI_SUCCESS) return e_;
@@ -775,8 +782,10 @@ static int complete_all(int count, ad_mpi_request reqs[], int *flag, MPI_Status 
   if (rc == MPI_SUCCESS) rc = flag ? MPI_Testall(count, mr, flag, st) : MPI_Waitall(count, mr, st);
   if (rc == MPI_SUCCESS && (!flag || *flag)) {
     for (int i = 0; i < count; i++) {
-      if (live[i]) finish_one(&reqs[i], mr[i], &st[i]);
-      else req_clear(&reqs[i]);
+      if (live[i])
+        finish_one(&reqs[i], mr[i], &st[i]);
+      else
+        req_clear(&reqs[i]);
       if (statuses != MPI_STATUSES_IGNORE) statuses[i] = st[i];
     }
   } else if (rc != MPI_SUCCESS && rc != MPI_ERR_REQUEST) {

@@ -31,8 +31,10 @@ void pt_add_edit(pt_ctx *x, unsigned b, unsigned e, char *text) {
 /* An edit for expression c if its text changes. */
 static void edit_expr(pt_ctx *x, CXCursor c, char *text) {
   char *o = pt_orig(x, c);
-  if (strcmp(o, text)) pt_add_edit(x, pt_b(c), pt_e(c), text);
-  else free(text);
+  if (strcmp(o, text))
+    pt_add_edit(x, pt_b(c), pt_e(c), text);
+  else
+    free(text);
   free(o);
 }
 
@@ -120,10 +122,14 @@ static void root(pt_ctx *x, CXCursor c, int mode) {
     }
   }
   char *t;
-  if (mode == ROOT_STMT) t = pt_emit(x, c, 1);
-  else if (mode == ROOT_COND) t = pt_emit_to(x, c, 0);
-  else if (mode == ROOT_ACTIVE) t = pt_emit_to(x, c, 1);
-  else t = pt_emit(x, c, 0);
+  if (mode == ROOT_STMT)
+    t = pt_emit(x, c, 1);
+  else if (mode == ROOT_COND)
+    t = pt_emit_to(x, c, 0);
+  else if (mode == ROOT_ACTIVE)
+    t = pt_emit_to(x, c, 1);
+  else
+    t = pt_emit(x, c, 0);
   edit_expr(x, c, t);
 }
 
@@ -132,8 +138,10 @@ static void port_var(pt_ctx *x, CXCursor v, int file_scope);
 static void port_decl(pt_ctx *x, CXCursor c, int file_scope);
 
 static void stmt_or_expr(pt_ctx *x, CXCursor c) {
-  if (clang_isExpression(clang_getCursorKind(c))) root(x, c, ROOT_STMT);
-  else walk_stmt(x, c);
+  if (clang_isExpression(clang_getCursorKind(c)))
+    root(x, c, ROOT_STMT);
+  else
+    walk_stmt(x, c);
 }
 
 /* The offsets of the two semicolons and the closing parenthesis of a for header. */
@@ -143,15 +151,18 @@ static int for_header(pt_ctx *x, CXCursor c, unsigned *s1, unsigned *s2, unsigne
   int depth = 0, semis = 0;
   for (; i < x->len; i++) {
     char ch = x->buf[i];
-    if (ch == '(' || ch == '[' || ch == '{') depth++;
+    if (ch == '(' || ch == '[' || ch == '{')
+      depth++;
     else if (ch == ')' || ch == ']' || ch == '}') {
       if (--depth == 0) {
         *close = i;
         return semis == 2;
       }
     } else if (ch == ';' && depth == 1) {
-      if (semis == 0) *s1 = i;
-      else *s2 = i;
+      if (semis == 0)
+        *s1 = i;
+      else
+        *s2 = i;
       semis++;
     }
   }
@@ -196,27 +207,35 @@ static void walk_stmt(pt_ctx *x, CXCursor c) {
   case CXCursor_DeclStmt:
     if (x->o->fused && n == 1 && fuse_decl(x, c, k[0])) break;
     for (int i = 0; i < n; i++) {
-      if (clang_getCursorKind(k[i]) == CXCursor_VarDecl) port_var(x, k[i], 0);
-      else port_decl(x, k[i], 0);
+      if (clang_getCursorKind(k[i]) == CXCursor_VarDecl)
+        port_var(x, k[i], 0);
+      else
+        port_decl(x, k[i], 0);
     }
     break;
   case CXCursor_IfStmt:
   case CXCursor_WhileStmt:
     for (int i = 0; i < n; i++) {
-      if (i == 0 && clang_isExpression(clang_getCursorKind(k[i]))) root(x, k[i], ROOT_COND);
-      else stmt_or_expr(x, k[i]);
+      if (i == 0 && clang_isExpression(clang_getCursorKind(k[i])))
+        root(x, k[i], ROOT_COND);
+      else
+        stmt_or_expr(x, k[i]);
     }
     break;
   case CXCursor_DoStmt:
     for (int i = 0; i < n; i++) {
-      if (i == n - 1 && clang_isExpression(clang_getCursorKind(k[i]))) root(x, k[i], ROOT_COND);
-      else stmt_or_expr(x, k[i]);
+      if (i == n - 1 && clang_isExpression(clang_getCursorKind(k[i])))
+        root(x, k[i], ROOT_COND);
+      else
+        stmt_or_expr(x, k[i]);
     }
     break;
   case CXCursor_SwitchStmt:
     for (int i = 0; i < n; i++) {
-      if (i == 0 && clang_isExpression(clang_getCursorKind(k[i]))) root(x, k[i], ROOT_VALUE);
-      else stmt_or_expr(x, k[i]);
+      if (i == 0 && clang_isExpression(clang_getCursorKind(k[i])))
+        root(x, k[i], ROOT_VALUE);
+      else
+        stmt_or_expr(x, k[i]);
     }
     break;
   case CXCursor_CaseStmt:
@@ -231,10 +250,14 @@ static void walk_stmt(pt_ctx *x, CXCursor c) {
     for (int i = 0; i < n; i++) {
       unsigned b = pt_b(k[i]);
       x->no_fuse = b < close;
-      if (b < s1) stmt_or_expr(x, k[i]);
-      else if (b < s2) root(x, k[i], ROOT_COND);
-      else if (b < close) root(x, k[i], ROOT_STMT);
-      else stmt_or_expr(x, k[i]);
+      if (b < s1)
+        stmt_or_expr(x, k[i]);
+      else if (b < s2)
+        root(x, k[i], ROOT_COND);
+      else if (b < close)
+        root(x, k[i], ROOT_STMT);
+      else
+        stmt_or_expr(x, k[i]);
     }
     x->no_fuse = 0;
     break;
@@ -255,7 +278,8 @@ static void walk_stmt(pt_ctx *x, CXCursor c) {
     pt_error(x, c, "inline assembly cannot be ported; move it into a function of passive code");
     break;
   default:
-    if (clang_isExpression(kind)) root(x, c, ROOT_STMT);
+    if (clang_isExpression(kind))
+      root(x, c, ROOT_STMT);
     else
       for (int i = 0; i < n; i++) stmt_or_expr(x, k[i]);
     break;
@@ -282,8 +306,10 @@ static void port_var(pt_ctx *x, CXCursor v, int file_scope) {
   int depth = 0;
   for (unsigned i = b; i < name && i < x->len; i++) {
     char ch = x->buf[i];
-    if (ch == '(' || ch == '[' || ch == '{') depth++;
-    else if (ch == ')' || ch == ']' || ch == '}') depth--;
+    if (ch == '(' || ch == '[' || ch == '{')
+      depth++;
+    else if (ch == ')' || ch == ']' || ch == '}')
+      depth--;
     else if (depth == 0 && (ch == ',' || ch == '=')) {
       if (first_sep == name) first_sep = i;
       if (ch == ',') last_comma = i + 1;
@@ -294,8 +320,10 @@ static void port_var(pt_ctx *x, CXCursor v, int file_scope) {
   depth = 0;
   for (unsigned i = name_end; i < e && i < x->len; i++) {
     char ch = x->buf[i];
-    if (ch == '(' || ch == '[' || ch == '{') depth++;
-    else if (ch == ')' || ch == ']' || ch == '}') depth--;
+    if (ch == '(' || ch == '[' || ch == '{')
+      depth++;
+    else if (ch == ')' || ch == ']' || ch == '}')
+      depth--;
     else if (depth == 0 && ch == '=') {
       init_at = i + 1;
       break;
@@ -369,8 +397,12 @@ static void port_function(pt_ctx *x, CXCursor f) {
 static void port_decl(pt_ctx *x, CXCursor c, int file_scope) {
   enum CXCursorKind k = clang_getCursorKind(c);
   switch (k) {
-  case CXCursor_FunctionDecl: port_function(x, c); break;
-  case CXCursor_VarDecl: port_var(x, c, file_scope); break;
+  case CXCursor_FunctionDecl:
+    port_function(x, c);
+    break;
+  case CXCursor_VarDecl:
+    port_var(x, c, file_scope);
+    break;
   case CXCursor_TypedefDecl: {
     CXString s = clang_getCursorSpelling(c);
     int force = 0;
@@ -391,8 +423,9 @@ static void port_decl(pt_ctx *x, CXCursor c, int file_scope) {
       enum CXCursorKind kk_kind = clang_getCursorKind(kk[i]);
       if (kk_kind == CXCursor_FieldDecl) {
         if (k == CXCursor_UnionDecl && pt_type_holds_active(x, clang_getCursorType(kk[i])))
-          pt_error(x, kk[i], "a union with an active member (type punning of active values) cannot be ported; use a "
-                             "struct or keep the union's data passive");
+          pt_error(x, kk[i],
+                   "a union with an active member (type punning of active values) cannot be ported; use a "
+                   "struct or keep the union's data passive");
         if (!pt_in_macro(x, kk[i])) retype(x, pt_b(kk[i]), pt_e(kk[i]), 0);
       } else {
         port_decl(x, kk[i], file_scope);
@@ -418,7 +451,8 @@ static void port_decl(pt_ctx *x, CXCursor c, int file_scope) {
     }
     break;
   }
-  default: break;
+  default:
+    break;
   }
 }
 
@@ -590,8 +624,10 @@ static char *rename_ident(const char *s, const char *from, const char *to) {
     } else if (is_ident(ch)) {
       size_t j = i;
       while (j < n && is_ident(s[j])) j++;
-      if (j - i == fl && !strncmp(s + i, from, fl)) port_str_add(&o, to);
-      else port_str_addn(&o, s + i, j - i);
+      if (j - i == fl && !strncmp(s + i, from, fl))
+        port_str_add(&o, to);
+      else
+        port_str_addn(&o, s + i, j - i);
       i = j;
     } else {
       port_str_addn(&o, s + i, 1);
@@ -658,9 +694,9 @@ static int parse(pt_ctx *x, const char *path, const char *text, size_t len, cons
   uf.Filename = path;
   uf.Contents = text;
   uf.Length = (unsigned long)len;
-  enum CXErrorCode ec = clang_parseTranslationUnit2(
-      idx, path, args, nargs, text ? &uf : NULL, text ? 1 : 0,
-      CXTranslationUnit_DetailedPreprocessingRecord | CXTranslationUnit_KeepGoing, &x->tu);
+  enum CXErrorCode ec =
+      clang_parseTranslationUnit2(idx, path, args, nargs, text ? &uf : NULL, text ? 1 : 0,
+                                  CXTranslationUnit_DetailedPreprocessingRecord | CXTranslationUnit_KeepGoing, &x->tu);
   if (ec != CXError_Success || !x->tu) {
     fprintf(stderr, "%s:1:1: error: libclang could not parse the file (code %d)\n", path, (int)ec);
     return -1;
@@ -673,8 +709,9 @@ static int parse(pt_ctx *x, const char *path, const char *text, size_t len, cons
       CXString s = clang_formatDiagnostic(d, CXDiagnostic_DisplaySourceLocation | CXDiagnostic_DisplayColumn);
       const char *m = clang_getCString(s);
       const char *e = strstr(m, "error: ");
-      fprintf(stderr, "%.*serror: the file does not compile as given (%s); pass its compiler flags after -- or with "
-                      "-p BUILD-DIR\n",
+      fprintf(stderr,
+              "%.*serror: the file does not compile as given (%s); pass its compiler flags after -- or with "
+              "-p BUILD-DIR\n",
               e ? (int)(e - m) : 0, m, e ? e + 7 : m);
       clang_disposeString(s);
       bad++;
@@ -700,8 +737,7 @@ static char *changed_lines(const char *res, const unsigned *spans, int nspans) {
   return port_str_take(&o);
 }
 
-int port_file(const port_options *o, const char *path, const char *const *args, int nargs, char **out,
-              char **lines) {
+int port_file(const port_options *o, const char *path, const char *const *args, int nargs, char **out, char **lines) {
   char *text = NULL;
   size_t len = 0;
   for (int round = 0; round < 16; round++) {
@@ -757,8 +793,9 @@ int port_file(const port_options *o, const char *path, const char *const *args, 
         if (m->b < at) continue;
         char *ex = expand_macro(&x, m);
         if (!ex) {
-          pt_error(&x, m->cur, "macro with active arithmetic that cannot be expanded in place (it uses # or ##, or "
-                               "variadic arguments); write the expression out");
+          pt_error(&x, m->cur,
+                   "macro with active arithmetic that cannot be expanded in place (it uses # or ##, or "
+                   "variadic arguments); write the expression out");
           failed = 1;
           continue;
         }
@@ -806,8 +843,10 @@ int port_file(const port_options *o, const char *path, const char *const *args, 
         at = insert_at;
         if (want_mpi || want_core) {
           const char *inc = want_mpi ? "#include <ariadne_mpi.h>" : "#include <ariadne.h>";
-          if (s.has_include) port_str_addf(&r, "\n%s", inc);
-          else port_str_addf(&r, "%s\n", inc);
+          if (s.has_include)
+            port_str_addf(&r, "\n%s", inc);
+          else
+            port_str_addf(&r, "%s\n", inc);
         }
         inserted = 1;
       }

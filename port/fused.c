@@ -97,9 +97,9 @@ static int leaf_text(ftree *t, char *text, int shareable) {
 }
 
 static int fn_supported(const char *name, int nargs) {
-  static const char *const one[] = {"sin",  "cos",   "tan",   "exp",  "exp2", "expm1", "log",   "log2",
-                                    "log10", "log1p", "sqrt", "cbrt", "fabs", "tanh",  "sinh",  "cosh",
-                                    "atan", "asin",  "acos",  "erf",  "erfc", "asinh", NULL};
+  static const char *const one[] = {"sin",   "cos",   "tan",  "exp",  "exp2", "expm1", "log",  "log2",
+                                    "log10", "log1p", "sqrt", "cbrt", "fabs", "tanh",  "sinh", "cosh",
+                                    "atan",  "asin",  "acos", "erf",  "erfc", "asinh", NULL};
   static const char *const two[] = {"pow", "hypot", "atan2", "fmin", "fmax", NULL};
   const char *const *list = nargs == 1 ? one : nargs == 2 ? two : NULL;
   if (!list) return 0;
@@ -131,7 +131,11 @@ static int build(pt_ctx *x, ftree *t, CXCursor c) {
   }
   case CXCursor_BinaryOperator: {
     const char *op = pt_binop(x, c);
-    int kind = !strcmp(op, "+") ? F_ADD : !strcmp(op, "-") ? F_SUB : !strcmp(op, "*") ? F_MUL : !strcmp(op, "/") ? F_DIV : -1;
+    int kind = !strcmp(op, "+")   ? F_ADD
+               : !strcmp(op, "-") ? F_SUB
+               : !strcmp(op, "*") ? F_MUL
+               : !strcmp(op, "/") ? F_DIV
+                                  : -1;
     if (kind < 0) {
       t->fail = 1;
       return 0;
@@ -197,8 +201,10 @@ static int build(pt_ctx *x, ftree *t, CXCursor c) {
   }
   case CXCursor_DeclRefExpr:
   case CXCursor_MemberRefExpr:
-  case CXCursor_ArraySubscriptExpr: return leaf_text(t, pt_emit(x, c, 0), !has_side_effects(x, c));
-  default: break;
+  case CXCursor_ArraySubscriptExpr:
+    return leaf_text(t, pt_emit(x, c, 0), !has_side_effects(x, c));
+  default:
+    break;
   }
   t->fail = 1;
   return 0;
@@ -213,16 +219,32 @@ static void emit_values(const ftree *t, port_str *s) {
   for (int i = 0; i < t->nn; i++) {
     const fnode *f = &t->n[i];
     switch (f->kind) {
-    case F_LEAF: port_str_addf(s, "const double ad__v%d = ad__w%d;\n", i, f->arg); break;
-    case F_PASSIVE: port_str_addf(s, "const double ad__v%d = (%s);\n", i, f->text); break;
-    case F_ADD: port_str_addf(s, "const double ad__v%d = ad__v%d + ad__v%d;\n", i, f->a, f->b); break;
-    case F_SUB: port_str_addf(s, "const double ad__v%d = ad__v%d - ad__v%d;\n", i, f->a, f->b); break;
-    case F_MUL: port_str_addf(s, "const double ad__v%d = ad__v%d * ad__v%d;\n", i, f->a, f->b); break;
-    case F_DIV: port_str_addf(s, "const double ad__v%d = ad__v%d / ad__v%d;\n", i, f->a, f->b); break;
-    case F_NEG: port_str_addf(s, "const double ad__v%d = -ad__v%d;\n", i, f->a); break;
+    case F_LEAF:
+      port_str_addf(s, "const double ad__v%d = ad__w%d;\n", i, f->arg);
+      break;
+    case F_PASSIVE:
+      port_str_addf(s, "const double ad__v%d = (%s);\n", i, f->text);
+      break;
+    case F_ADD:
+      port_str_addf(s, "const double ad__v%d = ad__v%d + ad__v%d;\n", i, f->a, f->b);
+      break;
+    case F_SUB:
+      port_str_addf(s, "const double ad__v%d = ad__v%d - ad__v%d;\n", i, f->a, f->b);
+      break;
+    case F_MUL:
+      port_str_addf(s, "const double ad__v%d = ad__v%d * ad__v%d;\n", i, f->a, f->b);
+      break;
+    case F_DIV:
+      port_str_addf(s, "const double ad__v%d = ad__v%d / ad__v%d;\n", i, f->a, f->b);
+      break;
+    case F_NEG:
+      port_str_addf(s, "const double ad__v%d = -ad__v%d;\n", i, f->a);
+      break;
     case F_FN:
-      if (f->b >= 0) port_str_addf(s, "const double ad__v%d = %s(ad__v%d, ad__v%d);\n", i, f->fn, f->a, f->b);
-      else port_str_addf(s, "const double ad__v%d = %s(ad__v%d);\n", i, f->fn, f->a);
+      if (f->b >= 0)
+        port_str_addf(s, "const double ad__v%d = %s(ad__v%d, ad__v%d);\n", i, f->fn, f->a, f->b);
+      else
+        port_str_addf(s, "const double ad__v%d = %s(ad__v%d);\n", i, f->fn, f->a);
       break;
     }
   }
@@ -238,48 +260,84 @@ static void partial(const ftree *t, int i, int which, port_str *s) {
   snprintf(R, sizeof R, "ad__v%d", i);
   const char *fn = f->fn;
   switch (f->kind) {
-  case F_ADD: port_str_add(s, "1.0"); return;
-  case F_SUB: port_str_add(s, which ? "-1.0" : "1.0"); return;
-  case F_MUL: port_str_add(s, which ? A : B); return;
-  case F_DIV:
-    if (!which) port_str_addf(s, "(1.0 / %s)", B);
-    else port_str_addf(s, "(-%s * (1.0 / %s))", R, B);
+  case F_ADD:
+    port_str_add(s, "1.0");
     return;
-  case F_NEG: port_str_add(s, "-1.0"); return;
-  default: break;
+  case F_SUB:
+    port_str_add(s, which ? "-1.0" : "1.0");
+    return;
+  case F_MUL:
+    port_str_add(s, which ? A : B);
+    return;
+  case F_DIV:
+    if (!which)
+      port_str_addf(s, "(1.0 / %s)", B);
+    else
+      port_str_addf(s, "(-%s * (1.0 / %s))", R, B);
+    return;
+  case F_NEG:
+    port_str_add(s, "-1.0");
+    return;
+  default:
+    break;
   }
-  if (!strcmp(fn, "sin")) port_str_addf(s, "cos(%s)", A);
-  else if (!strcmp(fn, "cos")) port_str_addf(s, "(-sin(%s))", A);
-  else if (!strcmp(fn, "tan")) port_str_addf(s, "(1.0 + %s * %s)", R, R);
-  else if (!strcmp(fn, "exp")) port_str_add(s, R);
-  else if (!strcmp(fn, "exp2")) port_str_addf(s, "(0.69314718055994530942 * %s)", R);
-  else if (!strcmp(fn, "expm1")) port_str_addf(s, "exp(%s)", A);
-  else if (!strcmp(fn, "log")) port_str_addf(s, "(isnan(%s) ? %s : 1.0 / %s)", R, R, A);
-  else if (!strcmp(fn, "log2")) port_str_addf(s, "(isnan(%s) ? %s : 1.0 / (0.69314718055994530942 * %s))", R, R, A);
-  else if (!strcmp(fn, "log10")) port_str_addf(s, "(isnan(%s) ? %s : 1.0 / (2.30258509299404568402 * %s))", R, R, A);
-  else if (!strcmp(fn, "log1p")) port_str_addf(s, "(isnan(%s) ? %s : 1.0 / (1.0 + %s))", R, R, A);
-  else if (!strcmp(fn, "sqrt")) port_str_addf(s, "(0.5 / %s)", R);
-  else if (!strcmp(fn, "cbrt")) port_str_addf(s, "(1.0 / (3.0 * %s * %s))", R, R);
-  else if (!strcmp(fn, "fabs")) port_str_addf(s, "(%s > 0.0 ? 1.0 : (%s < 0.0 ? -1.0 : 0.0))", A, A);
+  if (!strcmp(fn, "sin"))
+    port_str_addf(s, "cos(%s)", A);
+  else if (!strcmp(fn, "cos"))
+    port_str_addf(s, "(-sin(%s))", A);
+  else if (!strcmp(fn, "tan"))
+    port_str_addf(s, "(1.0 + %s * %s)", R, R);
+  else if (!strcmp(fn, "exp"))
+    port_str_add(s, R);
+  else if (!strcmp(fn, "exp2"))
+    port_str_addf(s, "(0.69314718055994530942 * %s)", R);
+  else if (!strcmp(fn, "expm1"))
+    port_str_addf(s, "exp(%s)", A);
+  else if (!strcmp(fn, "log"))
+    port_str_addf(s, "(isnan(%s) ? %s : 1.0 / %s)", R, R, A);
+  else if (!strcmp(fn, "log2"))
+    port_str_addf(s, "(isnan(%s) ? %s : 1.0 / (0.69314718055994530942 * %s))", R, R, A);
+  else if (!strcmp(fn, "log10"))
+    port_str_addf(s, "(isnan(%s) ? %s : 1.0 / (2.30258509299404568402 * %s))", R, R, A);
+  else if (!strcmp(fn, "log1p"))
+    port_str_addf(s, "(isnan(%s) ? %s : 1.0 / (1.0 + %s))", R, R, A);
+  else if (!strcmp(fn, "sqrt"))
+    port_str_addf(s, "(0.5 / %s)", R);
+  else if (!strcmp(fn, "cbrt"))
+    port_str_addf(s, "(1.0 / (3.0 * %s * %s))", R, R);
+  else if (!strcmp(fn, "fabs"))
+    port_str_addf(s, "(%s > 0.0 ? 1.0 : (%s < 0.0 ? -1.0 : 0.0))", A, A);
   else if (!strcmp(fn, "tanh"))
     port_str_addf(s, "(fabs(%s) < 0.9 ? 1.0 - %s * %s : 1.0 / (cosh(%s) * cosh(%s)))", R, R, R, A, A);
-  else if (!strcmp(fn, "sinh")) port_str_addf(s, "cosh(%s)", A);
-  else if (!strcmp(fn, "cosh")) port_str_addf(s, "sinh(%s)", A);
-  else if (!strcmp(fn, "atan")) port_str_addf(s, "(1.0 / (1.0 + %s * %s))", A, A);
-  else if (!strcmp(fn, "asin")) port_str_addf(s, "(1.0 / sqrt((1.0 - %s) * (1.0 + %s)))", A, A);
-  else if (!strcmp(fn, "acos")) port_str_addf(s, "(-1.0 / sqrt((1.0 - %s) * (1.0 + %s)))", A, A);
-  else if (!strcmp(fn, "erf")) port_str_addf(s, "(1.12837916709551257390 * exp(-%s * %s))", A, A);
-  else if (!strcmp(fn, "erfc")) port_str_addf(s, "(-1.12837916709551257390 * exp(-%s * %s))", A, A);
-  else if (!strcmp(fn, "asinh")) port_str_addf(s, "(1.0 / hypot(%s, 1.0))", A);
+  else if (!strcmp(fn, "sinh"))
+    port_str_addf(s, "cosh(%s)", A);
+  else if (!strcmp(fn, "cosh"))
+    port_str_addf(s, "sinh(%s)", A);
+  else if (!strcmp(fn, "atan"))
+    port_str_addf(s, "(1.0 / (1.0 + %s * %s))", A, A);
+  else if (!strcmp(fn, "asin"))
+    port_str_addf(s, "(1.0 / sqrt((1.0 - %s) * (1.0 + %s)))", A, A);
+  else if (!strcmp(fn, "acos"))
+    port_str_addf(s, "(-1.0 / sqrt((1.0 - %s) * (1.0 + %s)))", A, A);
+  else if (!strcmp(fn, "erf"))
+    port_str_addf(s, "(1.12837916709551257390 * exp(-%s * %s))", A, A);
+  else if (!strcmp(fn, "erfc"))
+    port_str_addf(s, "(-1.12837916709551257390 * exp(-%s * %s))", A, A);
+  else if (!strcmp(fn, "asinh"))
+    port_str_addf(s, "(1.0 / hypot(%s, 1.0))", A);
   else if (!strcmp(fn, "pow")) {
-    if (!which) port_str_addf(s, "(%s != 0.0 ? %s * pow(%s, %s - 1.0) : 0.0)", B, B, A, B);
-    else port_str_addf(s, "(%s > 0.0 ? log(%s) * %s : 0.0)", A, A, R);
+    if (!which)
+      port_str_addf(s, "(%s != 0.0 ? %s * pow(%s, %s - 1.0) : 0.0)", B, B, A, B);
+    else
+      port_str_addf(s, "(%s > 0.0 ? log(%s) * %s : 0.0)", A, A, R);
   } else if (!strcmp(fn, "hypot")) {
     port_str_addf(s, "(%s != 0.0 ? %s / %s : 0.0)", R, which ? B : A, R);
   } else if (!strcmp(fn, "atan2")) {
     /* atan2(y, x): d/dy = x / (x^2 + y^2), d/dx = -y / (x^2 + y^2); 0 at the origin */
-    if (!which) port_str_addf(s, "(%s * %s + %s * %s != 0.0 ? %s / (%s * %s + %s * %s) : 0.0)", B, B, A, A, B, B, B, A, A);
-    else port_str_addf(s, "(%s * %s + %s * %s != 0.0 ? -%s / (%s * %s + %s * %s) : 0.0)", B, B, A, A, A, B, B, A, A);
+    if (!which)
+      port_str_addf(s, "(%s * %s + %s * %s != 0.0 ? %s / (%s * %s + %s * %s) : 0.0)", B, B, A, A, B, B, B, A, A);
+    else
+      port_str_addf(s, "(%s * %s + %s * %s != 0.0 ? -%s / (%s * %s + %s * %s) : 0.0)", B, B, A, A, A, B, B, A, A);
   } else if (!strcmp(fn, "fmax")) {
     port_str_addf(s, "((%s >= %s || isnan(%s)) ? %s : %s)", A, B, B, which ? "0.0" : "1.0", which ? "1.0" : "0.0");
   } else if (!strcmp(fn, "fmin")) {
@@ -348,7 +406,11 @@ static ftree *tree_of(pt_ctx *x, CXCursor lhs, const char *op, CXCursor rhs, int
   if (!t) return NULL;
   int r;
   if (!clang_Cursor_isNull(lhs) && strcmp(op, "=")) {
-    int kind = !strcmp(op, "+=") ? F_ADD : !strcmp(op, "-=") ? F_SUB : !strcmp(op, "*=") ? F_MUL : !strcmp(op, "/=") ? F_DIV : -1;
+    int kind = !strcmp(op, "+=")   ? F_ADD
+               : !strcmp(op, "-=") ? F_SUB
+               : !strcmp(op, "*=") ? F_MUL
+               : !strcmp(op, "/=") ? F_DIV
+                                   : -1;
     if (kind < 0 || has_side_effects(x, lhs)) t->fail = 1;
     int a = t->fail ? 0 : leaf_text(t, pt_emit(x, lhs, 0), 1);
     int b = build(x, t, rhs);

@@ -29,24 +29,23 @@
 #endif
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: ariadne-port [--fused] [--active-type NAME]... -o OUTDIR FILE.c... [-- COMPILER-FLAGS...]\n"
-          "       ariadne-port [options] -p BUILD-DIR -o OUTDIR FILE.c...\n"
-          "Ports double C code to Ariadne's ad_real; writes OUTDIR/<basename of FILE> for each input.\n"
-          "Files given together (headers too) are ported as one code: calls between them pass ad_real.\n"
-          "  -o OUTDIR            where the ported files go (created if missing)\n"
-          "  --active-type NAME   a floating type that becomes ad_real (repeatable; default double);\n"
-          "                       a typedef such as real_t keeps plain double passive\n"
-          "  --fused              tape each assignment with an active right-hand side as one statement\n"
-          "                       (partials computed in the generated code): the fast build\n"
-          "  --suffix SUFFIX      append SUFFIX to the functions and globals the file defines, so that\n"
-          "                       the primal and the port link into one program\n"
-          "  -p BUILD-DIR         read each file's compiler flags from BUILD-DIR/compile_commands.json\n"
-          "  --keep-going         write the output even when constructs were reported\n"
-          "  --no-format          do not run clang-format on the changed lines\n"
-          "  -- FLAGS...          the flags the files compile with (-I, -D, mpicc -show's flags)\n"
-          "Exit status: 0 ported completely, 1 something could not be ported (file:line:col: error: ...\n"
-          "on stderr), 2 usage error.\n");
+  fprintf(f, "usage: ariadne-port [--fused] [--active-type NAME]... -o OUTDIR FILE.c... [-- COMPILER-FLAGS...]\n"
+             "       ariadne-port [options] -p BUILD-DIR -o OUTDIR FILE.c...\n"
+             "Ports double C code to Ariadne's ad_real; writes OUTDIR/<basename of FILE> for each input.\n"
+             "Files given together (headers too) are ported as one code: calls between them pass ad_real.\n"
+             "  -o OUTDIR            where the ported files go (created if missing)\n"
+             "  --active-type NAME   a floating type that becomes ad_real (repeatable; default double);\n"
+             "                       a typedef such as real_t keeps plain double passive\n"
+             "  --fused              tape each assignment with an active right-hand side as one statement\n"
+             "                       (partials computed in the generated code): the fast build\n"
+             "  --suffix SUFFIX      append SUFFIX to the functions and globals the file defines, so that\n"
+             "                       the primal and the port link into one program\n"
+             "  -p BUILD-DIR         read each file's compiler flags from BUILD-DIR/compile_commands.json\n"
+             "  --keep-going         write the output even when constructs were reported\n"
+             "  --no-format          do not run clang-format on the changed lines\n"
+             "  -- FLAGS...          the flags the files compile with (-I, -D, mpicc -show's flags)\n"
+             "Exit status: 0 ported completely, 1 something could not be ported (file:line:col: error: ...\n"
+             "on stderr), 2 usage error.\n");
 }
 
 static int usage_error(const char *fmt, const char *arg) {
@@ -218,10 +217,14 @@ int main(int argc, char **argv) {
     } else if (!strcmp(a, "--active-type") || !strcmp(a, "-o") || !strcmp(a, "-p") || !strcmp(a, "--suffix")) {
       if (i + 1 >= argc || !argv[i + 1][0]) return usage_error("%s needs an argument", a);
       const char *v = argv[++i];
-      if (!strcmp(a, "--active-type")) active[o.nactive++] = v;
-      else if (!strcmp(a, "-o")) outdir = v;
-      else if (!strcmp(a, "-p")) builddir = v;
-      else o.suffix = v;
+      if (!strcmp(a, "--active-type"))
+        active[o.nactive++] = v;
+      else if (!strcmp(a, "-o"))
+        outdir = v;
+      else if (!strcmp(a, "-p"))
+        builddir = v;
+      else
+        o.suffix = v;
     } else if (a[0] == '-') {
       return usage_error("unknown option %s", a);
     } else {
@@ -275,7 +278,8 @@ int main(int argc, char **argv) {
     }
     char dirs[4 * PATH_MAX];
     snprintf(dirs, sizeof dirs, "%s", ARIADNE_PORT_INCLUDE_DIRS);
-    for (char *d = strtok(dirs, ";"); d && nincs < 4; d = strtok(NULL, ";")) snprintf(incs[nincs++], sizeof incs[0], "-I%s", d);
+    for (char *d = strtok(dirs, ";"); d && nincs < 4; d = strtok(NULL, ";"))
+      snprintf(incs[nincs++], sizeof incs[0], "-I%s", d);
   }
 
   /* The flags of each file: from the database, then after --, then Ariadne's headers. */

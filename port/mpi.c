@@ -16,34 +16,20 @@ typedef struct mpi_fn {
 } mpi_fn;
 
 static const mpi_fn fns[] = {
-    {"MPI_Send", {0, -1}, {2, -1}, -1, 0},
-    {"MPI_Ssend", {0, -1}, {2, -1}, -1, 0},
-    {"MPI_Bsend", {0, -1}, {2, -1}, -1, 0},
-    {"MPI_Rsend", {0, -1}, {2, -1}, -1, 0},
-    {"MPI_Recv", {0, -1}, {2, -1}, -1, 0},
-    {"MPI_Isend", {0, -1}, {2, -1}, -1, 1},
-    {"MPI_Irecv", {0, -1}, {2, -1}, -1, 1},
-    {"MPI_Wait", {-1, -1}, {-1, -1}, -1, 2},
-    {"MPI_Waitall", {-1, -1}, {-1, -1}, -1, 2},
-    {"MPI_Waitany", {-1, -1}, {-1, -1}, -1, 2},
-    {"MPI_Test", {-1, -1}, {-1, -1}, -1, 2},
-    {"MPI_Testall", {-1, -1}, {-1, -1}, -1, 2},
-    {"MPI_Sendrecv", {0, 5}, {2, 7}, -1, 0},
-    {"MPI_Sendrecv_replace", {0, -1}, {2, -1}, -1, 0},
-    {"MPI_Bcast", {0, -1}, {2, -1}, -1, 0},
-    {"MPI_Reduce", {0, -1}, {3, -1}, 1, 0},
-    {"MPI_Allreduce", {0, -1}, {3, -1}, 1, 0},
-    {"MPI_Reduce_scatter_block", {0, -1}, {3, -1}, 1, 0},
-    {"MPI_Scan", {0, -1}, {3, -1}, 1, 0},
-    {"MPI_Exscan", {0, -1}, {3, -1}, 1, 0},
-    {"MPI_Gather", {0, 3}, {2, 5}, -1, 0},
-    {"MPI_Scatter", {0, 3}, {2, 5}, -1, 0},
-    {"MPI_Allgather", {0, 3}, {2, 5}, -1, 0},
-    {"MPI_Alltoall", {0, 3}, {2, 5}, -1, 0},
-    {"MPI_Gatherv", {0, 3}, {2, 6}, -1, 0},
-    {"MPI_Allgatherv", {0, 3}, {2, 6}, -1, 0},
-    {"MPI_Scatterv", {0, 4}, {3, 6}, -1, 0},
-    {"MPI_Alltoallv", {0, 4}, {3, 7}, -1, 0},
+    {"MPI_Send", {0, -1}, {2, -1}, -1, 0},      {"MPI_Ssend", {0, -1}, {2, -1}, -1, 0},
+    {"MPI_Bsend", {0, -1}, {2, -1}, -1, 0},     {"MPI_Rsend", {0, -1}, {2, -1}, -1, 0},
+    {"MPI_Recv", {0, -1}, {2, -1}, -1, 0},      {"MPI_Isend", {0, -1}, {2, -1}, -1, 1},
+    {"MPI_Irecv", {0, -1}, {2, -1}, -1, 1},     {"MPI_Wait", {-1, -1}, {-1, -1}, -1, 2},
+    {"MPI_Waitall", {-1, -1}, {-1, -1}, -1, 2}, {"MPI_Waitany", {-1, -1}, {-1, -1}, -1, 2},
+    {"MPI_Test", {-1, -1}, {-1, -1}, -1, 2},    {"MPI_Testall", {-1, -1}, {-1, -1}, -1, 2},
+    {"MPI_Sendrecv", {0, 5}, {2, 7}, -1, 0},    {"MPI_Sendrecv_replace", {0, -1}, {2, -1}, -1, 0},
+    {"MPI_Bcast", {0, -1}, {2, -1}, -1, 0},     {"MPI_Reduce", {0, -1}, {3, -1}, 1, 0},
+    {"MPI_Allreduce", {0, -1}, {3, -1}, 1, 0},  {"MPI_Reduce_scatter_block", {0, -1}, {3, -1}, 1, 0},
+    {"MPI_Scan", {0, -1}, {3, -1}, 1, 0},       {"MPI_Exscan", {0, -1}, {3, -1}, 1, 0},
+    {"MPI_Gather", {0, 3}, {2, 5}, -1, 0},      {"MPI_Scatter", {0, 3}, {2, 5}, -1, 0},
+    {"MPI_Allgather", {0, 3}, {2, 5}, -1, 0},   {"MPI_Alltoall", {0, 3}, {2, 5}, -1, 0},
+    {"MPI_Gatherv", {0, 3}, {2, 6}, -1, 0},     {"MPI_Allgatherv", {0, 3}, {2, 6}, -1, 0},
+    {"MPI_Scatterv", {0, 4}, {3, 6}, -1, 0},    {"MPI_Alltoallv", {0, 4}, {3, 7}, -1, 0},
     {NULL, {-1, -1}, {-1, -1}, -1, 0},
 };
 
@@ -108,15 +94,16 @@ char *pt_emit_mpi(pt_ctx *x, CXCursor c, const char *name, int n, const CXCursor
       int dbl = x->double_active && !strcmp(t, "MPI_DOUBLE");
       free(t);
       if (buffer_active(x, c, i) || (dbl && (!strncmp(name, "MPI_Type_", 9) || !strncmp(name, "MPI_Pack", 8)))) {
-        pt_error(x, a, "%s on active data has no Ariadne twin (derived datatypes, packing, one-sided or file I/O); "
-                       "communicate ad_real buffers with the ad_mpi_* wrappers and AD_MPI_REAL",
+        pt_error(x, a,
+                 "%s on active data has no Ariadne twin (derived datatypes, packing, one-sided or file I/O); "
+                 "communicate ad_real buffers with the ad_mpi_* wrappers and AD_MPI_REAL",
                  name);
         break;
       }
     }
-    if (x->mpi_requests && (!strcmp(name, "MPI_Request_free") || !strcmp(name, "MPI_Cancel") ||
-                            !strcmp(name, "MPI_Waitsome") || !strcmp(name, "MPI_Testany") ||
-                            !strcmp(name, "MPI_Testsome") || !strcmp(name, "MPI_Startall")))
+    if (x->mpi_requests &&
+        (!strcmp(name, "MPI_Request_free") || !strcmp(name, "MPI_Cancel") || !strcmp(name, "MPI_Waitsome") ||
+         !strcmp(name, "MPI_Testany") || !strcmp(name, "MPI_Testsome") || !strcmp(name, "MPI_Startall")))
       pt_error(x, c, "%s has no Ariadne twin for ad_mpi_request; use ad_mpi_wait/waitall/waitany/test/testall", name);
   }
   /* Arguments: their own emission (an active count, say) unless replaced. */
@@ -134,8 +121,10 @@ char *pt_emit_mpi(pt_ctx *x, CXCursor c, const char *name, int n, const CXCursor
     port_str s = {0};
     port_str_addf(&s, "ad_mpi_%s", low);
     /* The callee is the first child; it may be wrapped in an implicit cast. */
-    if (!texts[0]) texts[0] = port_str_take(&s);
-    else free(port_str_take(&s));
+    if (!texts[0])
+      texts[0] = port_str_take(&s);
+    else
+      free(port_str_take(&s));
     x->uses_mpi = 1;
   }
   char *r = pt_splice(x, c, n, k, texts, 0);

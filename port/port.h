@@ -27,11 +27,11 @@ char *port_strndup(const char *s, size_t n);
 typedef struct port_options {
   int fused;
   int keep_going;
-  int format;             /* run clang-format on changed lines when installed */
-  const char **active;    /* active type names */
+  int format;          /* run clang-format on changed lines when installed */
+  const char **active; /* active type names */
   int nactive;
-  const char *suffix;     /* appended to the names of functions and globals defined here */
-  char **ported;          /* functions declared or defined in any input: their calls pass ad_real */
+  const char *suffix; /* appended to the names of functions and globals defined here */
+  char **ported;      /* functions declared or defined in any input: their calls pass ad_real */
   int nported;
   int verbose;
 } port_options;
@@ -40,8 +40,7 @@ typedef struct port_options {
  * (malloc'd) and the changed lines as clang-format --lines options to *lines.
  * Returns the number of constructs reported as errors on stderr
  * (0: *out is complete), or -1 if the file could not be parsed. */
-int port_file(const port_options *o, const char *path, const char *const *args, int nargs, char **out,
-              char **lines);
+int port_file(const port_options *o, const char *path, const char *const *args, int nargs, char **out, char **lines);
 
 /* Add the names of the functions `path` declares or defines to o->ported
  * (the inputs are ported together, so calls between them stay active).

@@ -33,13 +33,13 @@ typedef struct pt_ctx {
   int record_depth;
   pt_edit *edits;
   int nedits, capedits;
-  pt_macro *macros; /* sorted by start */
+  pt_macro *macros;      /* sorted by start */
   unsigned *macro_reach; /* macro_reach[i]: the largest end of macros[0..i] */
   int nmacros, capmacros;
   int expand[PT_MAX_EXPAND]; /* indices into macros[] to expand in place */
   int nexpand;
-  int static_init;  /* emitting an initializer of static storage */
-  CXType fn_ret;    /* return type of the function being ported */
+  int static_init; /* emitting an initializer of static storage */
+  CXType fn_ret;   /* return type of the function being ported */
   int in_function;
   int uses_mpi;     /* an MPI call was renamed: include ariadne_mpi.h */
   int mpi_requests; /* an active nonblocking call exists: requests become ad_mpi_request */

@@ -129,7 +129,9 @@ static int active_name(pt_ctx *x, const char *name) {
 int pt_type_active(pt_ctx *x, CXType t) {
   for (int guard = 0; guard < 64; guard++) {
     switch (t.kind) {
-    case CXType_Elaborated: t = clang_Type_getNamedType(t); break;
+    case CXType_Elaborated:
+      t = clang_Type_getNamedType(t);
+      break;
     case CXType_Typedef: {
       CXString s = clang_getTypedefName(t);
       int a = active_name(x, clang_getCString(s));
@@ -140,8 +142,10 @@ int pt_type_active(pt_ctx *x, CXType t) {
       t = clang_getTypedefDeclUnderlyingType(clang_getTypeDeclaration(t));
       break;
     }
-    case CXType_Double: return x->double_active;
-    default: return 0;
+    case CXType_Double:
+      return x->double_active;
+    default:
+      return 0;
     }
   }
   return 0;
@@ -163,7 +167,9 @@ int pt_type_holds_active(pt_ctx *x, CXType t) {
   for (int guard = 0; guard < 64; guard++) {
     if (pt_type_active(x, t)) return 1;
     switch (t.kind) {
-    case CXType_Elaborated: t = clang_Type_getNamedType(t); break;
+    case CXType_Elaborated:
+      t = clang_Type_getNamedType(t);
+      break;
     case CXType_Typedef: {
       CXString s = clang_getTypedefName(t);
       int ported = !strncmp(clang_getCString(s), "ad_", 3);
@@ -172,11 +178,15 @@ int pt_type_holds_active(pt_ctx *x, CXType t) {
       t = clang_getTypedefDeclUnderlyingType(clang_getTypeDeclaration(t));
       break;
     }
-    case CXType_Pointer: t = clang_getPointeeType(t); break;
+    case CXType_Pointer:
+      t = clang_getPointeeType(t);
+      break;
     case CXType_ConstantArray:
     case CXType_IncompleteArray:
     case CXType_VariableArray:
-    case CXType_DependentSizedArray: t = clang_getArrayElementType(t); break;
+    case CXType_DependentSizedArray:
+      t = clang_getArrayElementType(t);
+      break;
     case CXType_Record: {
       CXString s = clang_getCursorSpelling(clang_getTypeDeclaration(t));
       int ported = !strncmp(clang_getCString(s), "ad_", 3);
@@ -189,7 +199,8 @@ int pt_type_holds_active(pt_ctx *x, CXType t) {
       x->record_depth--;
       return found;
     }
-    default: return 0;
+    default:
+      return 0;
     }
   }
   return 0;
@@ -197,9 +208,12 @@ int pt_type_holds_active(pt_ctx *x, CXType t) {
 
 static CXType strip_sugar(CXType t) {
   for (int g = 0; g < 64; g++) {
-    if (t.kind == CXType_Elaborated) t = clang_Type_getNamedType(t);
-    else if (t.kind == CXType_Typedef) t = clang_getTypedefDeclUnderlyingType(clang_getTypeDeclaration(t));
-    else break;
+    if (t.kind == CXType_Elaborated)
+      t = clang_Type_getNamedType(t);
+    else if (t.kind == CXType_Typedef)
+      t = clang_getTypedefDeclUnderlyingType(clang_getTypeDeclaration(t));
+    else
+      break;
   }
   return t;
 }
@@ -219,16 +233,23 @@ static int is_pointer_like(CXType t) {
 CXType pt_fn_type(CXType t) {
   for (int g = 0; g < 64; g++) {
     switch (t.kind) {
-    case CXType_Elaborated: t = clang_Type_getNamedType(t); break;
-    case CXType_Typedef: t = clang_getTypedefDeclUnderlyingType(clang_getTypeDeclaration(t)); break;
-    case CXType_Pointer: t = clang_getPointeeType(t); break;
+    case CXType_Elaborated:
+      t = clang_Type_getNamedType(t);
+      break;
+    case CXType_Typedef:
+      t = clang_getTypedefDeclUnderlyingType(clang_getTypeDeclaration(t));
+      break;
+    case CXType_Pointer:
+      t = clang_getPointeeType(t);
+      break;
     case CXType_Unexposed: {
       CXType c = clang_getCanonicalType(t);
       if (c.kind == t.kind) return t;
       t = c;
       break;
     }
-    default: return t;
+    default:
+      return t;
     }
   }
   return t;
@@ -240,21 +261,24 @@ CXType pt_fn_type(CXType t) {
 
 static const char *skip_space(const char *p, const char *end) {
   while (p < end) {
-    if (isspace((unsigned char)*p)) p++;
+    if (isspace((unsigned char)*p))
+      p++;
     else if (p + 1 < end && p[0] == '/' && p[1] == '*') {
       const char *q = strstr(p + 2, "*/");
       p = q ? q + 2 : end;
     } else if (p + 1 < end && p[0] == '/' && p[1] == '/') {
       while (p < end && *p != '\n') p++;
-    } else if (*p == '\\' && p + 1 < end && p[1] == '\n') p += 2;
-    else break;
+    } else if (*p == '\\' && p + 1 < end && p[1] == '\n')
+      p += 2;
+    else
+      break;
   }
   return p;
 }
 
-static const char *const binops[] = {"<<=", ">>=", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "+=", "-=",
-                                     "*=",  "/=",  "%=", "&=", "|=", "^=", "+",  "-",  "*",  "/",  "%",  "<",
-                                     ">",   "&",   "|",  "^",  "=",  ",",  NULL};
+static const char *const binops[] = {"<<=", ">>=", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "+=",
+                                     "-=",  "*=",  "/=", "%=", "&=", "|=", "^=", "+",  "-",  "*",  "/",
+                                     "%",   "<",   ">",  "&",  "|",  "^",  "=",  ",",  NULL};
 
 /* The binary operator written after the left operand. */
 static const char *binop_of(pt_ctx *x, CXCursor l) {
@@ -342,20 +366,20 @@ int pt_ported_function(pt_ctx *x, CXCursor fd) {
 }
 
 int pt_math_twin(const char *name) {
-  static const char *const twins[] = {
-      "sin",   "cos",   "tan",   "asin", "acos",  "atan", "atan2", "sinh", "cosh", "tanh", "asinh", "acosh",
-      "atanh", "exp",   "exp2",  "expm1", "log",  "log2", "log10", "log1p", "sqrt", "cbrt", "pow",  "hypot",
-      "fabs",  "fmin",  "fmax",  "fma",  "fmod",  "erf",  "erfc",  "floor", "ceil", "round", "trunc", NULL};
+  static const char *const twins[] = {"sin",   "cos",   "tan",   "asin",  "acos",  "atan",  "atan2", "sinh",  "cosh",
+                                      "tanh",  "asinh", "acosh", "atanh", "exp",   "exp2",  "expm1", "log",   "log2",
+                                      "log10", "log1p", "sqrt",  "cbrt",  "pow",   "hypot", "fabs",  "fmin",  "fmax",
+                                      "fma",   "fmod",  "erf",   "erfc",  "floor", "ceil",  "round", "trunc", NULL};
   for (int i = 0; twins[i]; i++)
     if (!strcmp(twins[i], name)) return 1;
   return 0;
 }
 
 static int is_math_name(const char *name) {
-  static const char *const others[] = {"tgamma", "lgamma", "ldexp", "frexp", "modf",   "scalbn", "logb",  "ilogb",
-                                       "nearbyint", "rint", "lrint", "llrint", "lround", "llround", "remainder",
-                                       "remquo", "copysign", "nextafter", "fdim", "sincos", "j0", "j1", "y0", "y1",
-                                       "jn", "yn", NULL};
+  static const char *const others[] = {"tgamma",    "lgamma",    "ldexp",    "frexp",     "modf",   "scalbn", "logb",
+                                       "ilogb",     "nearbyint", "rint",     "lrint",     "llrint", "lround", "llround",
+                                       "remainder", "remquo",    "copysign", "nextafter", "fdim",   "sincos", "j0",
+                                       "j1",        "y0",        "y1",       "jn",        "yn",     NULL};
   for (int i = 0; others[i]; i++)
     if (!strcmp(others[i], name)) return 1;
   return 0;
@@ -392,7 +416,8 @@ int pt_act(pt_ctx *x, CXCursor c) {
     return 0;
   }
   case CXCursor_MemberRefExpr:
-  case CXCursor_ArraySubscriptExpr: return pt_type_active(x, t);
+  case CXCursor_ArraySubscriptExpr:
+    return pt_type_active(x, t);
   case CXCursor_ParenExpr: {
     CXCursor e = pt_last_expr(c);
     return !clang_Cursor_isNull(e) && pt_act(x, e);
@@ -409,9 +434,12 @@ int pt_act(pt_ctx *x, CXCursor c) {
     int a = 0;
     if (n == 2) {
       const char *op = pt_binop(x, c);
-      if (!strcmp(op, "=")) a = pt_act(x, kk[0]);
-      else if (!strcmp(op, ",")) a = pt_act(x, kk[1]);
-      else a = pt_act(x, kk[0]) || pt_act(x, kk[1]);
+      if (!strcmp(op, "="))
+        a = pt_act(x, kk[0]);
+      else if (!strcmp(op, ","))
+        a = pt_act(x, kk[1]);
+      else
+        a = pt_act(x, kk[0]) || pt_act(x, kk[1]);
     }
     free(kk);
     return a;
@@ -468,7 +496,8 @@ int pt_act(pt_ctx *x, CXCursor c) {
     free(kk);
     return a;
   }
-  default: return 0;
+  default:
+    return 0;
   }
 }
 
@@ -541,7 +570,8 @@ static char *emit_macro(pt_ctx *x, CXCursor c) {
         found = 1;
         break;
       }
-    if (!found) pt_error(x, c, "active arithmetic in a macro expansion that cannot be located; expand the macro by hand");
+    if (!found)
+      pt_error(x, c, "active arithmetic in a macro expansion that cannot be located; expand the macro by hand");
   }
   return pt_orig(x, c);
 }
@@ -622,19 +652,25 @@ char *pt_splice(pt_ctx *x, CXCursor c, int n, const CXCursor *k, char **texts, i
     if (!t) {
       if (!is_expr_kind(clang_getCursorKind(k[i]))) continue;
       t = pt_emit(x, k[i], 0);
-      if (types) add_types(x, &s, x->buf + at, kb - at);
-      else port_str_addn(&s, x->buf + at, kb - at);
+      if (types)
+        add_types(x, &s, x->buf + at, kb - at);
+      else
+        port_str_addn(&s, x->buf + at, kb - at);
       port_str_add(&s, t);
       free(t);
     } else {
-      if (types) add_types(x, &s, x->buf + at, kb - at);
-      else port_str_addn(&s, x->buf + at, kb - at);
+      if (types)
+        add_types(x, &s, x->buf + at, kb - at);
+      else
+        port_str_addn(&s, x->buf + at, kb - at);
       port_str_add(&s, t);
     }
     at = ke;
   }
-  if (types) add_types(x, &s, x->buf + at, e - at);
-  else port_str_addn(&s, x->buf + at, e - at);
+  if (types)
+    add_types(x, &s, x->buf + at, e - at);
+  else
+    port_str_addn(&s, x->buf + at, e - at);
   return port_str_take(&s);
 }
 
@@ -757,8 +793,9 @@ static char *emit_compound(pt_ctx *x, CXCursor c, int stmt) {
   char *r;
   if (pt_act(x, k[0]) && arith_name(op)) {
     if (side_effects(x, k[0]))
-      pt_error(x, c, "compound assignment to an active lvalue with side effects; compute the address or index in a "
-                     "statement of its own first");
+      pt_error(x, c,
+               "compound assignment to an active lvalue with side effects; compute the address or index in a "
+               "statement of its own first");
     char *l = pt_emit(x, k[0], 0);
     char *rhs = pt_emit(x, k[1], 0);
     port_str s = {0};
@@ -888,8 +925,9 @@ static char *emit_cast(pt_ctx *x, CXCursor c) {
     int ta = pt_type_holds_active(x, clang_getPointeeType(t)) || pt_type_holds_active(x, tp);
     int fa = pt_type_holds_active(x, from);
     if (ta != fa && tp.kind != CXType_Void && fp.kind != CXType_Void)
-      pt_error(x, c, "pointer cast between active data and another type (type punning); an ad_real is not a "
-                     "double in memory: copy the values with ad_value/ad_const instead");
+      pt_error(x, c,
+               "pointer cast between active data and another type (type punning); an ad_real is not a "
+               "double in memory: copy the values with ad_value/ad_const instead");
   }
   return splice_kids(x, c, 1);
 }
@@ -920,7 +958,8 @@ static char *emit_initlist(pt_ctx *x, CXCursor c) {
     CXType target = is_array ? clang_getArrayElementType(t) : (i < fl.n ? fl.t[i] : clang_getCursorType(k[i]));
     const char *p = x->buf + pt_b(k[i]);
     if (!pt_in_macro(x, k[i]) && (*p == '.' || *p == '[')) target = clang_getCursorType(k[i]); /* designated */
-    if (pt_type_active(x, target) && pt_is_float(clang_getCursorType(k[i]))) texts[i] = pt_emit_to(x, k[i], 1);
+    if (pt_type_active(x, target) && pt_is_float(clang_getCursorType(k[i])))
+      texts[i] = pt_emit_to(x, k[i], 1);
     else if (pt_act(x, k[i]) && !pt_type_holds_active(x, target) && !is_pointer_like(target))
       texts[i] = pt_emit_to(x, k[i], 0);
   }
@@ -976,8 +1015,9 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
     CXType ft = clang_getCursorType(fd);
     int np = clang_getNumArgTypes(ft);
     if (is_math_name(name) && any_act)
-      pt_error(x, c, "Ariadne has no derivative of the math function '%s'; write it with the functions Ariadne has "
-                     "or as an ad_custom statement with its partial derivatives",
+      pt_error(x, c,
+               "Ariadne has no derivative of the math function '%s'; write it with the functions Ariadne has "
+               "or as an ad_custom statement with its partial derivatives",
                name);
     int memfn = !strcmp(name, "memcpy") || !strcmp(name, "memmove");
     int known = memfn || !strcmp(name, "memset") || !strcmp(name, "free") || !strcmp(name, "realloc") ||
@@ -986,8 +1026,9 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
       CXType t0 = clang_getCursorType(pt_strip(clang_Cursor_getArgument(c, 0)));
       CXType t1 = clang_getCursorType(pt_strip(clang_Cursor_getArgument(c, 1)));
       if (pt_type_holds_active(x, t0) != pt_type_holds_active(x, t1))
-        pt_error(x, c, "%s between active and non-active data; an ad_real is not a double in memory: copy element by "
-                       "element (ad_value / ad_const)",
+        pt_error(x, c,
+                 "%s between active and non-active data; an ad_real is not a double in memory: copy element by "
+                 "element (ad_value / ad_const)",
                  name);
     }
     for (int i = 0; i < na; i++) {
@@ -999,13 +1040,15 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
       }
       if (is_math_name(name)) continue; /* reported above */
       if (pt_act(x, a) && (variadic_pos || pt_is_float(clang_getArgType(ft, (unsigned)i))))
-        pt_error(x, a, "active value passed to the external function '%s', whose derivative would be lost; port "
-                       "'%s' too, or record it with ad_external",
+        pt_error(x, a,
+                 "active value passed to the external function '%s', whose derivative would be lost; port "
+                 "'%s' too, or record it with ad_external",
                  name, name);
       else if (!known && is_pointer_like(clang_getCursorType(pt_strip(a))) &&
                pt_type_holds_active(x, clang_getCursorType(pt_strip(a))))
-        pt_error(x, a, "active data passed to the external function '%s' (a library such as BLAS or FFTW cannot "
-                       "differentiate it); record the call with ad_external and its adjoint",
+        pt_error(x, a,
+                 "active data passed to the external function '%s' (a library such as BLAS or FFTW cannot "
+                 "differentiate it); record the call with ad_external and its adjoint",
                  name);
     }
     r = pt_splice(x, c, n, k, texts, 0);
@@ -1026,8 +1069,10 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
         continue;
       }
       CXType pt = clang_getArgType(ft, (unsigned)i);
-      if (pt_type_active(x, pt)) texts[argk[i]] = pt_emit_to(x, a, 1);
-      else if (pt_act(x, a) && !is_pointer_like(pt)) texts[argk[i]] = pt_emit_to(x, a, 0);
+      if (pt_type_active(x, pt))
+        texts[argk[i]] = pt_emit_to(x, a, 1);
+      else if (pt_act(x, a) && !is_pointer_like(pt))
+        texts[argk[i]] = pt_emit_to(x, a, 0);
     }
     r = pt_splice(x, c, n, k, texts, 0);
   }
@@ -1054,21 +1099,33 @@ static char *emit_declref(pt_ctx *x, CXCursor c) {
 char *pt_emit(pt_ctx *x, CXCursor c, int stmt) {
   if (pt_in_macro(x, c)) return emit_macro(x, c);
   switch (clang_getCursorKind(c)) {
-  case CXCursor_BinaryOperator: return emit_binary(x, c, stmt);
-  case CXCursor_CompoundAssignOperator: return emit_compound(x, c, stmt);
-  case CXCursor_UnaryOperator: return emit_unary(x, c, stmt);
-  case CXCursor_ConditionalOperator: return emit_conditional(x, c);
-  case CXCursor_UnexposedExpr: return emit_implicit(x, c);
-  case CXCursor_CStyleCastExpr: return emit_cast(x, c);
-  case CXCursor_CallExpr: return emit_call(x, c);
-  case CXCursor_InitListExpr: return emit_initlist(x, c);
-  case CXCursor_DeclRefExpr: return emit_declref(x, c);
+  case CXCursor_BinaryOperator:
+    return emit_binary(x, c, stmt);
+  case CXCursor_CompoundAssignOperator:
+    return emit_compound(x, c, stmt);
+  case CXCursor_UnaryOperator:
+    return emit_unary(x, c, stmt);
+  case CXCursor_ConditionalOperator:
+    return emit_conditional(x, c);
+  case CXCursor_UnexposedExpr:
+    return emit_implicit(x, c);
+  case CXCursor_CStyleCastExpr:
+    return emit_cast(x, c);
+  case CXCursor_CallExpr:
+    return emit_call(x, c);
+  case CXCursor_InitListExpr:
+    return emit_initlist(x, c);
+  case CXCursor_DeclRefExpr:
+    return emit_declref(x, c);
   case CXCursor_UnaryExpr:
-  case CXCursor_CompoundLiteralExpr: return splice_kids(x, c, 1);
+  case CXCursor_CompoundLiteralExpr:
+    return splice_kids(x, c, 1);
   case CXCursor_IntegerLiteral:
   case CXCursor_FloatingLiteral:
   case CXCursor_StringLiteral:
-  case CXCursor_CharacterLiteral: return pt_orig(x, c);
-  default: return splice_kids(x, c, 0);
+  case CXCursor_CharacterLiteral:
+    return pt_orig(x, c);
+  default:
+    return splice_kids(x, c, 0);
   }
 }
