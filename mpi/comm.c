@@ -277,7 +277,14 @@ int ad__mpi_setup(void) {
   int flag = 0, rc;
   MPI_Initialized(&flag);
   if (!flag) return MPI_ERR_OTHER;
-  if ((rc = MPI_Type_contiguous(1, MPI_DOUBLE, &real_type)) != MPI_SUCCESS) return rc;
+  /* One double, built in a way no program builds its own types (a double
+   * resized to its own extent), so that types.c can recognise it inside a
+   * derived type where MPI hands back another handle for it (Open MPI). */
+  MPI_Datatype one;
+  if ((rc = MPI_Type_contiguous(1, MPI_DOUBLE, &one)) != MPI_SUCCESS) return rc;
+  rc = MPI_Type_create_resized(one, 0, (MPI_Aint)sizeof(double), &real_type);
+  MPI_Type_free(&one);
+  if (rc != MPI_SUCCESS) return rc;
   if ((rc = MPI_Type_commit(&real_type)) != MPI_SUCCESS) return rc;
   if ((rc = MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_delete, &comm_keyval, NULL)) != MPI_SUCCESS) return rc;
   if (self_keyval == MPI_KEYVAL_INVALID &&

@@ -12,6 +12,37 @@
 
 static int type_keyval = MPI_KEYVAL_INVALID;
 
+/* 1 if t has AD_MPI_REAL's construction (comm.c): a contiguous run of one
+ * MPI_DOUBLE resized to lower bound 0 and extent 8. MPICH hands back
+ * AD_MPI_REAL's own handle from MPI_Type_get_contents, Open MPI another one
+ * (without its attributes), so a type nested in a derived type is known by
+ * how it was built. */
+static int built_like_real(MPI_Datatype t) {
+  int ni, na, nd, comb;
+  if (MPI_Type_get_envelope(t, &ni, &na, &nd, &comb) != MPI_SUCCESS || comb != MPI_COMBINER_RESIZED || ni != 0 ||
+      na != 2 || nd != 1)
+    return 0;
+  MPI_Aint a[2];
+  MPI_Datatype in;
+  int ints[1];
+  if (MPI_Type_get_contents(t, 0, 2, 1, ints, a, &in) != MPI_SUCCESS) return 0;
+  int is = 0;
+  if (a[0] == 0 && a[1] == (MPI_Aint)sizeof(double) && MPI_Type_get_envelope(in, &ni, &na, &nd, &comb) == MPI_SUCCESS) {
+    if (comb == MPI_COMBINER_CONTIGUOUS && ni == 1 && na == 0 && nd == 1) {
+      int count;
+      MPI_Datatype d;
+      MPI_Aint none[1];
+      if (MPI_Type_get_contents(in, 1, 0, 1, &count, none, &d) == MPI_SUCCESS) {
+        is = count == 1 && d == MPI_DOUBLE;
+        int ci, ca, cd, cc;
+        if (MPI_Type_get_envelope(d, &ci, &ca, &cd, &cc) == MPI_SUCCESS && cc != MPI_COMBINER_NAMED) MPI_Type_free(&d);
+      }
+    }
+    if (comb != MPI_COMBINER_NAMED) MPI_Type_free(&in);
+  }
+  return is;
+}
+
 /* 1 if t is, or is built from, AD_MPI_REAL; 0 if not; -1 on an MPI error. */
 static int derived_from_real(MPI_Datatype t, int depth) {
   if (t == AD_MPI_REAL) return 1;
@@ -19,6 +50,7 @@ static int derived_from_real(MPI_Datatype t, int depth) {
   int ni, na, nd, comb;
   if (MPI_Type_get_envelope(t, &ni, &na, &nd, &comb) != MPI_SUCCESS) return -1;
   if (comb == MPI_COMBINER_NAMED) return 0;
+  if (depth > 0 && built_like_real(t)) return 1;
   if (type_keyval == MPI_KEYVAL_INVALID &&
       MPI_Type_create_keyval(MPI_TYPE_NULL_COPY_FN, MPI_TYPE_NULL_DELETE_FN, &type_keyval, NULL) != MPI_SUCCESS)
     type_keyval = MPI_KEYVAL_INVALID;

@@ -108,11 +108,16 @@ static void scenario_truncate(void) {
   ad_real x[4], r[4], y;
   for (int i = 0; i < 4; i++) x[i] = ad_input(0.5 + 0.1 * i + mt_rank);
   MPI_Status st;
-  int rc;
+  int rc, let_through = 0;
   if (self) {
     rc = ad_mpi_sendrecv(x, 4, AD_MPI_REAL, mt_rank, 1, r, 2, AD_MPI_REAL, mt_rank, 1, comm, &st);
-    MT_CHECK(error_class(rc) == MPI_ERR_TRUNCATE);
-    check_tape_error(t, AD_ERR_MPI, "ad_mpi_sendrecv");
+    /* Open MPI 4.1 delivers a message to oneself truncated and reports
+     * success: then the sweep must find the lengths differ (below). */
+    let_through = rc == MPI_SUCCESS;
+    if (!let_through) {
+      MT_CHECK(error_class(rc) == MPI_ERR_TRUNCATE);
+      check_tape_error(t, AD_ERR_MPI, "ad_mpi_sendrecv");
+    }
   } else if (sender) {
     MT_CHECK(ad_mpi_send(x, 4, AD_MPI_REAL, partner, 1, comm) == MPI_SUCCESS);
     MT_CHECK(ad_tape_error(t) == AD_OK);
@@ -129,7 +134,7 @@ static void scenario_truncate(void) {
   if (sender)
     check_sweep(t, rc, AD_ERR_MPI, sec, QUICK, "reported AD_ERR_MPI");
   else
-    check_sweep(t, rc, AD_ERR_MPI, sec, QUICK, "ad_mpi_");
+    check_sweep(t, rc, AD_ERR_MPI, sec, QUICK, let_through ? "lengths" : "ad_mpi_");
 
   /* The same stream again, correctly, on a new recording. */
   ad_tape_reset(t);
@@ -177,13 +182,16 @@ static void scenario_truncate_wait(void) {
   for (int i = 0; i < 4; i++) x[i] = ad_input(1.5 + 0.1 * i + mt_rank);
   ad_mpi_request q[2] = {AD_MPI_REQUEST_NULL, AD_MPI_REQUEST_NULL};
   MPI_Status st;
-  int rc;
+  int rc, let_through = 0;
   if (!sender) MT_CHECK(ad_mpi_irecv(r, 2, AD_MPI_REAL, partner, 2, comm, &q[0]) == MPI_SUCCESS);
   if (sender || self) MT_CHECK(ad_mpi_isend(x, 4, AD_MPI_REAL, partner, 2, comm, &q[1]) == MPI_SUCCESS);
   if (!sender) {
     rc = ad_mpi_wait(&q[0], &st);
-    MT_CHECK(error_class(rc) == MPI_ERR_TRUNCATE);
-    check_tape_error(t, AD_ERR_MPI, "ad_mpi_wait");
+    let_through = self && rc == MPI_SUCCESS; /* Open MPI 4.1, as in scenario_truncate */
+    if (!let_through) {
+      MT_CHECK(error_class(rc) == MPI_ERR_TRUNCATE);
+      check_tape_error(t, AD_ERR_MPI, "ad_mpi_wait");
+    }
   }
   if (sender || self) MT_CHECK(ad_mpi_wait(&q[1], MPI_STATUS_IGNORE) == MPI_SUCCESS);
   y = ad_sin(x[2]);
@@ -191,7 +199,7 @@ static void scenario_truncate_wait(void) {
   ad_seed(t, y, 1.0);
   double sec;
   rc = timed_reverse(t, &sec);
-  check_sweep(t, rc, AD_ERR_MPI, sec, QUICK, sender ? "reported AD_ERR_MPI" : "ad_mpi_wait");
+  check_sweep(t, rc, AD_ERR_MPI, sec, QUICK, sender ? "reported AD_ERR_MPI" : let_through ? "lengths" : "ad_mpi_wait");
 
   /* The stream is still in step: a correct message, a correct adjoint. */
   ad_tape_reset(t);
