@@ -62,9 +62,20 @@ void heat_kernel_step_port(int n, const ad_real *restrict u, ad_real *restrict v
 void heat_kernel_step_fused(int n, const ad_real *restrict u, ad_real *restrict v);
 #endif
 
+#if defined(HEAT_HAVE_CXX) && !defined(ARIADNE_PASSIVE)
+/* heat_cxx.cpp: the op code's cell update with C++ operators. */
+void heat_cxx_step(int n, const ad_real *u, ad_real *v);
+#endif
+
 /* One explicit step on the interior; the boundary handles of u and v are the
  * inputs themselves and never change. */
 static void step(int mode, int n, const ad_real *u, ad_real *v) {
+#if defined(HEAT_HAVE_CXX) && !defined(ARIADNE_PASSIVE)
+  if (mode == HEAT_MODE_CXX) {
+    heat_cxx_step(n, u, v);
+    return;
+  }
+#endif
 #if defined(HEAT_HAVE_PORT) && !defined(ARIADNE_PASSIVE)
   if (mode == HEAT_MODE_PORT) {
     heat_kernel_step_port(n, u, v);

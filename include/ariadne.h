@@ -22,6 +22,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ariadne_config.h"
 
@@ -170,6 +171,13 @@ typedef struct ad_real {
   double v;   /* read-only: the value */
   ad_index i; /* read-only: the handle, 0 = passive */
   uint32_t e; /* read-only: the recording (epoch) that issued the handle */
+#ifdef __cplusplus
+  /* C++: the same struct (C and C++ share arrays and tapes), constructed
+   * from a double as a passive value; see ariadne.hpp for the operators. */
+  ad_real() = default;
+  ad_real(double x) : v(x), i(0), e(0) {}
+  explicit operator double() const { return v; }
+#endif
 } ad_real;
 
 /* ------------------------------------------------------------------------ */
@@ -358,7 +366,14 @@ typedef struct ad__recorder {
 #define AD__TLS_MODEL
 #endif
 
-extern _Thread_local ad__recorder *ad__rec AD__TLS_MODEL;
+/* C11's thread storage, spelled so that the header compiles as C++ too. */
+#ifdef __cplusplus
+#define AD__THREAD_LOCAL thread_local
+#else
+#define AD__THREAD_LOCAL _Thread_local
+#endif
+
+extern AD__THREAD_LOCAL ad__recorder *ad__rec AD__TLS_MODEL;
 
 /* Slow paths: not recording, new block, stale handle, index overflow. Return
  * 0 if the statement must not be recorded (the tape then holds an error, or
@@ -376,8 +391,17 @@ static inline ad_real ad__lift_r(ad_real x) { return x; }
 static inline ad_real ad__lift_d(double x) { return ad__const(x); }
 static inline double ad__val_r(ad_real x) { return x.v; }
 static inline double ad__val_d(double x) { return x; }
+#ifdef __cplusplus
+} /* extern "C": overloads instead of _Generic */
+static inline ad_real ad__lift(ad_real x) { return x; }
+static inline ad_real ad__lift(double x) { return ad__const(x); }
+static inline double ad__val(ad_real x) { return x.v; }
+static inline double ad__val(double x) { return x; }
+extern "C" {
+#else
 #define ad__lift(x) _Generic((x), ad_real : ad__lift_r, default : ad__lift_d)(x)
 #define ad__val(x) _Generic((x), ad_real : ad__val_r, default : ad__val_d)(x)
+#endif
 
 /* The recording fast path. Everything is read from the recorder before the
  * first store: the statement stream is bytes, which may alias anything, so
@@ -553,7 +577,7 @@ typedef struct ad__region {
   uint64_t records;
   uint32_t epoch; /* recording at the begin: a reset inside the region ends it */
 } ad__region;
-extern _Thread_local ad__region ad__reg AD__TLS_MODEL;
+extern AD__THREAD_LOCAL ad__region ad__reg AD__TLS_MODEL;
 
 static inline void ad_stmt_begin(void) {
   if (ad__reg.depth++ > 0) return;
@@ -862,8 +886,7 @@ static inline int ad_tape_is_recording(const ad_tape *t) {
 static inline int ad_tape_stats(const ad_tape *t, ad_stats *s) {
   (void)t;
   if (s) {
-    ad_stats z = {0};
-    *s = z;
+    memset(s, 0, sizeof *s);
   }
   return AD_OK;
 }
@@ -874,8 +897,7 @@ static inline void ad_tape_set_memory_limit(ad_tape *t, size_t b) {
 /* The rest of the tape API, so that a port keeps its tape and error calls. */
 static inline void ad_tape_options_default(ad_tape_options *o) {
   if (o) {
-    ad_tape_options z = {0};
-    *o = z;
+    memset(o, 0, sizeof *o);
   }
 }
 static inline const char *ad_tape_error_message(const ad_tape *t) {
@@ -884,7 +906,8 @@ static inline const char *ad_tape_error_message(const ad_tape *t) {
 }
 static inline ad_tape *ad_tape_current(void) { return NULL; }
 static inline ad_tape_pos ad_tape_position(const ad_tape *t) {
-  ad_tape_pos p = {0};
+  ad_tape_pos p;
+  memset(&p, 0, sizeof p);
   (void)t;
   return p;
 }
