@@ -30,6 +30,15 @@
 #ifndef ARIADNE_MPI_H
 #define ARIADNE_MPI_H
 
+/* C++ programs use MPI's C API, as the wrappers do: Open MPI's and MPICH's
+ * headers would otherwise declare their deprecated C++ bindings, which need
+ * a library of their own (libmpi_cxx). */
+#if defined(__cplusplus) && !defined(OMPI_SKIP_MPICXX)
+#define OMPI_SKIP_MPICXX 1
+#endif
+#if defined(__cplusplus) && !defined(MPICH_SKIP_MPICXX)
+#define MPICH_SKIP_MPICXX 1
+#endif
 #include <mpi.h>
 
 #include "ariadne.h"
