@@ -28,43 +28,28 @@
 
 #ifndef ARIADNE_PASSIVE
 
-/* Arithmetic: a passive double operand is ad_const(d), as in the C calls. */
+/* One overload per operator and function: a double (or integer) operand
+ * converts through ad_real's constructor to a passive value, exactly the
+ * ad_const(d) that the C calls lift it to. */
 inline ad_real operator+(ad_real a, ad_real b) { return ad__add(a, b); }
-inline ad_real operator+(ad_real a, double b) { return ad__add(a, ad__const(b)); }
-inline ad_real operator+(double a, ad_real b) { return ad__add(ad__const(a), b); }
 inline ad_real operator-(ad_real a, ad_real b) { return ad__sub(a, b); }
-inline ad_real operator-(ad_real a, double b) { return ad__sub(a, ad__const(b)); }
-inline ad_real operator-(double a, ad_real b) { return ad__sub(ad__const(a), b); }
 inline ad_real operator*(ad_real a, ad_real b) { return ad__mul(a, b); }
-inline ad_real operator*(ad_real a, double b) { return ad__mul(a, ad__const(b)); }
-inline ad_real operator*(double a, ad_real b) { return ad__mul(ad__const(a), b); }
 inline ad_real operator/(ad_real a, ad_real b) { return ad__div(a, b); }
-inline ad_real operator/(ad_real a, double b) { return ad__div(a, ad__const(b)); }
-inline ad_real operator/(double a, ad_real b) { return ad__div(ad__const(a), b); }
 inline ad_real operator-(ad_real a) { return ad__neg(a); }
 inline ad_real operator+(ad_real a) { return a; }
 
 inline ad_real &operator+=(ad_real &a, ad_real b) { return a = a + b; }
-inline ad_real &operator+=(ad_real &a, double b) { return a = a + b; }
 inline ad_real &operator-=(ad_real &a, ad_real b) { return a = a - b; }
-inline ad_real &operator-=(ad_real &a, double b) { return a = a - b; }
 inline ad_real &operator*=(ad_real &a, ad_real b) { return a = a * b; }
-inline ad_real &operator*=(ad_real &a, double b) { return a = a * b; }
 inline ad_real &operator/=(ad_real &a, ad_real b) { return a = a / b; }
-inline ad_real &operator/=(ad_real &a, double b) { return a = a / b; }
 
 /* Comparisons of values. */
-#define AD__CMP(op)                                                                                                    \
-  inline bool operator op(ad_real a, ad_real b) { return a.v op b.v; }                                                 \
-  inline bool operator op(ad_real a, double b) { return a.v op b; }                                                    \
-  inline bool operator op(double a, ad_real b) { return a op b.v; }
-AD__CMP(==)
-AD__CMP(!=)
-AD__CMP(<)
-AD__CMP(<=)
-AD__CMP(>)
-AD__CMP(>=)
-#undef AD__CMP
+inline bool operator==(ad_real a, ad_real b) { return a.v == b.v; }
+inline bool operator!=(ad_real a, ad_real b) { return a.v != b.v; }
+inline bool operator<(ad_real a, ad_real b) { return a.v < b.v; }
+inline bool operator<=(ad_real a, ad_real b) { return a.v <= b.v; }
+inline bool operator>(ad_real a, ad_real b) { return a.v > b.v; }
+inline bool operator>=(ad_real a, ad_real b) { return a.v >= b.v; }
 
 /* Math functions, found by argument-dependent lookup (ad_real is in the
  * global namespace): write sin(x), not std::sin(x). */
@@ -98,23 +83,11 @@ inline ad_real round(ad_real a) { return ad__round(a); }
 inline ad_real trunc(ad_real a) { return ad__trunc(a); }
 inline ad_real abs(ad_real a) { return ad__fabs(a); }
 inline ad_real atan2(ad_real a, ad_real b) { return ad__atan2(a, b); }
-inline ad_real atan2(ad_real a, double b) { return ad__atan2(a, ad__const(b)); }
-inline ad_real atan2(double a, ad_real b) { return ad__atan2(ad__const(a), b); }
 inline ad_real pow(ad_real a, ad_real b) { return ad__pow(a, b); }
-inline ad_real pow(ad_real a, double b) { return ad__pow(a, ad__const(b)); }
-inline ad_real pow(double a, ad_real b) { return ad__pow(ad__const(a), b); }
 inline ad_real hypot(ad_real a, ad_real b) { return ad__hypot(a, b); }
-inline ad_real hypot(ad_real a, double b) { return ad__hypot(a, ad__const(b)); }
-inline ad_real hypot(double a, ad_real b) { return ad__hypot(ad__const(a), b); }
 inline ad_real fmin(ad_real a, ad_real b) { return ad__fmin(a, b); }
-inline ad_real fmin(ad_real a, double b) { return ad__fmin(a, ad__const(b)); }
-inline ad_real fmin(double a, ad_real b) { return ad__fmin(ad__const(a), b); }
 inline ad_real fmax(ad_real a, ad_real b) { return ad__fmax(a, b); }
-inline ad_real fmax(ad_real a, double b) { return ad__fmax(a, ad__const(b)); }
-inline ad_real fmax(double a, ad_real b) { return ad__fmax(ad__const(a), b); }
 inline ad_real fmod(ad_real a, ad_real b) { return ad__fmod(a, b); }
-inline ad_real fmod(ad_real a, double b) { return ad__fmod(a, ad__const(b)); }
-inline ad_real fmod(double a, ad_real b) { return ad__fmod(ad__const(a), b); }
 inline ad_real fma(ad_real a, ad_real b, ad_real c) { return ad__fma(a, b, c); }
 
 /* The value, as a double. */
