@@ -350,7 +350,7 @@ void ad_mpi_stats_reset(void) { memset(&ad__mpi_counters, 0, sizeof ad__mpi_coun
 /* Communicators                                                             */
 /* ------------------------------------------------------------------------ */
 
-ad__comm *ad__mpi_comm(MPI_Comm comm, int *err) {
+static ad__comm *comm_info(MPI_Comm comm, int *err) {
   *err = ad__mpi_setup();
   if (*err != MPI_SUCCESS) return NULL;
   if (comm == MPI_COMM_NULL) {
@@ -361,10 +361,7 @@ ad__comm *ad__mpi_comm(MPI_Comm comm, int *err) {
   int flag = 0;
   *err = MPI_Comm_get_attr(comm, comm_keyval, &attr, &flag);
   if (*err != MPI_SUCCESS) return NULL;
-  if (flag) {
-    if (collecting) collect(attr);
-    return attr;
-  }
+  if (flag) return attr;
   ad__comm *c = calloc(1, sizeof *c);
   if (!c) {
     *err = MPI_ERR_NO_MEM;
@@ -382,7 +379,14 @@ ad__comm *ad__mpi_comm(MPI_Comm comm, int *err) {
   }
   c->next = comms;
   comms = c;
-  if (collecting) collect(c);
+  return c;
+}
+
+/* Every wrapper on AD_MPI_REAL data comes here: a checkpointed loop's
+ * forward run notes its communicators. */
+ad__comm *ad__mpi_comm(MPI_Comm comm, int *err) {
+  ad__comm *c = comm_info(comm, err);
+  if (c && collecting) collect(c);
   return c;
 }
 

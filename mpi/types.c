@@ -12,34 +12,33 @@
 
 static int type_keyval = MPI_KEYVAL_INVALID;
 
+/* MPI_Type_get_contents returns new references to the derived types it
+ * names (named ones are not counted): give one back. */
+static void release(MPI_Datatype *t) {
+  int ni, na, nd, comb;
+  if (MPI_Type_get_envelope(*t, &ni, &na, &nd, &comb) == MPI_SUCCESS && comb != MPI_COMBINER_NAMED) MPI_Type_free(t);
+}
+
 /* 1 if t has AD_MPI_REAL's construction (comm.c): a contiguous run of one
  * MPI_DOUBLE resized to lower bound 0 and extent 8. MPICH hands back
  * AD_MPI_REAL's own handle from MPI_Type_get_contents, Open MPI another one
  * (without its attributes), so a type nested in a derived type is known by
  * how it was built. */
 static int built_like_real(MPI_Datatype t) {
-  int ni, na, nd, comb;
+  int ni, na, nd, comb, none[1], count;
+  MPI_Aint a[2], anone[1];
+  MPI_Datatype in, d;
   if (MPI_Type_get_envelope(t, &ni, &na, &nd, &comb) != MPI_SUCCESS || comb != MPI_COMBINER_RESIZED || ni != 0 ||
-      na != 2 || nd != 1)
+      na != 2 || nd != 1 || MPI_Type_get_contents(t, 0, 2, 1, none, a, &in) != MPI_SUCCESS)
     return 0;
-  MPI_Aint a[2];
-  MPI_Datatype in;
-  int ints[1];
-  if (MPI_Type_get_contents(t, 0, 2, 1, ints, a, &in) != MPI_SUCCESS) return 0;
-  int is = 0;
-  if (a[0] == 0 && a[1] == (MPI_Aint)sizeof(double) && MPI_Type_get_envelope(in, &ni, &na, &nd, &comb) == MPI_SUCCESS) {
-    if (comb == MPI_COMBINER_CONTIGUOUS && ni == 1 && na == 0 && nd == 1) {
-      int count;
-      MPI_Datatype d;
-      MPI_Aint none[1];
-      if (MPI_Type_get_contents(in, 1, 0, 1, &count, none, &d) == MPI_SUCCESS) {
-        is = count == 1 && d == MPI_DOUBLE;
-        int ci, ca, cd, cc;
-        if (MPI_Type_get_envelope(d, &ci, &ca, &cd, &cc) == MPI_SUCCESS && cc != MPI_COMBINER_NAMED) MPI_Type_free(&d);
-      }
-    }
-    if (comb != MPI_COMBINER_NAMED) MPI_Type_free(&in);
+  int is = a[0] == 0 && a[1] == (MPI_Aint)sizeof(double) &&
+           MPI_Type_get_envelope(in, &ni, &na, &nd, &comb) == MPI_SUCCESS && comb == MPI_COMBINER_CONTIGUOUS &&
+           ni == 1 && na == 0 && nd == 1 && MPI_Type_get_contents(in, 1, 0, 1, &count, anone, &d) == MPI_SUCCESS;
+  if (is) {
+    is = count == 1 && d == MPI_DOUBLE;
+    release(&d);
   }
+  release(&in);
   return is;
 }
 
@@ -68,11 +67,7 @@ static int derived_from_real(MPI_Datatype t, int depth) {
     for (int i = 0; i < nd; i++) {
       int d = found ? 0 : derived_from_real(types[i], depth + 1);
       if (d) found = d;
-      /* get_contents returns new references to derived types (AD_MPI_REAL
-       included): free them */
-      int ci, ca, cd, cc;
-      if (MPI_Type_get_envelope(types[i], &ci, &ca, &cd, &cc) == MPI_SUCCESS && cc != MPI_COMBINER_NAMED)
-        MPI_Type_free(&types[i]);
+      release(&types[i]);
     }
   }
   free(ints);
