@@ -790,60 +790,74 @@ int ad_mpi_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, v
 /* Sweep actions                                                             */
 /* ------------------------------------------------------------------------ */
 
-static int nbwait(ad_tape *t, int e, MPI_Request *q, const char *what) {
-  if (e != MPI_SUCCESS) return ad__mpi_fail(t, e, what);
-  return ad__mpi_wait(t, q, MPI_STATUS_IGNORE, what);
-}
+/* Each collective's sweep action is a start (prepare the buffers, start
+ * the nonblocking collective on the private duplicate, r->sreq) and a finish
+ * (wait with the sweep timeout, then accumulate or set). A blocking
+ * collective runs both at its record. A nonblocking one mirrors its forward
+ * call: the tangent starts at the start record and finishes at the
+ * completion record; the adjoint starts at the completion record and
+ * finishes at the start record, so every rank's adjoint is under way before
+ * any rank waits for it (as with point-to-point requests). */
 
 static void scale(double *b, const double *w, int n) {
   if (w)
     for (int i = 0; i < n; i++) b[i] *= w[i];
 }
 
-int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
+/* The buffers of a start; 0 if one could not be had. */
+static int bufs(ad__mrec *r, size_t na, size_t nb) {
+  r->sbuf = dbuf(na);
+  r->sbuf2 = dbuf(nb);
+  return r->sbuf && r->sbuf2;
+}
+
+static void bufs_free(ad__mrec *r) {
+  free(r->sbuf);
+  free(r->sbuf2);
+  free(r->keep);
+  r->sbuf = r->sbuf2 = NULL;
+  r->keep = NULL;
+}
+
+static int rev_start(ad_tape *t, ad__mrec *r) {
   MPI_Comm pc = r->c->priv;
   ad__mpi_counters.adjoint_bytes += record_payload(r, 1);
-  int p = r->c->size, me = r->c->rank, rc = AD_OK, e;
-  MPI_Request q = MPI_REQUEST_NULL, q2 = MPI_REQUEST_NULL;
-  double *a = NULL, *b = NULL;
+  int p = r->c->size, me = r->c->rank, e = MPI_SUCCESS;
+  int root = me == r->root;
+  double *a;
   switch (r->kind) {
   case AD__M_BARRIER:
-    return nbwait(t, MPI_Ibarrier(pc, &q), &q, "the adjoint of a barrier");
+    e = MPI_Ibarrier(pc, &r->sreq);
+    break;
   case AD__M_BCAST: {
-    int n = me == r->root ? r->nin : r->nout;
-    if (!(a = dbuf((size_t)n))) return AD_ERR_NOMEM;
-    if (me == r->root) {
-      rc = nbwait(t, MPI_Ireduce(MPI_IN_PLACE, a, n, MPI_DOUBLE, MPI_SUM, r->root, pc, &q), &q,
-                  "the adjoint of a bcast");
-      if (rc == AD_OK) ad__adj_add(t, r->in, n, a, NULL);
+    int n = root ? r->nin : r->nout;
+    if (!bufs(r, (size_t)n, 0)) return AD_ERR_NOMEM;
+    a = r->sbuf;
+    if (root) {
+      e = MPI_Ireduce(MPI_IN_PLACE, a, n, MPI_DOUBLE, MPI_SUM, r->root, pc, &r->sreq);
     } else {
       ad__adj_take(t, r->out, n, a);
-      rc = nbwait(t, MPI_Ireduce(a, NULL, n, MPI_DOUBLE, MPI_SUM, r->root, pc, &q), &q, "the adjoint of a bcast");
+      e = MPI_Ireduce(a, NULL, n, MPI_DOUBLE, MPI_SUM, r->root, pc, &r->sreq);
     }
     break;
   }
   case AD__M_REDUCE:
   case AD__M_ALLREDUCE: {
     int n = r->nin;
-    if (!(a = dbuf((size_t)n))) return AD_ERR_NOMEM;
+    if (!bufs(r, (size_t)n, 0)) return AD_ERR_NOMEM;
+    a = r->sbuf;
     if (r->nout) ad__adj_take(t, r->out, n, a);
-    if (r->kind == AD__M_REDUCE) {
-      e = MPI_Ibcast(a, n, MPI_DOUBLE, r->root, pc, &q);
-    } else {
-      e = MPI_Iallreduce(MPI_IN_PLACE, a, n, MPI_DOUBLE, MPI_SUM, pc, &q);
-    }
-    rc = nbwait(t, e, &q, "the adjoint of a reduction");
-    if (rc == AD_OK) ad__adj_add(t, r->in, n, a, r->w);
+    if (r->kind == AD__M_REDUCE)
+      e = MPI_Ibcast(a, n, MPI_DOUBLE, r->root, pc, &r->sreq);
+    else
+      e = MPI_Iallreduce(MPI_IN_PLACE, a, n, MPI_DOUBLE, MPI_SUM, pc, &r->sreq);
     break;
   }
-  case AD__M_RSB: {
-    if (!(a = dbuf((size_t)r->count)) || !(b = dbuf((size_t)r->nin))) break;
-    ad__adj_take(t, r->out, r->count, a);
-    rc = nbwait(t, MPI_Iallgather(a, r->count, MPI_DOUBLE, b, r->count, MPI_DOUBLE, pc, &q), &q,
-                "the adjoint of a reduce_scatter_block");
-    if (rc == AD_OK) ad__adj_add(t, r->in, r->nin, b, r->w);
+  case AD__M_RSB:
+    if (!bufs(r, (size_t)r->count, (size_t)r->nin)) return AD_ERR_NOMEM;
+    ad__adj_take(t, r->out, r->count, r->sbuf);
+    e = MPI_Iallgather(r->sbuf, r->count, MPI_DOUBLE, r->sbuf2, r->count, MPI_DOUBLE, pc, &r->sreq);
     break;
-  }
   case AD__M_SCAN:
   case AD__M_EXSCAN: {
     /* x_i's adjoint: the sum of y_k's adjoints over k >= i (scan) or k > i
@@ -851,243 +865,349 @@ int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
      * minus a prefix would cancel (1e16 + 1 + 1 - 1e16). */
     int n = r->nin;
     MPI_Comm rev;
-    if (!(a = dbuf((size_t)n)) || !(b = dbuf((size_t)n))) break;
-    if (r->nout) ad__adj_take(t, r->out, n, a);
+    if (!bufs(r, (size_t)n, (size_t)n)) return AD_ERR_NOMEM;
+    if (r->nout) ad__adj_take(t, r->out, n, r->sbuf);
     e = ad__mpi_comm_reversed(r->c, &rev);
     if (e == MPI_SUCCESS)
-      e = r->kind == AD__M_SCAN ? MPI_Iscan(a, b, n, MPI_DOUBLE, MPI_SUM, rev, &q)
-                                : MPI_Iexscan(a, b, n, MPI_DOUBLE, MPI_SUM, rev, &q);
-    rc = nbwait(t, e, &q, "the adjoint of a scan");
-    if (rc == AD_OK) {
-      /* Exscan leaves the first rank's result undefined: the last rank
-       * (first in reverse order) has nothing after it. */
-      if (r->kind == AD__M_EXSCAN && me == p - 1)
-        for (int i = 0; i < n; i++) b[i] = 0.0;
-      ad__adj_add(t, r->in, n, b, NULL);
-    }
+      e = r->kind == AD__M_SCAN ? MPI_Iscan(r->sbuf, r->sbuf2, n, MPI_DOUBLE, MPI_SUM, rev, &r->sreq)
+                                : MPI_Iexscan(r->sbuf, r->sbuf2, n, MPI_DOUBLE, MPI_SUM, rev, &r->sreq);
     break;
   }
   case AD__M_GATHERV: {
     /* Scatter the adjoints of the gathered slots back to their owners. */
-    int root = me == r->root, ext = root ? extent(r->cnt, r->dsp, p) : 0;
-    if (!(a = dbuf((size_t)ext)) || !(b = dbuf((size_t)r->nin))) break;
+    int ext = root ? extent(r->cnt, r->dsp, p) : 0;
+    if (!bufs(r, (size_t)ext, (size_t)r->nin)) return AD_ERR_NOMEM;
     if (root) {
       double *pk = dbuf((size_t)r->nout);
-      if (!pk) break;
+      if (!pk) return AD_ERR_NOMEM;
       ad__adj_take(t, r->out, r->nout, pk);
-      to_layout(pk, r->cnt, r->dsp, p, a);
+      to_layout(pk, r->cnt, r->dsp, p, r->sbuf);
       free(pk);
     }
-    rc = nbwait(t, MPI_Iscatterv(a, r->cnt, r->dsp, MPI_DOUBLE, b, r->nin, MPI_DOUBLE, r->root, pc, &q), &q,
-                "the adjoint of a gather");
-    if (rc == AD_OK) ad__adj_add(t, r->in, r->nin, b, NULL);
+    e = MPI_Iscatterv(r->sbuf, r->cnt, r->dsp, MPI_DOUBLE, r->sbuf2, r->nin, MPI_DOUBLE, r->root, pc, &r->sreq);
     break;
   }
   case AD__M_SCATTERV: {
-    int root = me == r->root, ext = root ? extent(r->cnt, r->dsp, p) : 0;
-    int *rcnt = NULL;
-    if (!(a = dbuf((size_t)r->nout)) || !(b = dbuf((size_t)ext))) break;
-    ad__adj_take(t, r->out, r->nout, a);
-    if (root) {
-      /* The in-place root's own slot has count 0 in r->cnt but MPI still
-       * expects the original layout: send nothing for it. */
-      rcnt = icopy(r->cnt, p);
-      if (!rcnt) break;
-    }
-    e = MPI_Igatherv(r->inplace ? MPI_IN_PLACE : a, r->nout, MPI_DOUBLE, b, rcnt, r->dsp, MPI_DOUBLE, r->root, pc, &q);
-    rc = nbwait(t, e, &q, "the adjoint of a scatter");
-    if (rc == AD_OK && root) {
-      double *pk = dbuf((size_t)r->nin);
-      if (pk) {
-        to_packed(b, r->cnt, r->dsp, p, pk);
-        ad__adj_add(t, r->in, r->nin, pk, NULL);
-        free(pk);
-      }
-    }
-    if (q == MPI_REQUEST_NULL)
-      free(rcnt);
-    else
-      ad__mpi_keep(rcnt); /* MPI may still read it (see below) */
+    int ext = root ? extent(r->cnt, r->dsp, p) : 0;
+    if (!bufs(r, (size_t)r->nout, (size_t)ext)) return AD_ERR_NOMEM;
+    ad__adj_take(t, r->out, r->nout, r->sbuf);
+    /* The in-place root's own slot has count 0 in r->cnt but MPI still
+     * expects the original layout: send nothing for it. MPI reads the
+     * counts while the gather runs. */
+    if (root && !(r->keep = icopy(r->cnt, p))) return AD_ERR_NOMEM;
+    e = MPI_Igatherv(r->inplace ? MPI_IN_PLACE : r->sbuf, r->nout, MPI_DOUBLE, r->sbuf2, r->keep, r->dsp, MPI_DOUBLE,
+                     r->root, pc, &r->sreq);
     break;
   }
-  case AD__M_ALLGATHERV: {
-    if (!(a = dbuf((size_t)r->nout)) || !(b = dbuf((size_t)r->nin))) break;
-    ad__adj_take(t, r->out, r->nout, a); /* packed in rank order: what reduce_scatter wants */
-    rc = nbwait(t, MPI_Ireduce_scatter(a, b, r->cnt, MPI_DOUBLE, MPI_SUM, pc, &q), &q, "the adjoint of an allgather");
-    if (rc == AD_OK) ad__adj_add(t, r->in, r->nin, b, NULL);
+  case AD__M_ALLGATHERV:
+    if (!bufs(r, (size_t)r->nout, (size_t)r->nin)) return AD_ERR_NOMEM;
+    ad__adj_take(t, r->out, r->nout, r->sbuf); /* packed in rank order: what reduce_scatter wants */
+    e = MPI_Ireduce_scatter(r->sbuf, r->sbuf2, r->cnt, MPI_DOUBLE, MPI_SUM, pc, &r->sreq);
     break;
-  }
   case AD__M_ALLTOALLV: {
     int sext = extent(r->cnt, r->dsp, p), rext = extent(r->cnt2, r->dsp2, p);
-    double *pk = dbuf((size_t)(r->nout > r->nin ? r->nout : r->nin));
-    if (!pk || !(a = dbuf((size_t)rext)) || !(b = dbuf((size_t)sext))) {
+    double *pk = dbuf((size_t)r->nout);
+    if (!pk || !bufs(r, (size_t)rext, (size_t)sext)) {
       free(pk);
-      break;
+      return AD_ERR_NOMEM;
     }
     ad__adj_take(t, r->out, r->nout, pk);
-    to_layout(pk, r->cnt2, r->dsp2, p, a);
-    rc = nbwait(t, MPI_Ialltoallv(a, r->cnt2, r->dsp2, MPI_DOUBLE, b, r->cnt, r->dsp, MPI_DOUBLE, pc, &q), &q,
-                "the adjoint of an alltoall");
-    if (rc == AD_OK) {
-      to_packed(b, r->cnt, r->dsp, p, pk);
-      ad__adj_add(t, r->in, r->nin, pk, NULL);
-    }
+    to_layout(pk, r->cnt2, r->dsp2, p, r->sbuf);
     free(pk);
+    e = MPI_Ialltoallv(r->sbuf, r->cnt2, r->dsp2, MPI_DOUBLE, r->sbuf2, r->cnt, r->dsp, MPI_DOUBLE, pc, &r->sreq);
     break;
   }
   default:
     return AD_ERR_STATE;
   }
-  if (rc == AD_OK && (!a || (!b && r->kind != AD__M_BCAST && r->kind != AD__M_REDUCE && r->kind != AD__M_ALLREDUCE)))
-    rc = AD_ERR_NOMEM;
-  /* A collective that timed out is still pending and MPI may still use its
-   * buffers when the other ranks arrive: they are given up for good. */
-  if (!ad__mpi_abandon(&q, 0) || !ad__mpi_abandon(&q2, 0)) {
-    ad__mpi_keep(a);
-    ad__mpi_keep(b);
-    a = b = NULL;
+  return e == MPI_SUCCESS ? AD_OK : ad__mpi_fail(t, e, "starting the adjoint of a collective");
+}
+
+/* Wait for a sweep's collective. One that timed out is still pending, and
+ * MPI may still use its buffers when the other ranks arrive: they are given
+ * up for good. */
+static int sweep_wait(ad_tape *t, ad__mrec *r, const char *what) {
+  int rc = ad__mpi_wait(t, &r->sreq, MPI_STATUS_IGNORE, what);
+  if (!ad__mpi_abandon(&r->sreq, 0)) {
+    ad__mpi_keep(r->sbuf);
+    ad__mpi_keep(r->sbuf2);
+    ad__mpi_keep(r->keep);
+    r->sbuf = r->sbuf2 = NULL;
+    r->keep = NULL;
   }
-  free(a);
-  free(b);
   return rc;
 }
 
-int ad__coll_forward(ad_tape *t, ad__mrec *r) {
+static int rev_finish(ad_tape *t, ad__mrec *r) {
+  int p = r->c->size, me = r->c->rank;
+  int rc = sweep_wait(t, r, "the adjoint of a collective");
+  if (rc == AD_OK) {
+    switch (r->kind) {
+    case AD__M_BCAST:
+      if (me == r->root) ad__adj_add(t, r->in, r->nin, r->sbuf, NULL);
+      break;
+    case AD__M_REDUCE:
+    case AD__M_ALLREDUCE:
+      ad__adj_add(t, r->in, r->nin, r->sbuf, r->w);
+      break;
+    case AD__M_RSB:
+      ad__adj_add(t, r->in, r->nin, r->sbuf2, r->w);
+      break;
+    case AD__M_SCAN:
+    case AD__M_EXSCAN:
+      /* Exscan leaves the first rank's result undefined: the last rank
+       * (first in reverse order) has nothing after it. */
+      if (r->kind == AD__M_EXSCAN && me == p - 1)
+        for (int i = 0; i < r->nin; i++) r->sbuf2[i] = 0.0;
+      ad__adj_add(t, r->in, r->nin, r->sbuf2, NULL);
+      break;
+    case AD__M_GATHERV:
+    case AD__M_ALLGATHERV:
+      ad__adj_add(t, r->in, r->nin, r->sbuf2, NULL);
+      break;
+    case AD__M_SCATTERV:
+      if (me == r->root) {
+        double *pk = dbuf((size_t)r->nin);
+        if (!pk) {
+          rc = AD_ERR_NOMEM;
+          break;
+        }
+        to_packed(r->sbuf2, r->cnt, r->dsp, p, pk);
+        ad__adj_add(t, r->in, r->nin, pk, NULL);
+        free(pk);
+      }
+      break;
+    case AD__M_ALLTOALLV: {
+      double *pk = dbuf((size_t)r->nin);
+      if (!pk) {
+        rc = AD_ERR_NOMEM;
+        break;
+      }
+      to_packed(r->sbuf2, r->cnt, r->dsp, p, pk);
+      ad__adj_add(t, r->in, r->nin, pk, NULL);
+      free(pk);
+      break;
+    }
+    default:
+      break;
+    }
+  }
+  bufs_free(r);
+  return rc;
+}
+
+static int fwd_start(ad_tape *t, ad__mrec *r) {
   MPI_Comm pc = r->c->priv;
   ad__mpi_counters.tangent_bytes += record_payload(r, 0);
-  int p = r->c->size, me = r->c->rank, rc = AD_OK, e;
-  MPI_Request q = MPI_REQUEST_NULL;
-  double *a = NULL, *b = NULL;
+  int p = r->c->size, me = r->c->rank, e = MPI_SUCCESS;
+  int root = me == r->root;
   switch (r->kind) {
   case AD__M_BARRIER:
-    return nbwait(t, MPI_Ibarrier(pc, &q), &q, "the tangent of a barrier");
+    e = MPI_Ibarrier(pc, &r->sreq);
+    break;
   case AD__M_BCAST: {
-    int n = me == r->root ? r->nin : r->nout;
-    if (!(a = dbuf((size_t)n))) return AD_ERR_NOMEM;
-    if (me == r->root) {
-      ad__tan_get(t, r->in, n, a);
-    }
-    rc = nbwait(t, MPI_Ibcast(a, n, MPI_DOUBLE, r->root, pc, &q), &q, "the tangent of a bcast");
-    if (rc == AD_OK && me != r->root) ad__tan_set(t, r->out, n, a);
-    if (ad__mpi_abandon(&q, 0))
-      free(a);
-    else
-      ad__mpi_keep(a); /* still pending: see the end of this function */
-    return rc;
+    int n = root ? r->nin : r->nout;
+    if (!bufs(r, (size_t)n, 0)) return AD_ERR_NOMEM;
+    if (root) ad__tan_get(t, r->in, n, r->sbuf);
+    e = MPI_Ibcast(r->sbuf, n, MPI_DOUBLE, r->root, pc, &r->sreq);
+    break;
   }
   case AD__M_REDUCE:
   case AD__M_ALLREDUCE: {
     int n = r->nin;
-    if (!(a = dbuf((size_t)n)) || !(b = dbuf((size_t)n))) break;
-    ad__tan_get(t, r->in, n, a);
-    scale(a, r->w, n);
+    if (!bufs(r, (size_t)n, (size_t)n)) return AD_ERR_NOMEM;
+    ad__tan_get(t, r->in, n, r->sbuf);
+    scale(r->sbuf, r->w, n);
     if (r->kind == AD__M_REDUCE)
-      e = MPI_Ireduce(a, b, n, MPI_DOUBLE, MPI_SUM, r->root, pc, &q);
+      e = MPI_Ireduce(r->sbuf, r->sbuf2, n, MPI_DOUBLE, MPI_SUM, r->root, pc, &r->sreq);
     else
-      e = MPI_Iallreduce(a, b, n, MPI_DOUBLE, MPI_SUM, pc, &q);
-    rc = nbwait(t, e, &q, "the tangent of a reduction");
-    if (rc == AD_OK && r->nout) ad__tan_set(t, r->out, n, b);
+      e = MPI_Iallreduce(r->sbuf, r->sbuf2, n, MPI_DOUBLE, MPI_SUM, pc, &r->sreq);
     break;
   }
-  case AD__M_RSB: {
-    if (!(a = dbuf((size_t)r->nin)) || !(b = dbuf((size_t)r->count))) break;
-    ad__tan_get(t, r->in, r->nin, a);
-    scale(a, r->w, r->nin);
-    rc = nbwait(t, MPI_Ireduce_scatter_block(a, b, r->count, MPI_DOUBLE, MPI_SUM, pc, &q), &q,
-                "the tangent of a reduce_scatter_block");
-    if (rc == AD_OK) ad__tan_set(t, r->out, r->count, b);
+  case AD__M_RSB:
+    if (!bufs(r, (size_t)r->nin, (size_t)r->count)) return AD_ERR_NOMEM;
+    ad__tan_get(t, r->in, r->nin, r->sbuf);
+    scale(r->sbuf, r->w, r->nin);
+    e = MPI_Ireduce_scatter_block(r->sbuf, r->sbuf2, r->count, MPI_DOUBLE, MPI_SUM, pc, &r->sreq);
     break;
-  }
   case AD__M_SCAN:
   case AD__M_EXSCAN: {
     int n = r->nin;
-    if (!(a = dbuf((size_t)n)) || !(b = dbuf((size_t)n))) break;
-    ad__tan_get(t, r->in, n, a);
-    e = r->kind == AD__M_SCAN ? MPI_Iscan(a, b, n, MPI_DOUBLE, MPI_SUM, pc, &q)
-                              : MPI_Iexscan(a, b, n, MPI_DOUBLE, MPI_SUM, pc, &q);
-    rc = nbwait(t, e, &q, "the tangent of a scan");
-    if (rc == AD_OK && r->nout) ad__tan_set(t, r->out, n, b);
+    if (!bufs(r, (size_t)n, (size_t)n)) return AD_ERR_NOMEM;
+    ad__tan_get(t, r->in, n, r->sbuf);
+    e = r->kind == AD__M_SCAN ? MPI_Iscan(r->sbuf, r->sbuf2, n, MPI_DOUBLE, MPI_SUM, pc, &r->sreq)
+                              : MPI_Iexscan(r->sbuf, r->sbuf2, n, MPI_DOUBLE, MPI_SUM, pc, &r->sreq);
     break;
   }
   case AD__M_GATHERV: {
-    int root = me == r->root, ext = root ? extent(r->cnt, r->dsp, p) : 0;
-    if (!(a = dbuf((size_t)r->nin)) || !(b = dbuf((size_t)ext))) break;
-    ad__tan_get(t, r->in, r->nin, a);
-    rc = nbwait(t, MPI_Igatherv(a, r->nin, MPI_DOUBLE, b, r->cnt, r->dsp, MPI_DOUBLE, r->root, pc, &q), &q,
-                "the tangent of a gather");
-    if (rc == AD_OK && root) {
-      double *pk = dbuf((size_t)r->nout);
-      if (pk) {
-        to_packed(b, r->cnt, r->dsp, p, pk);
-        ad__tan_set(t, r->out, r->nout, pk);
-        free(pk);
-      }
-    }
+    int ext = root ? extent(r->cnt, r->dsp, p) : 0;
+    if (!bufs(r, (size_t)r->nin, (size_t)ext)) return AD_ERR_NOMEM;
+    ad__tan_get(t, r->in, r->nin, r->sbuf);
+    e = MPI_Igatherv(r->sbuf, r->nin, MPI_DOUBLE, r->sbuf2, r->cnt, r->dsp, MPI_DOUBLE, r->root, pc, &r->sreq);
     break;
   }
   case AD__M_SCATTERV: {
-    int root = me == r->root, ext = root ? extent(r->cnt, r->dsp, p) : 0;
-    if (!(a = dbuf((size_t)ext)) || !(b = dbuf((size_t)r->count))) break;
+    int ext = root ? extent(r->cnt, r->dsp, p) : 0;
+    if (!bufs(r, (size_t)ext, (size_t)r->count)) return AD_ERR_NOMEM;
     if (root) {
       double *pk = dbuf((size_t)r->nin);
-      if (!pk) break;
+      if (!pk) return AD_ERR_NOMEM;
       ad__tan_get(t, r->in, r->nin, pk);
-      to_layout(pk, r->cnt, r->dsp, p, a);
+      to_layout(pk, r->cnt, r->dsp, p, r->sbuf);
       free(pk);
     }
-    e = MPI_Iscatterv(a, r->cnt, r->dsp, MPI_DOUBLE, r->inplace ? MPI_IN_PLACE : b, r->count, MPI_DOUBLE, r->root, pc,
-                      &q);
-    rc = nbwait(t, e, &q, "the tangent of a scatter");
-    if (rc == AD_OK && !r->inplace) ad__tan_set(t, r->out, r->nout, b);
+    e = MPI_Iscatterv(r->sbuf, r->cnt, r->dsp, MPI_DOUBLE, r->inplace ? MPI_IN_PLACE : r->sbuf2, r->count, MPI_DOUBLE,
+                      r->root, pc, &r->sreq);
     break;
   }
   case AD__M_ALLGATHERV: {
     int ext = extent(r->cnt, r->dsp, p);
-    if (!(a = dbuf((size_t)r->nin)) || !(b = dbuf((size_t)ext))) break;
-    ad__tan_get(t, r->in, r->nin, a);
-    memcpy(b + r->dsp[me], a, (size_t)r->nin * sizeof(double)); /* in place, as in the forward call */
-    rc = nbwait(t, MPI_Iallgatherv(MPI_IN_PLACE, r->nin, MPI_DOUBLE, b, r->cnt, r->dsp, MPI_DOUBLE, pc, &q), &q,
-                "the tangent of an allgather");
-    if (rc == AD_OK) {
-      double *pk = dbuf((size_t)r->nout);
-      if (pk) {
-        to_packed(b, r->cnt, r->dsp, p, pk);
-        ad__tan_set(t, r->out, r->nout, pk);
-        free(pk);
-      }
-    }
+    if (!bufs(r, (size_t)ext, 0)) return AD_ERR_NOMEM;
+    ad__tan_get(t, r->in, r->nin, r->sbuf + r->dsp[me]); /* in place, as in the forward call */
+    e = MPI_Iallgatherv(MPI_IN_PLACE, r->nin, MPI_DOUBLE, r->sbuf, r->cnt, r->dsp, MPI_DOUBLE, pc, &r->sreq);
     break;
   }
   case AD__M_ALLTOALLV: {
     int sext = extent(r->cnt, r->dsp, p), rext = extent(r->cnt2, r->dsp2, p);
-    double *pk = dbuf((size_t)(r->nout > r->nin ? r->nout : r->nin));
-    if (!pk || !(a = dbuf((size_t)sext)) || !(b = dbuf((size_t)rext))) {
+    double *pk = dbuf((size_t)r->nin);
+    if (!pk || !bufs(r, (size_t)sext, (size_t)rext)) {
       free(pk);
-      break;
+      return AD_ERR_NOMEM;
     }
     ad__tan_get(t, r->in, r->nin, pk);
-    to_layout(pk, r->cnt, r->dsp, p, a);
-    rc = nbwait(t, MPI_Ialltoallv(a, r->cnt, r->dsp, MPI_DOUBLE, b, r->cnt2, r->dsp2, MPI_DOUBLE, pc, &q), &q,
-                "the tangent of an alltoall");
-    if (rc == AD_OK) {
-      to_packed(b, r->cnt2, r->dsp2, p, pk);
-      ad__tan_set(t, r->out, r->nout, pk);
-    }
+    to_layout(pk, r->cnt, r->dsp, p, r->sbuf);
     free(pk);
+    e = MPI_Ialltoallv(r->sbuf, r->cnt, r->dsp, MPI_DOUBLE, r->sbuf2, r->cnt2, r->dsp2, MPI_DOUBLE, pc, &r->sreq);
     break;
   }
   default:
     return AD_ERR_STATE;
   }
-  if (rc == AD_OK && (!a || !b)) rc = AD_ERR_NOMEM;
-  /* A collective that timed out is still pending and MPI may still use its
-   * buffers when the other ranks arrive: they are given up for good. */
-  if (!ad__mpi_abandon(&q, 0)) {
-    ad__mpi_keep(a);
-    ad__mpi_keep(b);
-    a = b = NULL;
+  return e == MPI_SUCCESS ? AD_OK : ad__mpi_fail(t, e, "starting the tangent of a collective");
+}
+
+/* Set packed values v of the slots (cnt, dsp) laid out in `laid`. */
+static int tan_set_slots(ad_tape *t, ad__mrec *r, const double *laid, const int *cnt, const int *dsp) {
+  double *pk = dbuf((size_t)r->nout);
+  if (!pk) return AD_ERR_NOMEM;
+  to_packed(laid, cnt, dsp, r->c->size, pk);
+  ad__tan_set(t, r->out, r->nout, pk);
+  free(pk);
+  return AD_OK;
+}
+
+static int fwd_finish(ad_tape *t, ad__mrec *r) {
+  int me = r->c->rank;
+  int rc = sweep_wait(t, r, "the tangent of a collective");
+  if (rc == AD_OK) {
+    switch (r->kind) {
+    case AD__M_BCAST:
+      if (me != r->root) ad__tan_set(t, r->out, r->nout, r->sbuf);
+      break;
+    case AD__M_REDUCE:
+    case AD__M_ALLREDUCE:
+    case AD__M_SCAN:
+    case AD__M_EXSCAN:
+      if (r->nout) ad__tan_set(t, r->out, r->nout, r->sbuf2);
+      break;
+    case AD__M_RSB:
+      ad__tan_set(t, r->out, r->count, r->sbuf2);
+      break;
+    case AD__M_GATHERV:
+      if (me == r->root) rc = tan_set_slots(t, r, r->sbuf2, r->cnt, r->dsp);
+      break;
+    case AD__M_SCATTERV:
+      if (!r->inplace) ad__tan_set(t, r->out, r->nout, r->sbuf2);
+      break;
+    case AD__M_ALLGATHERV:
+      rc = tan_set_slots(t, r, r->sbuf, r->cnt, r->dsp);
+      break;
+    case AD__M_ALLTOALLV:
+      rc = tan_set_slots(t, r, r->sbuf2, r->cnt2, r->dsp2);
+      break;
+    default:
+      break;
+    }
   }
-  free(a);
-  free(b);
+  bufs_free(r);
   return rc;
+}
+
+/* Reverse order of adjoint collectives on one communicator (see ad__corder):
+ * a record numbered s whose completion record says the last number started
+ * before it completed was hi may start once every number in (s, hi] has:
+ * those started while it was pending, so they start before it in the
+ * reverse sweep on every rank. A blocking collective has nothing in between
+ * and always may. Returns AD_OK or the first failure. */
+static int may_start(const ad__corder *o, const ad__mrec *s, int hi) {
+  for (int j = s->seq + 1; j <= hi && j < o->n; j++)
+    if (!o->started[j]) return 0;
+  return 1;
+}
+
+static int pump(ad_tape *t, ad__corder *o) {
+  for (int again = 1; again;) {
+    again = 0;
+    for (int i = 0; i < o->nready; i++) {
+      ad__mrec *d = o->ready[i], *s = d->link;
+      if (!may_start(o, s, d->seq)) continue;
+      o->ready[i] = o->ready[--o->nready];
+      o->started[s->seq] = 1;
+      int rc = rev_start(t, s);
+      if (rc != AD_OK) return rc;
+      again = 1;
+      break;
+    }
+  }
+  return AD_OK;
+}
+
+static int order_fail(ad_tape *t, const char *why) {
+  ad__pending(t, AD_ERR_MPI, "a nonblocking collective %s", why);
+  return AD_ERR_MPI;
+}
+
+int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
+  ad__corder *o = ad__coll_order(t, r->c);
+  if (r->kind == AD__M_ICOLL_DONE) {
+    ad__mrec *s = r->link;
+    if (!s) return order_fail(t, "completed on this tape but its start is gone (ad_tape_reset_to?)");
+    if (!o || s->seq < 0 || s->seq >= o->n) return order_fail(t, "record has no number");
+    if (o->nready == o->capready) {
+      int ncap = o->capready ? 2 * o->capready : 8;
+      ad__mrec **n = realloc(o->ready, (size_t)ncap * sizeof *n);
+      if (!n) return AD_ERR_NOMEM;
+      o->ready = n;
+      o->capready = ncap;
+    }
+    o->ready[o->nready++] = r;
+    return pump(t, o);
+  }
+  if (r->kind == AD__M_CANCELLED) return AD_OK;
+  if (r->nb) {
+    if (!r->link) return order_fail(t, "recorded on this tape was never completed (wait or test) while recording");
+    if (!o || r->seq < 0 || r->seq >= o->n || !o->started[r->seq])
+      return order_fail(t, "was not started when the sweep reached its start (a sweep over part of its request?)");
+    return rev_finish(t, r);
+  }
+  int rc = rev_start(t, r);
+  if (rc == AD_OK)
+    rc = rev_finish(t, r);
+  else
+    bufs_free(r); /* nothing was started */
+  if (o && r->seq >= 0 && r->seq < o->n) o->started[r->seq] = 1;
+  return rc == AD_OK && o ? pump(t, o) : rc;
+}
+
+int ad__coll_forward(ad_tape *t, ad__mrec *r) {
+  if (r->kind == AD__M_CANCELLED) return AD_OK;
+  if (r->kind == AD__M_ICOLL_DONE) {
+    ad__mrec *s = r->link;
+    if (!s) return order_fail(t, "completed on this tape but its start is gone (ad_tape_reset_to?)");
+    return fwd_finish(t, s);
+  }
+  int rc = fwd_start(t, r);
+  if (rc != AD_OK && r->sreq == MPI_REQUEST_NULL) bufs_free(r);
+  if (rc != AD_OK || r->nb) return rc;
+  return fwd_finish(t, r);
 }
