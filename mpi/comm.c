@@ -824,6 +824,14 @@ static int ctx_sweep_begin(ad_tape *t, void *ctx, int reverse, int err) {
 
 static int ctx_sweep_end(ad_tape *t, void *ctx, int reverse, int rc) {
   (void)reverse;
+  tape_ctx *x = ctx;
+  /* A sweep that stopped between a nonblocking collective's start and its
+   * finish leaves it running on the private communicator. */
+  for (size_t i = 0; i < x->n; i++)
+    if (x->notes[i].order.inflight > 0) {
+      x->notes[i].order.inflight = 0;
+      left_pending = 1;
+    }
   lazy_finish(t, ctx, &rc);
   taint(t, ctx);
   return rc;
@@ -1243,8 +1251,10 @@ static void mrec_destroy(void *data) {
   ad__mrec *r = data;
   /* A sweep that failed half-way left a receive behind: cancel it before
    * its buffer goes. */
-  int coll = r->kind >= AD__M_BARRIER && r->kind <= AD__M_EXSCAN;
-  if (!ad__mpi_abandon(&r->sreq, !coll)) { /* a collective MPI may still use */
+  int coll = r->kind >= AD__M_BARRIER && r->kind <= AD__M_EXSCAN, was = left_pending;
+  if (!ad__mpi_abandon(&r->sreq, !coll)) { /* a collective MPI may still use: its communicator is retired */
+    r->c->tainted = 1;
+    left_pending = was;
     ad__mpi_keep(r->sbuf);
     ad__mpi_keep(r->sbuf2);
     ad__mpi_keep(r->keep);

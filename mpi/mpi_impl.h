@@ -98,6 +98,7 @@ typedef struct ad__corder {
   unsigned char *started;  /* reverse sweep: adjoint started, per number */
   struct ad__mrec **ready; /* reverse sweep: completion reached, waiting for its turn */
   int nready, capready;
+  int inflight; /* a sweep's nonblocking collectives started and not finished */
 } ad__corder;
 /* The state of (t, c), NULL if t has no collective on c. */
 ad__corder *ad__coll_order(ad_tape *t, ad__comm *c);
