@@ -227,8 +227,7 @@ static uint64_t record_payload(const ad__mrec *r, int adjoint) {
   int me = r->c->rank, p = r->c->size;
   int64_t nown = r->nin;
   if (r->kind == AD__M_BCAST) nown = me == r->root ? r->nin : r->nout;
-  if (r->kind == AD__M_NEIGHBOR)
-    return (uint64_t)(adjoint ? total(r->cnt2, r->rpeer) : total(r->cnt, r->peer)) * sizeof(double);
+  if (r->kind == AD__M_NEIGHBOR) return (uint64_t)(adjoint ? total(r->cnt2, r->rpeer) : r->count) * sizeof(double);
   if (r->kind == AD__M_RSB && r->cnt) return (uint64_t)(r->nin - r->count) * sizeof(double);
   if (r->kind == AD__M_RSB || r->kind == AD__M_SCATTERV) nown = r->count;
   return payload(r->kind, adjoint, me, p, r->root, nown, r->cnt, r->cnt2);
@@ -400,11 +399,12 @@ static const ad__req_ops pend_ops = {pend_complete, pend_failed};
 static int pend_go(pend *q, int rc, MPI_Request mq, ad_mpi_request *req) {
   coll x = q->x;
   if (rc != MPI_SUCCESS) {
-    if (req && mq != MPI_REQUEST_NULL)
+    const char *fn = q->fn;
+    if (mq != MPI_REQUEST_NULL)
       pend_failed(q, rc);
     else
       pend_free(q);
-    return fwd_fail(&x, rc, q->fn);
+    return fwd_fail(&x, rc, fn);
   }
   if (!req) {
     pend_deliver(q, q->r ? x.t : NULL);
@@ -1238,14 +1238,37 @@ static int neighbor_any(const void *sendbuf, const int *scnt, const int *sdsp, v
   coll x;
   int rc = coll_begin(&x, comm);
   if (rc != MPI_SUCCESS) return rc;
+  /* Open MPI 4.1 mixes up a neighbourhood collective started while the
+   * communicator's duplicate is still being made: finish that first (every
+   * rank has started it, in this same call). */
+  if (ad__mpi_comm_ready(NULL, x.c) != AD_OK) return MPI_ERR_OTHER;
   int sext = extent(scnt, sdsp, outdeg), rext = extent(rcnt, rdsp, indeg);
-  int nin = total(scnt, outdeg), nout = total(rcnt, indeg);
   pend *q = pend_new(&x, AD__M_NEIGHBOR, fn);
   if (!q || !(q->sv = dbuf((size_t)sext)) || !(q->rv = dbuf((size_t)rext)) || !(q->cnt = icopy(rcnt, indeg)) ||
-      !(q->dsp = icopy(rdsp, indeg)) || !(q->a1 = icopy(scnt, outdeg)) || !(q->a2 = icopy(sdsp, outdeg))) {
+      !(q->dsp = icopy(rdsp, indeg)) || !(q->a1 = icopy(scnt, outdeg)) || !(q->a2 = icopy(sdsp, outdeg)) ||
+      !(q->a3 = icopy(rcnt, indeg)) || !(q->a4 = icopy(rdsp, indeg))) {
     pend_free(q);
     return MPI_ERR_NO_MEM;
   }
+  /* A Cartesian slot of MPI_PROC_NULL receives nothing: its buffer, and
+   * its handles, stay as they are. */
+  int topo = MPI_UNDEFINED;
+  MPI_Topo_test(comm, &topo);
+  int nin = total(scnt, outdeg), nsend = nin;
+  if (topo == MPI_CART)
+    for (int d = 0; 2 * d < indeg; d++) {
+      int lo, hi;
+      MPI_Cart_shift(comm, d, 1, &lo, &hi);
+      if (lo == MPI_PROC_NULL) {
+        q->cnt[2 * d] = 0;
+        nsend -= scnt[2 * d];
+      }
+      if (hi == MPI_PROC_NULL) {
+        q->cnt[2 * d + 1] = 0;
+        nsend -= scnt[2 * d + 1];
+      }
+    }
+  int nout = total(q->cnt, indeg);
   q->recvbuf = recvbuf;
   q->nslots = indeg;
   ad__pack(sendbuf, sext, q->sv);
@@ -1253,16 +1276,22 @@ static int neighbor_any(const void *sendbuf, const int *scnt, const int *sdsp, v
   if (r) {
     r->peer = outdeg;
     r->rpeer = indeg;
-    if (!(r->cnt = icopy(scnt, outdeg)) || !(r->dsp = icopy(sdsp, outdeg)) || !(r->cnt2 = icopy(rcnt, indeg)) ||
+    r->count = nsend; /* values that leave this rank (not to MPI_PROC_NULL) */
+    if (!(r->cnt = icopy(scnt, outdeg)) || !(r->dsp = icopy(sdsp, outdeg)) || !(r->cnt2 = icopy(q->cnt, indeg)) ||
         !(r->dsp2 = icopy(rdsp, indeg)))
       ad__fail(x.t, AD_ERR_NOMEM, "%s: no memory", fn);
     else
       slot_handles(x.t, sendbuf, scnt, sdsp, outdeg, r->in, fn);
   }
+  /* Always MPI's nonblocking alltoallv, which the sweeps use too: where a
+   * rank is the same neighbour twice (a periodic Cartesian dimension of one
+   * or two ranks, repeated graph edges) MPI libraries disagree, even between
+   * their own blocking and nonblocking calls, on which slot receives which
+   * message; the forward call and the sweeps must route alike. */
   MPI_Request mq = MPI_REQUEST_NULL;
-  rc = req ? MPI_Ineighbor_alltoallv(q->sv, q->a1, q->a2, MPI_DOUBLE, q->rv, q->cnt, q->dsp, MPI_DOUBLE, comm, &mq)
-           : MPI_Neighbor_alltoallv(q->sv, q->a1, q->a2, MPI_DOUBLE, q->rv, q->cnt, q->dsp, MPI_DOUBLE, comm);
-  ad__mpi_counters.forward_bytes += (uint64_t)nin * sizeof(double);
+  rc = MPI_Ineighbor_alltoallv(q->sv, q->a1, q->a2, MPI_DOUBLE, q->rv, q->a3, q->a4, MPI_DOUBLE, comm, &mq);
+  if (rc == MPI_SUCCESS && !req) rc = MPI_Wait(&mq, MPI_STATUS_IGNORE);
+  ad__mpi_counters.forward_bytes += (uint64_t)nsend * sizeof(double);
   return pend_go(q, rc, mq, req);
 }
 

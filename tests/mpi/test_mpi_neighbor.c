@@ -94,6 +94,20 @@ static void test_passive(void) {
   ad_real a = ad_const(1.0), b;
   MT_CHECK(ad_mpi_neighbor_allgather(&a, 1, AD_MPI_REAL, &b, 1, AD_MPI_REAL, MPI_COMM_WORLD) != MPI_SUCCESS);
   MPI_Comm_free(&g);
+  /* A slot of MPI_PROC_NULL is left as it was, and counts no bytes. */
+  int dims[1] = {mt_size}, per[1] = {0};
+  MPI_Comm cart;
+  MPI_Cart_create(MPI_COMM_WORLD, 1, dims, per, 0, &cart);
+  ad_real s2[2] = {ad_const(1.0 + mt_rank), ad_const(2.0 + mt_rank)}, r2[2] = {ad_const(7.0), ad_const(7.0)};
+  ad_mpi_stats st0, st1;
+  ad_mpi_stats_get(&st0);
+  MT_CHECK(ad_mpi_neighbor_alltoall(s2, 1, AD_MPI_REAL, r2, 1, AD_MPI_REAL, cart) == MPI_SUCCESS);
+  ad_mpi_stats_get(&st1);
+  MT_CHECK(ad_value(r2[0]) == (mt_rank == 0 ? 7.0 : 2.0 + (mt_rank - 1)));
+  MT_CHECK(ad_value(r2[1]) == (mt_rank == mt_size - 1 ? 7.0 : 1.0 + (mt_rank + 1)));
+  int out = (mt_rank > 0) + (mt_rank < mt_size - 1);
+  MT_CHECK(st1.forward_bytes - st0.forward_bytes == (uint64_t)out * sizeof(double));
+  MPI_Comm_free(&cart);
 }
 
 int main(int argc, char **argv) {
