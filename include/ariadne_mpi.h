@@ -131,10 +131,10 @@ int ad_mpi_ibsend(const void *buf, int count, MPI_Datatype datatype, int dest, i
 int ad_mpi_irsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
                   ad_mpi_request *request);
 int ad_mpi_waitsome(int incount, ad_mpi_request array_of_requests[], int *outcount, int array_of_indices[],
-                    MPI_Status array_of_statuses[]);
+                    MPI_Status *array_of_statuses);
 int ad_mpi_testany(int count, ad_mpi_request array_of_requests[], int *index, int *flag, MPI_Status *status);
 int ad_mpi_testsome(int incount, ad_mpi_request array_of_requests[], int *outcount, int array_of_indices[],
-                    MPI_Status array_of_statuses[]);
+                    MPI_Status *array_of_statuses);
 /* Frees a request. An active send goes on and is differentiated (its
  * completion is recorded here); an active receive of AD_MPI_REAL data, and
  * the request of a nonblocking collective, give MPI_ERR_REQUEST and a
