@@ -7,16 +7,20 @@
  * error code and a sticky tape error naming the call.
  *
  * The same file is also compiled with ARIADNE_PASSIVE, where every wrapper
- * is its MPI twin: then the programs run once for their values, which are
- * compared with the active build's (printed checksums are not compared
- * across builds; the passive run checks that the mappings compile and run
- * the same communication). */
+ * is its MPI twin: then each program runs once, with its checks of statuses
+ * and counts, and the persistent halo exchange is compared value for value
+ * with the same update written with plain MPI_Sendrecv (as in the active
+ * build). */
 #include "mtest.h"
 
 #define N 3 /* values per message */
 
 static int right(void) { return (mt_rank + 1) % mt_size; }
 static int left(void) { return (mt_rank + mt_size - 1) % mt_size; }
+
+/* Statuses of the programs' multiple completions (MPI_STATUSES_IGNORE
+ * would do, but GCC warns about it through the passive build's MPI calls). */
+static MPI_Status sts[8];
 
 /* Ring: Issend, Ibsend and Irsend to the right (the receives are posted
  * before a barrier, so the ready send is legal), completed by waitsome. */
@@ -78,7 +82,7 @@ static void test_calls(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   MT_CHECK(flag && idx == MPI_UNDEFINED);
   for (int done = 0; done < 2;) {
     int out, ix[2];
-    MT_CHECK(ad_mpi_testsome(2, sq, &out, ix, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+    MT_CHECK(ad_mpi_testsome(2, sq, &out, ix, sts) == MPI_SUCCESS);
     done += out;
   }
   for (int i = 0; i < n; i++) y[i] = ad_add(ad_mul(rl[i], rr[i]), ad_mul(x[i], rl[(i + 2) % n]));
@@ -97,7 +101,11 @@ static void cancel_free(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   ad_mpi_irecv(r, n, AD_MPI_REAL, left(), 6, MPI_COMM_WORLD, &q[1]);
   ad_mpi_isend(s, n, AD_MPI_REAL, right(), 6, MPI_COMM_WORLD, &q[2]);
   MT_CHECK(ad_mpi_request_free(&q[2]) == MPI_SUCCESS);
+#ifndef ARIADNE_PASSIVE
   MT_CHECK(q[2].slot == -1 && q[2].mpi == MPI_REQUEST_NULL);
+#else
+  MT_CHECK(q[2] == MPI_REQUEST_NULL);
+#endif
   MT_CHECK(ad_mpi_cancel(&q[0]) == MPI_SUCCESS);
   MPI_Status st;
   MT_CHECK(ad_mpi_wait(&q[0], &st) == MPI_SUCCESS);
@@ -152,7 +160,7 @@ static void unknown_length(ad_real *x, int n, ad_real *y, int m, void *ctx) {
     MT_CHECK(got[k] == want);
     for (int i = 0; i < got[k] && i < N; i++) y[i] = ad_add(y[i], ad_mul(ad_mul(r[k][i], 1.0 + k), x[i]));
   }
-  ad_mpi_waitall(3, sq, MPI_STATUSES_IGNORE);
+  ad_mpi_waitall(3, sq, sts);
 }
 
 /* The numbering of a matched probe: three messages of one stream (left, 7),
@@ -183,7 +191,7 @@ static void mprobe_order(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   ad_mpi_recv(rb, n, AD_MPI_REAL, left(), 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   MT_CHECK(ad_mpi_mrecv(ra, n, AD_MPI_REAL, &ma, MPI_STATUS_IGNORE) == MPI_SUCCESS);
   MPI_Wait(&pq, MPI_STATUS_IGNORE);
-  ad_mpi_waitall(2, sq, MPI_STATUSES_IGNORE);
+  ad_mpi_waitall(2, sq, sts);
   for (int i = 0; i < n; i++) y[i] = ad_add(ad_mul(ra[i], ad_sin(rb[i])), ad_mul(x[i], rpas));
 }
 
@@ -205,7 +213,7 @@ static void halo(ad_real *x, int n, ad_real *y, int m, void *ctx) {
     sr[0] = u[n];
     sl[0] = u[1];
     MT_CHECK(ad_mpi_startall(4, q) == MPI_SUCCESS);
-    MT_CHECK(ad_mpi_waitall(4, q, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+    MT_CHECK(ad_mpi_waitall(4, q, sts) == MPI_SUCCESS);
     u[0] = gl[0];
     u[n + 1] = gr[0];
     ad_real v[N + 2];
@@ -217,15 +225,48 @@ static void halo(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   /* An inactive persistent request completes at once with an empty status
    * and records nothing. */
   MPI_Status st;
+#ifndef ARIADNE_PASSIVE
   ad_mpi_stats before, after;
   ad_mpi_stats_get(&before);
+#endif
   MT_CHECK(ad_mpi_wait(&q[0], &st) == MPI_SUCCESS);
-  ad_mpi_stats_get(&after);
   MT_CHECK(st.MPI_SOURCE == MPI_ANY_SOURCE && st.MPI_TAG == MPI_ANY_TAG);
+#ifndef ARIADNE_PASSIVE
+  ad_mpi_stats_get(&after);
   MT_CHECK(after.records == before.records);
   MT_CHECK(q[0].slot >= 0);
+#endif
   for (int k = 0; k < 4; k++) MT_CHECK(ad_mpi_request_free(&q[k]) == MPI_SUCCESS);
   for (int i = 0; i < n; i++) y[i] = u[i + 1];
+}
+
+/* The same update with plain MPI_Sendrecv on doubles. */
+static void halo_reference(const double *x, int n, double *y) {
+  double u[N + 2];
+  for (int i = 0; i < n; i++) u[i + 1] = x[i];
+  for (int step = 0; step < STEPS; step++) {
+    MPI_Sendrecv(&u[n], 1, MPI_DOUBLE, right(), 0, &u[0], 1, MPI_DOUBLE, left(), 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Sendrecv(&u[1], 1, MPI_DOUBLE, left(), 1, &u[n + 1], 1, MPI_DOUBLE, right(), 1, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    double v[N + 2];
+    for (int i = 1; i <= n; i++) v[i] = u[i] + 0.2 * ((u[i - 1] + u[i + 1] - 2.0 * u[i]) + 0.3 * sin(u[i]));
+    for (int i = 1; i <= n; i++) u[i] = v[i];
+  }
+  for (int i = 0; i < n; i++) y[i] = u[i + 1];
+}
+
+/* The persistent halo's values, untaped, equal the reference's: the
+ * persistent requests move the current values at every start. */
+static void halo_values(void) {
+  double x0[N], ref[N];
+  ad_real x[N], y[N];
+  for (int i = 0; i < N; i++) {
+    x0[i] = 0.1 * (i + 1) + 0.37 * mt_rank;
+    x[i] = ad_const(x0[i]);
+  }
+  halo(x, N, y, N, NULL);
+  halo_reference(x0, N, ref);
+  for (int i = 0; i < N; i++) MT_CLOSE(ad_value(y[i]), ref[i], 1e-14);
 }
 
 /* Every persistent send mode, restarted in every step; the receive starts
@@ -247,7 +288,7 @@ static void persistent_modes(ad_real *x, int n, ad_real *y, int m, void *ctx) {
     MPI_Barrier(MPI_COMM_WORLD);
     ad_mpi_start(&sq[step % 4]);
     ad_mpi_request both[2] = {rq, sq[step % 4]};
-    MT_CHECK(ad_mpi_waitall(2, both, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+    MT_CHECK(ad_mpi_waitall(2, both, sts) == MPI_SUCCESS);
     for (int i = 0; i < n; i++) acc[i] = ad_add(acc[i], ad_mul(0.5, r[i]));
   }
   ad_mpi_request_free(&rq);
@@ -255,6 +296,7 @@ static void persistent_modes(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   for (int i = 0; i < n; i++) y[i] = acc[i];
 }
 
+#ifndef ARIADNE_PASSIVE
 /* Adjoint and tangent bytes on the wire equal the forward bytes, summed over
  * the ranks. */
 static void check_bytes(const char *name, mt_prog f) {
@@ -416,12 +458,24 @@ static void bad_input(void) {
   ad_mpi_request_free(&rq);
   ad_mpi_request_free(&sq);
 }
+#endif /* ARIADNE_PASSIVE */
 
 int main(int argc, char **argv) {
   mt_init(&argc, &argv);
   int bsize = 1 << 16;
   void *bbuf = malloc((size_t)bsize);
   MPI_Buffer_attach(bbuf, bsize);
+  halo_values();
+#ifdef ARIADNE_PASSIVE
+  typedef void (*prog)(ad_real *, int, ad_real *, int, void *);
+  prog progs[] = {send_modes, test_calls, cancel_free, unknown_length, mprobe_order, halo, persistent_modes};
+  for (size_t k = 0; k < sizeof progs / sizeof progs[0]; k++) {
+    ad_real x[N], y[N];
+    unsigned long long seed = 99ull + (unsigned long long)mt_rank;
+    for (int i = 0; i < N; i++) x[i] = 0.5 + 0.4 * mt_rand(&seed);
+    progs[k](x, N, y, N, NULL);
+  }
+#else
   mt_check_prog("send_modes", send_modes, N, N, NULL, 1e-6);
   mt_check_prog("test_calls", test_calls, N, N, NULL, 1e-6);
   mt_check_prog("cancel_free", cancel_free, N, N, NULL, 1e-6);
@@ -433,6 +487,7 @@ int main(int argc, char **argv) {
   check_bytes("unknown_length", unknown_length);
   check_bytes("send_modes", send_modes);
   bad_input();
+#endif
   MPI_Buffer_detach(&bbuf, &bsize);
   free(bbuf);
   return mt_finalize();
