@@ -451,6 +451,7 @@ typedef struct rslot {
   int peer, tag;     /* persistent: destination, or source pattern, and tag */
   int orphan;        /* a send the user freed while active: goes when MPI is done with it */
   int is_msg;        /* a probed message not yet received */
+  int cancelled;     /* a receive cancelled, waiting for its completion call */
   MPI_Message msg;
   int next_free;
 } rslot;
@@ -524,6 +525,7 @@ static void slot_retire(int s) {
   rslot *q = &slots[s];
   if (q->pers && !q->orphan) {
     q->started = 0;
+    q->cancelled = 0;
     q->start = NULL;
     q->tape = NULL;
     q->lost = 0;
@@ -811,13 +813,7 @@ static void slot_deliver(int s, const MPI_Status *st) {
   if (!q->active) return;
   ad_tape *seen, *t = ad__mpi_tape(&seen);
   int recorded = q->start && q->tape == t && t && t->rec.epoch == q->epoch;
-  int cancelled = 0;
-  if (q->is_recv && !q->ops) MPI_Test_cancelled(st, &cancelled);
-  if (cancelled) {
-    ad__recv_complete(q->c, q->post, -2, -2);
-    if (q->start) q->start->kind = AD__M_CANCELLED;
-    return;
-  }
+  if (q->cancelled) return; /* see ad_mpi_cancel */
   if (q->lost && seen) {
     ad__fail(seen, AD_ERR_MPI,
              "a request started while recording completed after ad_tape_reset_to discarded its start; the "
@@ -1136,10 +1132,25 @@ int ad_mpi_cancel(ad_mpi_request *request) {
     return refuse(MPI_ERR_REQUEST,
                   "ad_mpi_cancel: the receive has already matched a message; complete it with a wait or test");
   if (rc == MPI_SUCCESS) rc = MPI_Cancel(&q->mpi);
+  /* A receive marked for cancellation completes without anybody else's
+   * help; whether it was cancelled is known once it has. Find out now: a
+   * cancelled receive then leaves the receive order at once (so that a
+   * later receive's number does not wait for it), and its start record
+   * becomes no action. One that matched meanwhile completes as usual in the
+   * user's completion call. */
+  while (rc == MPI_SUCCESS && !flag) rc = MPI_Request_get_status(q->mpi, &flag, &st);
   if (rc != MPI_SUCCESS) {
     ad_tape *seen;
     ad__mpi_tape(&seen);
     return ad__mpi_forward_error(seen, rc, "ad_mpi_cancel");
+  }
+  int cancelled = 0;
+  MPI_Test_cancelled(&st, &cancelled);
+  if (cancelled) {
+    q->cancelled = 1;
+    ad__recv_complete(q->c, q->post, -2, -2);
+    if (q->start) q->start->kind = AD__M_CANCELLED;
+    q->start = NULL;
   }
   return MPI_SUCCESS;
 }

@@ -88,14 +88,20 @@ static void test_calls(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   for (int i = 0; i < n; i++) y[i] = ad_add(ad_mul(rl[i], rr[i]), ad_mul(x[i], rl[(i + 2) % n]));
 }
 
-/* A receive that never matches is cancelled among live traffic on another
- * tag of the same stream; the send request of the real message is freed
- * before it completes. */
+/* Receives that never match are cancelled among live traffic: a wildcard
+ * one, cancelled before anything is sent and completed only after a
+ * receive that it would have accepted, and one on another tag of the live
+ * stream. The send request of the real message is freed before it
+ * completes. */
 static void cancel_free(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   (void)ctx;
   (void)m;
-  ad_real s[N], r[N], never[N];
+  ad_real s[N], r[N], never[N], any[N];
   for (int i = 0; i < n; i++) s[i] = ad_sqrt(ad_add(x[i], 2.0));
+  ad_mpi_request wq;
+  ad_mpi_irecv(any, n, AD_MPI_REAL, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &wq);
+  MT_CHECK(ad_mpi_cancel(&wq) == MPI_SUCCESS);
+  MPI_Barrier(MPI_COMM_WORLD); /* nothing was sent before: the wildcard receive cannot have matched */
   ad_mpi_request q[3];
   ad_mpi_irecv(never, n, AD_MPI_REAL, left(), 99, MPI_COMM_WORLD, &q[0]);
   ad_mpi_irecv(r, n, AD_MPI_REAL, left(), 6, MPI_COMM_WORLD, &q[1]);
@@ -113,6 +119,10 @@ static void cancel_free(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   MPI_Test_cancelled(&st, &cancelled);
   MT_CHECK(cancelled);
   MT_CHECK(ad_mpi_wait(&q[1], MPI_STATUS_IGNORE) == MPI_SUCCESS);
+  MT_CHECK(ad_mpi_wait(&wq, &st) == MPI_SUCCESS);
+  cancelled = 0;
+  MPI_Test_cancelled(&st, &cancelled);
+  MT_CHECK(cancelled);
   for (int i = 0; i < n; i++) y[i] = ad_mul(r[i], ad_add(x[i], r[(i + 1) % n]));
   /* Everybody has received, so every freed send has completed. */
   MPI_Barrier(MPI_COMM_WORLD);
