@@ -450,6 +450,22 @@ static void bad_input(void) {
   ad_mpi_wait(&q, MPI_STATUS_IGNORE);
   bad_end(t, "ad_mpi_mrecv");
 
+  /* A probed message received as passive data after a later active message
+   * of its stream: that message's number would be wrong. */
+  t = bad_begin();
+  fresh(v);
+  double pas = 5.0, rpas = 0.0;
+  MPI_Request pq;
+  MPI_Isend(&pas, 1, MPI_DOUBLE, 0, 57, self, &pq);
+  ad_mpi_isend(v, 2, AD_MPI_REAL, 0, 57, self, &q);
+  MT_CHECK(ad_mpi_mprobe(0, 57, self, &msg, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+  ad_mpi_recv(w, 2, AD_MPI_REAL, 0, 57, self, MPI_STATUS_IGNORE);
+  MT_CHECK(ad_mpi_mrecv(&rpas, 1, MPI_DOUBLE, &msg, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+  MT_CHECK(rpas == 5.0 && ad_value(w[1]) == 4.0);
+  MPI_Wait(&pq, MPI_STATUS_IGNORE);
+  ad_mpi_wait(&q, MPI_STATUS_IGNORE);
+  bad_end(t, "ad_mpi_mrecv: a message probed");
+
   /* A tape in error refuses to sweep: no wrong number. */
   t = bad_begin();
   v[0] = ad_input(1.0);
