@@ -8,7 +8,14 @@
  * sweep posts the adjoint operation (a nonblocking send, or a receive), and at
  * the start record it completes the receive and accumulates. Adjoint sends are
  * completed lazily at the end of the sweep, so a sweep never relies on MPI
- * buffering. */
+ * buffering.
+ *
+ * The other nonblocking send modes, persistent requests and matched probes
+ * use the same records: every start of a persistent request is an isend or
+ * irecv start record, an mrecv is a receive record and an imrecv an irecv.
+ * A cancelled receive's start record becomes AD__M_CANCELLED (no action),
+ * and an active send freed by ad_mpi_request_free records its completion at
+ * the free. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1125,6 +1132,7 @@ int ad_mpi_cancel(ad_mpi_request *request) {
     return refuse(MPI_ERR_REQUEST,
                   "ad_mpi_cancel: a send of AD_MPI_REAL data cannot be cancelled (the receiver could not tell which "
                   "messages it missed)");
+  if (q->cancelled) return MPI_SUCCESS; /* cancelled already */
   int flag = 0;
   MPI_Status st;
   int rc = MPI_Request_get_status(q->mpi, &flag, &st);
