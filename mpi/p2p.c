@@ -622,7 +622,7 @@ int ad__req_new(ad_mpi_request *request, MPI_Request mpi, ad_tape *t, ad__mrec *
   if (s < 0) return MPI_ERR_NO_MEM;
   rslot *q = &slots[s];
   q->mpi = mpi;
-  q->active = 1;
+  q->active = ops != NULL; /* without ops: a passive request, nothing to do at completion */
   q->ops = ops;
   q->ctx = ctx;
   if (t && start) {
