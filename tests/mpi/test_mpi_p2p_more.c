@@ -88,6 +88,28 @@ static void test_calls(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   for (int i = 0; i < n; i++) y[i] = ad_add(ad_mul(rl[i], rr[i]), ad_mul(x[i], rl[(i + 2) % n]));
 }
 
+/* Nonblocking collectives and point-to-point requests in one array,
+ * completed by testsome and then waitsome. */
+static void mixed_collective(ad_real *x, int n, ad_real *y, int m, void *ctx) {
+  (void)ctx;
+  (void)m;
+  ad_real s[N], r[N], sum[N], b[N];
+  for (int i = 0; i < n; i++) {
+    s[i] = ad_mul(x[i], ad_exp(ad_mul(0.1, x[i])));
+    b[i] = mt_rank == 0 ? ad_sin(x[i]) : ad_const(0.0);
+  }
+  ad_mpi_request q[4];
+  ad_mpi_irecv(r, n, AD_MPI_REAL, left(), 9, MPI_COMM_WORLD, &q[0]);
+  ad_mpi_iallreduce(s, sum, n, AD_MPI_REAL, MPI_SUM, MPI_COMM_WORLD, &q[1]);
+  ad_mpi_isend(s, n, AD_MPI_REAL, right(), 9, MPI_COMM_WORLD, &q[2]);
+  ad_mpi_ibcast(b, n, AD_MPI_REAL, 0, MPI_COMM_WORLD, &q[3]);
+  int out = 0, idx[4];
+  MT_CHECK(ad_mpi_testsome(4, q, &out, idx, sts) == MPI_SUCCESS);
+  for (int done = out; done < 4; done += out) MT_CHECK(ad_mpi_waitsome(4, q, &out, idx, sts) == MPI_SUCCESS);
+  MT_CHECK(ad_mpi_waitsome(4, q, &out, idx, sts) == MPI_SUCCESS && out == MPI_UNDEFINED);
+  for (int i = 0; i < n; i++) y[i] = ad_add(ad_mul(r[i], sum[i]), ad_mul(b[i], x[i]));
+}
+
 /* Receives that never match are cancelled among live traffic: a wildcard
  * one, cancelled before anything is sent and completed only after a
  * receive that it would have accepted, and one on another tag of the live
@@ -466,6 +488,17 @@ static void bad_input(void) {
   ad_mpi_wait(&q, MPI_STATUS_IGNORE);
   bad_end(t, "ad_mpi_mrecv: a message probed");
 
+  /* The request of a nonblocking collective cannot be freed or cancelled;
+   * it completes as usual afterwards. */
+  t = bad_begin();
+  fresh(v);
+  ad_mpi_iallreduce(v, w, 2, AD_MPI_REAL, MPI_SUM, self, &q);
+  MT_CHECK(ad_mpi_request_free(&q) == MPI_ERR_REQUEST);
+  MT_CHECK(ad_mpi_cancel(&q) == MPI_ERR_REQUEST);
+  MT_CHECK(ad_mpi_wait(&q, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+  MT_CHECK(ad_value(w[0]) == 3.0);
+  bad_end(t, "ad_mpi_request_free");
+
   /* A tape in error refuses to sweep: no wrong number. */
   t = bad_begin();
   v[0] = ad_input(1.0);
@@ -494,7 +527,8 @@ int main(int argc, char **argv) {
   halo_values();
 #ifdef ARIADNE_PASSIVE
   typedef void (*prog)(ad_real *, int, ad_real *, int, void *);
-  prog progs[] = {send_modes, test_calls, cancel_free, unknown_length, mprobe_order, halo, persistent_modes};
+  prog progs[] = {send_modes,     test_calls,   cancel_free, mixed_collective,
+                  unknown_length, mprobe_order, halo,        persistent_modes};
   for (size_t k = 0; k < sizeof progs / sizeof progs[0]; k++) {
     ad_real x[N], y[N];
     unsigned long long seed = 99ull + (unsigned long long)mt_rank;
@@ -505,6 +539,7 @@ int main(int argc, char **argv) {
   mt_check_prog("send_modes", send_modes, N, N, NULL, 1e-6);
   mt_check_prog("test_calls", test_calls, N, N, NULL, 1e-6);
   mt_check_prog("cancel_free", cancel_free, N, N, NULL, 1e-6);
+  mt_check_prog("mixed_collective", mixed_collective, N, N, NULL, 1e-6);
   mt_check_prog("unknown_length", unknown_length, N, N, NULL, 1e-6);
   mt_check_prog("mprobe_order", mprobe_order, N, N, NULL, 1e-6);
   mt_check_prog("halo", halo, N, N, NULL, 1e-6);
