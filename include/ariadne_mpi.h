@@ -138,13 +138,14 @@ int ad_mpi_testsome(int incount, ad_mpi_request array_of_requests[], int *outcou
 /* Frees a request. An active send goes on and is differentiated (its
  * completion is recorded here); an active receive of AD_MPI_REAL data, and
  * the request of a nonblocking collective, give MPI_ERR_REQUEST and a
- * sticky tape error: complete (or cancel, then complete) them first. */
+ * sticky tape error: complete (or cancel, then complete) them first. So does
+ * a null request. */
 int ad_mpi_request_free(ad_mpi_request *request);
 /* Cancels a receive that has not matched a message yet; complete it with a
  * wait or test as in MPI (MPI_Test_cancelled on its status). A cancelled
  * receive leaves no record. A receive that already matched, a send of
- * AD_MPI_REAL data, an inactive persistent request and a nonblocking
- * collective give MPI_ERR_REQUEST and a sticky tape error. */
+ * AD_MPI_REAL data, an inactive persistent request, a nonblocking collective
+ * and a null request give MPI_ERR_REQUEST and a sticky tape error. */
 int ad_mpi_cancel(ad_mpi_request *request);
 
 /* Persistent requests: set up once (no record), then every ad_mpi_start
@@ -152,7 +153,8 @@ int ad_mpi_cancel(ad_mpi_request *request);
  * communication, exactly as the nonblocking call with these arguments
  * would; complete each start with a wait or test. ad_mpi_request_free
  * releases the request. Starting an active request, or a request that is
- * not persistent, gives MPI_ERR_REQUEST and a sticky tape error. */
+ * not persistent (a null one included), gives MPI_ERR_REQUEST and a sticky
+ * tape error; ad_mpi_startall then starts none. */
 int ad_mpi_send_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
                      ad_mpi_request *request);
 int ad_mpi_ssend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,

@@ -1084,7 +1084,7 @@ int ad_mpi_testsome(int incount, ad_mpi_request reqs[], int *outcount, int indic
 int ad_mpi_request_free(ad_mpi_request *request) {
   int c = req_check(request);
   if (c < 0) return req_misuse("ad_mpi_request_free");
-  if (c == 0) return MPI_Request_free(&request->mpi);
+  if (c == 0) return refuse(MPI_ERR_REQUEST, "ad_mpi_request_free: the request is null");
   int s = request->slot;
   rslot *q = &slots[s];
   if (q->ops)
@@ -1122,7 +1122,7 @@ int ad_mpi_request_free(ad_mpi_request *request) {
 int ad_mpi_cancel(ad_mpi_request *request) {
   int c = req_check(request);
   if (c < 0) return req_misuse("ad_mpi_cancel");
-  if (c == 0) return MPI_Cancel(&request->mpi);
+  if (c == 0) return refuse(MPI_ERR_REQUEST, "ad_mpi_cancel: the request is null");
   rslot *q = &slots[request->slot];
   if (q->ops) return refuse(MPI_ERR_REQUEST, "ad_mpi_cancel: a nonblocking collective cannot be cancelled");
   if (q->pers && !q->started)
@@ -1172,9 +1172,8 @@ int ad_mpi_cancel(ad_mpi_request *request) {
 static int start_check(const ad_mpi_request *request, const char *fn) {
   int c = req_check(request);
   if (c < 0) return -req_misuse(fn);
-  if (c == 0) return 0;
-  const rslot *q = &slots[request->slot];
-  if (!q->pers) return -refuse(MPI_ERR_REQUEST, "%s: not a persistent request", fn);
+  const rslot *q = c ? &slots[request->slot] : NULL;
+  if (!q || !q->pers) return -refuse(MPI_ERR_REQUEST, "%s: not a persistent request", fn);
   if (q->started)
     return -refuse(MPI_ERR_REQUEST, "%s: the persistent request is active already (started twice without a completion)",
                    fn);
@@ -1184,7 +1183,6 @@ static int start_check(const ad_mpi_request *request, const char *fn) {
 static int start_one(ad_mpi_request *request, const char *fn) {
   int c = start_check(request, fn);
   if (c < 0) return -c;
-  if (c == 0) return MPI_Start(&request->mpi);
   int s = request->slot;
   rslot *q = &slots[s];
   if (q->active) {
@@ -1216,7 +1214,7 @@ int ad_mpi_startall(int count, ad_mpi_request reqs[]) {
   for (int i = 0; i < count; i++) {
     int c = start_check(&reqs[i], "ad_mpi_startall");
     if (c < 0) return -c;
-    for (int j = 0; c > 0 && j < i; j++)
+    for (int j = 0; j < i; j++)
       if (reqs[j].slot == reqs[i].slot)
         return refuse(MPI_ERR_REQUEST, "ad_mpi_startall: request %d is request %d again (started twice)", i, j);
   }

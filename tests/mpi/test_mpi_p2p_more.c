@@ -405,6 +405,13 @@ static void bad_input(void) {
   MT_CHECK(ad_mpi_startall(2, twice) == MPI_ERR_REQUEST);
   bad_end(t, "ad_mpi_startall");
 
+  /* A null request started or freed. */
+  t = bad_begin();
+  ad_mpi_request null = AD_MPI_REQUEST_NULL;
+  MT_CHECK(ad_mpi_start(&null) == MPI_ERR_REQUEST);
+  MT_CHECK(ad_mpi_request_free(&null) == MPI_ERR_REQUEST);
+  bad_end(t, "ad_mpi_start: not a persistent request");
+
   /* A stale copy of a freed persistent request. */
   t = bad_begin();
   ad_mpi_request copy = sq;
