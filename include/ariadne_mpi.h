@@ -121,6 +121,76 @@ int ad_mpi_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, i
 int ad_mpi_sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, int sendtag, int source, int recvtag,
                             MPI_Comm comm, MPI_Status *status);
 
+/* More point to point. Issend, Ibsend and Irsend record as Isend does: any
+ * send mode's adjoint is a receive. Waitsome, Testany and Testsome complete
+ * requests of every kind, as Wait does. */
+int ad_mpi_issend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                  ad_mpi_request *request);
+int ad_mpi_ibsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                  ad_mpi_request *request);
+int ad_mpi_irsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                  ad_mpi_request *request);
+int ad_mpi_waitsome(int incount, ad_mpi_request array_of_requests[], int *outcount, int array_of_indices[],
+                    MPI_Status *array_of_statuses);
+int ad_mpi_testany(int count, ad_mpi_request array_of_requests[], int *index, int *flag, MPI_Status *status);
+int ad_mpi_testsome(int incount, ad_mpi_request array_of_requests[], int *outcount, int array_of_indices[],
+                    MPI_Status *array_of_statuses);
+/* Frees a request. An active send goes on and is differentiated (its
+ * completion is recorded here); an active receive of AD_MPI_REAL data, and
+ * the request of a nonblocking collective, give MPI_ERR_REQUEST and a
+ * sticky tape error: complete (or cancel, then complete) them first. So does
+ * a null request. */
+int ad_mpi_request_free(ad_mpi_request *request);
+/* Cancels a receive that has not matched a message yet; complete it with a
+ * wait or test as in MPI (MPI_Test_cancelled on its status). A cancelled
+ * receive leaves no record. A receive that already matched, a send of
+ * AD_MPI_REAL data, an inactive persistent request, a nonblocking collective
+ * and a null request give MPI_ERR_REQUEST and a sticky tape error. */
+int ad_mpi_cancel(ad_mpi_request *request);
+
+/* Persistent requests: set up once (no record), then every ad_mpi_start
+ * takes the buffer's current values (a send) and records one
+ * communication, exactly as the nonblocking call with these arguments
+ * would; complete each start with a wait or test. ad_mpi_request_free
+ * releases the request. Starting an active request, or a request that is
+ * not persistent (a null one included), gives MPI_ERR_REQUEST and a sticky
+ * tape error; ad_mpi_startall then starts none. */
+int ad_mpi_send_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                     ad_mpi_request *request);
+int ad_mpi_ssend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                      ad_mpi_request *request);
+int ad_mpi_bsend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                      ad_mpi_request *request);
+int ad_mpi_rsend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                      ad_mpi_request *request);
+int ad_mpi_recv_init(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+                     ad_mpi_request *request);
+int ad_mpi_start(ad_mpi_request *request);
+int ad_mpi_startall(int count, ad_mpi_request array_of_requests[]);
+
+/* Probes. Probe and Iprobe record nothing; MPI_Get_count(&status,
+ * AD_MPI_REAL, &n) counts the elements of a probed message. A matched probe
+ * fills an ad_mpi_message (MPI_Message in the passive build); receive it
+ * with ad_mpi_mrecv or ad_mpi_imrecv, which record as ad_mpi_recv and
+ * ad_mpi_irecv do. The message takes its place among the receives of its
+ * source and tag at the probe, as in MPI. A message received already (a
+ * stale copy) gives MPI_ERR_REQUEST and a sticky tape error. Matched probes
+ * set up the communicator's private duplicate on first use, whatever the
+ * type of the later receive (see ad_mpi_comm_prepare). */
+typedef struct ad_mpi_message {
+  MPI_Message mpi; /* the MPI message; MPI_MESSAGE_NULL once received */
+  int slot;        /* internal bookkeeping, -1 if none */
+  unsigned gen;
+} ad_mpi_message;
+#define AD_MPI_MESSAGE_NULL                                                                                            \
+  { MPI_MESSAGE_NULL, -1, 0u }
+int ad_mpi_probe(int source, int tag, MPI_Comm comm, MPI_Status *status);
+int ad_mpi_iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status);
+int ad_mpi_mprobe(int source, int tag, MPI_Comm comm, ad_mpi_message *message, MPI_Status *status);
+int ad_mpi_improbe(int source, int tag, MPI_Comm comm, int *flag, ad_mpi_message *message, MPI_Status *status);
+int ad_mpi_mrecv(void *buf, int count, MPI_Datatype datatype, ad_mpi_message *message, MPI_Status *status);
+int ad_mpi_imrecv(void *buf, int count, MPI_Datatype datatype, ad_mpi_message *message, ad_mpi_request *request);
+
 /* Collectives. MPI_IN_PLACE works wherever MPI allows it. Reductions on
  * AD_MPI_REAL support MPI_SUM, MPI_PROD (zeros are fine: the partials are
  * products of the other contributions, never a division), MPI_MIN and MPI_MAX
@@ -269,6 +339,29 @@ static inline int ad_mpi_ckpt_comm(struct ad_ckpt_options *o, MPI_Comm comm) {
 #define ad_mpi_testall MPI_Testall
 #define ad_mpi_sendrecv MPI_Sendrecv
 #define ad_mpi_sendrecv_replace MPI_Sendrecv_replace
+typedef MPI_Message ad_mpi_message;
+#define AD_MPI_MESSAGE_NULL MPI_MESSAGE_NULL
+#define ad_mpi_issend MPI_Issend
+#define ad_mpi_ibsend MPI_Ibsend
+#define ad_mpi_irsend MPI_Irsend
+#define ad_mpi_waitsome MPI_Waitsome
+#define ad_mpi_testany MPI_Testany
+#define ad_mpi_testsome MPI_Testsome
+#define ad_mpi_request_free MPI_Request_free
+#define ad_mpi_cancel MPI_Cancel
+#define ad_mpi_send_init MPI_Send_init
+#define ad_mpi_ssend_init MPI_Ssend_init
+#define ad_mpi_bsend_init MPI_Bsend_init
+#define ad_mpi_rsend_init MPI_Rsend_init
+#define ad_mpi_recv_init MPI_Recv_init
+#define ad_mpi_start MPI_Start
+#define ad_mpi_startall MPI_Startall
+#define ad_mpi_probe MPI_Probe
+#define ad_mpi_iprobe MPI_Iprobe
+#define ad_mpi_mprobe MPI_Mprobe
+#define ad_mpi_improbe MPI_Improbe
+#define ad_mpi_mrecv MPI_Mrecv
+#define ad_mpi_imrecv MPI_Imrecv
 #define ad_mpi_barrier MPI_Barrier
 #define ad_mpi_bcast MPI_Bcast
 #define ad_mpi_reduce MPI_Reduce
