@@ -151,6 +151,7 @@ typedef struct ad__mrec {
   int root, op, inplace;
   double *w;                    /* reduction weights (NULL: all ones) */
   int *cnt, *dsp, *cnt2, *dsp2; /* v-variants: counts and displacements */
+  void *rma;                    /* one-sided epochs: their description (rma.c) */
 } ad__mrec;
 
 enum {
@@ -174,6 +175,11 @@ enum {
   AD__M_EXSCAN
 };
 
+/* One-sided communication (rma.c): kinds from 80 up. */
+enum {
+  AD__M_RMA_FENCE = 80 /* a fence, with the epoch it closed */
+};
+
 /* A new record of `kind` on t with room for nin/nout handles (NULL, and a
  * sticky error, on failure). */
 ad__mrec *ad__mrec_push(ad_tape *t, int kind, ad__comm *c, int nin, int nout);
@@ -187,6 +193,14 @@ void ad__p2p_finalize(void);
 int ad__p2p_forward(ad_tape *t, ad__mrec *r);
 int ad__coll_reverse(ad_tape *t, ad__mrec *r);
 int ad__coll_forward(ad_tape *t, ad__mrec *r);
+/* One-sided communication (rma.c): sweep actions of its records (-1 if the
+ * kind is not theirs), freeing a record's epoch description, and the check
+ * at a sweep's start that no epoch with operations recorded on t is open
+ * (1, with a pending error on t, if one is). */
+int ad__rma_reverse(ad_tape *t, ad__mrec *r);
+int ad__rma_forward(ad_tape *t, ad__mrec *r);
+void ad__rma_free(void *data);
+int ad__rma_sweep_check(ad_tape *t);
 /* The record's line for ad_tape_dump (describe.c). */
 int ad__mrec_describe(const void *data, char *buf, size_t size);
 
