@@ -223,18 +223,18 @@ static int win_make(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI
   w->sizes = sizes;
   w->mpi = MPI_WIN_NULL;
   int rc = MPI_Allgather(&n, 1, MPI_INT, sizes, 1, MPI_INT, c->priv);
-  /* The shadow is the program's memory, not MPI_Win_allocate's: MPICH 4.0
-   * places a rank's segment of an allocated shared-memory window at the
-   * wrong offset when the sizes are not multiples of 16 bytes. */
-  if (rc == MPI_SUCCESS && !(w->shadow = calloc((size_t)n + 1, sizeof *w->shadow))) rc = MPI_ERR_NO_MEM;
+  /* The shadow is MPI's memory (MPI_Win_allocate): Open MPI 4.1 creates no
+   * window on a single rank's own memory (MPI_Win_create fails there). Its
+   * size is padded to a multiple of 16 bytes: MPICH 4.0 places a rank's
+   * segment of an allocated window at the wrong offset otherwise. */
   if (rc == MPI_SUCCESS)
-    rc = MPI_Win_create(w->shadow, (MPI_Aint)n * (MPI_Aint)sizeof(double), (int)sizeof(double), info, comm, &w->mpi);
+    rc = MPI_Win_allocate((MPI_Aint)(n + (n & 1)) * (MPI_Aint)sizeof(double), (int)sizeof(double), info, comm,
+                          &w->shadow, &w->mpi);
   if (rc == MPI_SUCCESS && win_keyval == MPI_KEYVAL_INVALID)
     rc = MPI_Win_create_keyval(MPI_WIN_NULL_COPY_FN, MPI_WIN_NULL_DELETE_FN, &win_keyval, NULL);
   if (rc == MPI_SUCCESS) rc = MPI_Win_set_attr(w->mpi, win_keyval, w);
   if (rc != MPI_SUCCESS) {
     if (w->mpi != MPI_WIN_NULL) MPI_Win_free(&w->mpi);
-    free(w->shadow);
     if (allocate) free(ubase);
     free(snap);
     free(sizes);
@@ -292,7 +292,6 @@ int ad_mpi_win_free(MPI_Win *mwin) {
       break;
     }
   if (w->owned) free(w->base);
-  free(w->shadow);
   free(w->snap);
   free(w->sizes);
   free(w->acc);

@@ -85,7 +85,10 @@ typedef void (*plain_prog_fn)(double *x, int n, double *y, int m, void *ctx);
 /* The program on ad_real through the wrappers (not recorded, and recorded)
  * against the same program on double through plain MPI. Accumulates from
  * several ranks may be applied in any order, hence the rounding tolerance. */
-static void values(const char *name, ad_prog_fn fa, plain_prog_fn fp, void *ctx) {
+static int plain_create = 1; /* plain MPI_Win_create works here */
+
+static void values(const char *name, ad_prog_fn fa, plain_prog_fn fp, void *ctx, int creates) {
+  if (creates && !plain_create) return;
   int before = mt_errors;
   unsigned long long seed = 4242ull + 7919ull * (unsigned long long)mt_rank;
   double x0[N], yp[N];
@@ -286,7 +289,8 @@ static void usage_test(void) {
 
   /* AD_MPI_REAL on a window of MPI's own */
   MPI_Win pw;
-  MPI_Win_create(d, 4 * (MPI_Aint)sizeof(double), (int)sizeof(double), MPI_INFO_NULL, MPI_COMM_WORLD, &pw);
+  double *pd; /* allocated: see probe_create */
+  MPI_Win_allocate(4 * (MPI_Aint)sizeof(double), (int)sizeof(double), MPI_INFO_NULL, MPI_COMM_WORLD, &pd, &pw);
   MPI_Win_fence(0, pw);
   FRESH();
   MT_CHECK(ad_mpi_put(v, 1, AD_MPI_REAL, right(), 0, 1, AD_MPI_REAL, pw) == MPI_ERR_WIN);
@@ -296,7 +300,7 @@ static void usage_test(void) {
   double one = 1.0 + mt_rank;
   MT_CHECK(ad_mpi_put(&one, 1, MPI_DOUBLE, right(), 2, 1, MPI_DOUBLE, pw) == MPI_SUCCESS);
   MT_CHECK(ad_mpi_win_fence(0, pw) == MPI_SUCCESS);
-  MT_CHECK(d[2] == 1.0 + left());
+  MT_CHECK(pd[2] == 1.0 + left());
   MPI_Win_free(&pw);
 #undef FRESH
 #undef DONE
@@ -326,35 +330,52 @@ static void open_epoch_test(void) {
 
 #endif /* ARIADNE_PASSIVE */
 
+/* Open MPI 4.1 has no one-sided component for a window on a single rank's
+ * own memory: MPI_Win_create fails at one rank (MPI_Win_allocate works).
+ * The comparisons with plain MPI programs that create their windows are
+ * skipped there (and in the passive build, the programs themselves). */
+static void probe_create(void) {
+  double d[2];
+  MPI_Win w;
+  int ok = MPI_Win_create(d, sizeof d, sizeof(double), MPI_INFO_NULL, MPI_COMM_WORLD, &w) == MPI_SUCCESS;
+  if (ok) MPI_Win_free(&w);
+  MPI_Allreduce(&ok, &plain_create, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!plain_create && mt_rank == 0)
+    printf(" skipped: comparisons with plain MPI programs that use MPI_Win_create, which fails in this MPI at %d "
+           "rank(s)\n",
+           mt_size);
+}
+
 int main(int argc, char **argv) {
   mt_init(&argc, &argv);
+  probe_create();
   char name[64];
   for (int alloc = 0; alloc < 2; alloc++) {
     snprintf(name, sizeof name, "put_%s", alloc ? "allocate" : "create");
-    values(name, put_prog_ad, put_prog_plain, &alloc);
+    values(name, put_prog_ad, put_prog_plain, &alloc, !alloc);
 #ifndef ARIADNE_PASSIVE
     mt_check_prog(name, put_prog_ad, N, N, &alloc, 1e-6);
 #endif
   }
-  values("get", get_prog_ad, get_prog_plain, NULL);
+  values("get", get_prog_ad, get_prog_plain, NULL, 1);
 #ifndef ARIADNE_PASSIVE
   mt_check_prog("get", get_prog_ad, N, N, NULL, 1e-6);
 #endif
   for (int op = 0; op < 2; op++) {
     snprintf(name, sizeof name, "accumulate_%s", op ? "replace" : "sum");
-    values(name, acc_prog_ad, acc_prog_plain, &op);
+    values(name, acc_prog_ad, acc_prog_plain, &op, 1);
 #ifndef ARIADNE_PASSIVE
     mt_check_prog(name, acc_prog_ad, N, N, &op, 1e-6);
 #endif
   }
   for (int op = 0; op < 3; op++) {
     snprintf(name, sizeof name, "get_accumulate_%s", op == 0 ? "sum" : op == 1 ? "replace" : "no_op");
-    values(name, gacc_prog_ad, gacc_prog_plain, &op);
+    values(name, gacc_prog_ad, gacc_prog_plain, &op, 1);
 #ifndef ARIADNE_PASSIVE
     mt_check_prog(name, gacc_prog_ad, N, N, &op, 1e-6);
 #endif
   }
-  values("halo", halo_prog_ad, halo_prog_plain, NULL);
+  values("halo", halo_prog_ad, halo_prog_plain, NULL, 1);
 #ifndef ARIADNE_PASSIVE
   mt_check_prog("halo", halo_prog_ad, N, N, NULL, 1e-6);
   stats_test();
