@@ -20,9 +20,11 @@
  * value; a get's origin sends the adjoint of what it fetched, which the
  * target adds (the mirrored accumulate). Tangent: the same traffic in the
  * primal direction. */
+#define _POSIX_C_SOURCE 199309L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mpi_impl.h"
 
@@ -137,6 +139,23 @@ static int refuse(ad_tape *seen, int mpirc, const char *fmt, ...) {
   return mpirc;
 }
 
+/* Complete a nonblocking collective of a forward call, as its blocking
+ * twin would, but yielding the processor once spinning is clearly not
+ * enough: ranks oversubscribed on few cores need the time themselves, and
+ * a fence makes several such collectives. */
+static int finish(int e, MPI_Request *r) {
+  if (e != MPI_SUCCESS) return e;
+  for (unsigned spins = 0;; spins++) {
+    int flag = 0;
+    e = MPI_Test(r, &flag, MPI_STATUS_IGNORE);
+    if (e != MPI_SUCCESS || flag) return e;
+    if (spins > 256) {
+      struct timespec ts = {0, 20000};
+      nanosleep(&ts, NULL);
+    }
+  }
+}
+
 static win *lookup(MPI_Win w) {
   if (w == MPI_WIN_NULL || win_keyval == MPI_KEYVAL_INVALID) return NULL;
   void *attr = NULL;
@@ -167,7 +186,8 @@ int ad__rma_sweep_check(ad_tape *t) {
  * waits in MPI for a rank that returned. */
 static int agree(ad__comm *c, int ok) {
   int all = ok;
-  if (MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->priv) != MPI_SUCCESS) return 0;
+  MPI_Request r;
+  if (finish(MPI_Iallreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->priv, &r), &r) != MPI_SUCCESS) return 0;
   return all;
 }
 
@@ -222,7 +242,8 @@ static int win_make(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI
   w->snap = snap;
   w->sizes = sizes;
   w->mpi = MPI_WIN_NULL;
-  int rc = MPI_Allgather(&n, 1, MPI_INT, sizes, 1, MPI_INT, c->priv);
+  MPI_Request req;
+  int rc = finish(MPI_Iallgather(&n, 1, MPI_INT, sizes, 1, MPI_INT, c->priv, &req), &req);
   /* The shadow is MPI's memory (MPI_Win_allocate): Open MPI 4.1 creates no
    * window on a single rank's own memory (MPI_Win_create fails there). Its
    * size is padded to a multiple of 16 bytes: MPICH 4.0 places a rank's
@@ -616,7 +637,8 @@ static int exchange_lists(win *w, int **tl, int **tl_origin, int *nt) {
     sl[3 * i + 1] = a->count;
     sl[3 * i + 2] = a->kind;
   }
-  rc = MPI_Alltoall(scnt, 1, MPI_INT, rcnt, 1, MPI_INT, pc);
+  MPI_Request r;
+  rc = finish(MPI_Ialltoall(scnt, 1, MPI_INT, rcnt, 1, MPI_INT, pc, &r), &r);
   if (rc != MPI_SUCCESS) goto out;
   sdsp = prefix(scnt, p);
   rdsp = prefix(rcnt, p);
@@ -631,7 +653,7 @@ static int exchange_lists(win *w, int **tl, int **tl_origin, int *nt) {
     rc = MPI_ERR_NO_MEM;
     goto out;
   }
-  rc = MPI_Alltoallv(sl, scnt, sdsp, MPI_INT, *tl, rcnt, rdsp, MPI_INT, pc);
+  rc = finish(MPI_Ialltoallv(sl, scnt, sdsp, MPI_INT, *tl, rcnt, rdsp, MPI_INT, pc, &r), &r);
   for (int q = 0; q < p; q++)
     for (int j = rdsp[q] / 3; j < rdsp[q + 1] / 3; j++) (*tl_origin)[j] = q;
   *nt = total / 3;
@@ -729,7 +751,8 @@ int ad_mpi_win_fence(int assert, MPI_Win mwin) {
   /* Every rank learns the verdict (the highest failing rank's code) and
    * whether the epoch had any access at all. */
   int64_t v[2] = {code != MPI_SUCCESS ? (int64_t)code << 32 | (int64_t)me : -1, w->nacc > 0 || nt > 0};
-  rc = MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT64_T, MPI_MAX, w->c->priv);
+  MPI_Request vr;
+  rc = finish(MPI_Iallreduce(MPI_IN_PLACE, v, 2, MPI_INT64_T, MPI_MAX, w->c->priv, &vr), &vr);
   if (rc != MPI_SUCCESS) {
     code = rc;
     snprintf(why, sizeof why, "agreeing on the epoch with the other ranks failed");
