@@ -781,8 +781,8 @@ static int ctx_sweep_begin(ad_tape *t, void *ctx, int reverse, int err) {
   tape_ctx *x = ctx;
   x->nlazy = 0;
   int peer_status = AD_OK, peer_rank = -1;
-  /* A one-sided epoch still open has operations not on the tape yet: the
-   * partners learn of it through the handshake. */
+  /* One-sided operations of an epoch that was not closed on this tape are
+   * missing from it: the partners learn of it through the handshake. */
   if (err == AD_OK && ad__rma_sweep_check(t)) err = ad__driver_check(t);
   for (size_t i = 0; i < x->n; i++)
     if (x->notes[i].c->tainted) {

@@ -177,7 +177,8 @@ enum {
 
 /* One-sided communication (rma.c): kinds from 80 up. */
 enum {
-  AD__M_RMA_FENCE = 80 /* a fence, with the epoch it closed */
+  AD__M_RMA_FENCE = 80, /* a fence, with the epoch it closed */
+  AD__M_RMA_OPEN        /* the first access of an epoch on this tape */
 };
 
 /* A new record of `kind` on t with room for nin/nout handles (NULL, and a
@@ -194,9 +195,9 @@ int ad__p2p_forward(ad_tape *t, ad__mrec *r);
 int ad__coll_reverse(ad_tape *t, ad__mrec *r);
 int ad__coll_forward(ad_tape *t, ad__mrec *r);
 /* One-sided communication (rma.c): sweep actions of its records (-1 if the
- * kind is not theirs), freeing a record's epoch description, and the check
- * at a sweep's start that no epoch with operations recorded on t is open
- * (1, with a pending error on t, if one is). */
+ * kind is not theirs), freeing what a record's `rma` holds, and the check at
+ * a sweep's start that every epoch with operations recorded on t was closed
+ * on t (1, with a sticky error on t, if not). */
 int ad__rma_reverse(ad_tape *t, ad__mrec *r);
 int ad__rma_forward(ad_tape *t, ad__mrec *r);
 void ad__rma_free(void *data);

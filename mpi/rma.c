@@ -75,8 +75,9 @@ typedef struct win {
   int *sizes; /* every rank's n, so that an origin checks its ranges */
   access *acc;
   int nacc, cap;
-  ad_tape *tape; /* the tape the open epoch's accesses were recorded on */
-  int open;      /* an access epoch is open (a fence without MPI_MODE_NOSUCCEED) */
+  ad_tape *tape;     /* the tape the open epoch's accesses were recorded on */
+  struct token *tok; /* that tape's note of the open epoch */
+  int open;          /* an access epoch is open (a fence without MPI_MODE_NOSUCCEED) */
   struct win *next;
 } win;
 
@@ -87,7 +88,31 @@ static int win_keyval = MPI_KEYVAL_INVALID;
  * accesses are sorted by target, target accesses by origin (in the order
  * each origin made them), so both ends of a pair list the same accesses in
  * the same order. */
+/* What a record's `rma` points to: the epoch closed by a fence, or a
+ * note that a tape has accesses in an epoch. */
+enum { RMA_EPOCH = 1, RMA_NOTE };
+
+/* The note: accesses were recorded on `tape` in an epoch (the first of them
+ * pushed an AD__M_RMA_OPEN record holding it). The fence that closes the
+ * epoch says whether the epoch went on that tape. A sweep of the tape fails
+ * while a note of it is not RECORDED: its gradient would miss the epoch. The
+ * note is listed while its record lives (so `tape` is alive), and freed when
+ * neither the record nor the window holds it. */
+enum { NOTE_OPEN, NOTE_RECORDED, NOTE_LOST };
+typedef struct token {
+  int what; /* RMA_NOTE */
+  int state, refs;
+  ad_tape *tape;
+  struct token *prev, *next;
+} token;
+static token *notes;
+
+static void note_release(token *k) {
+  if (--k->refs == 0) free(k);
+}
+
 typedef struct rma_rec {
+  int what; /* RMA_EPOCH */
   int p, no, nt;
   int *o;               /* per origin access: target, count, kind */
   int *tg;              /* per target access: origin, count, kind */
@@ -101,8 +126,18 @@ typedef struct rma_rec {
 } rma_rec;
 
 void ad__rma_free(void *data) {
+  if (!data) return;
+  if (*(int *)data == RMA_NOTE) {
+    token *k = data;
+    if (k->prev)
+      k->prev->next = k->next;
+    else
+      notes = k->next;
+    if (k->next) k->next->prev = k->prev;
+    note_release(k);
+    return;
+  }
   rma_rec *x = data;
-  if (!x) return;
   free(x->o);
   free(x->tg);
   free(x->ooff);
@@ -165,15 +200,20 @@ static win *lookup(MPI_Win w) {
 }
 
 int ad__rma_sweep_check(ad_tape *t) {
-  for (win *w = wins; w; w = w->next)
-    if (w->nacc && w->tape == t) {
-      ad__pending(t, AD_ERR_MPI,
-                  "ad_mpi_win_fence: %d one-sided operation(s) on a window were recorded on this tape in an epoch "
-                  "that no fence closed before the sweep (call ad_mpi_win_fence before ad_tape_end); no sweep was "
-                  "done",
-                  w->nacc);
-      return 1;
-    }
+  for (token *k = notes; k; k = k->next) {
+    if (k->tape != t || k->state == NOTE_RECORDED) continue;
+    /* sticky: closing the epoch later does not put it on this tape */
+    if (k->state == NOTE_OPEN)
+      ad__fail(t, AD_ERR_MPI,
+               "ad_mpi_win_fence: one-sided operations were recorded on this tape in an epoch that no fence had "
+               "closed when the tape was swept (close it with ad_mpi_win_fence before ad_tape_end); no sweep is "
+               "possible");
+    else
+      ad__fail(t, AD_ERR_MPI,
+               "ad_mpi_win_fence: one-sided operations were recorded on this tape in an epoch closed by a fence "
+               "outside this recording, so the tape lacks them; no sweep is possible");
+    return 1;
+  }
   return 0;
 }
 
@@ -312,6 +352,10 @@ int ad_mpi_win_free(MPI_Win *mwin) {
       *p = w->next;
       break;
     }
+  if (w->tok) {
+    w->tok->state = NOTE_LOST;
+    note_release(w->tok);
+  }
   if (w->owned) free(w->base);
   free(w->snap);
   free(w->sizes);
@@ -365,6 +409,23 @@ static int rma_access(const ad_real *origin, ad_real *result, int count, int tar
     if (!na) return refuse(seen, MPI_ERR_NO_MEM, "%s: no memory", fn);
     w->acc = na;
     w->cap = ncap;
+  }
+  if (t && !w->tok) {
+    token *k = calloc(1, sizeof *k);
+    ad__mrec *r = k ? ad__mrec_push(t, AD__M_RMA_OPEN, w->c, 0, 0) : NULL;
+    if (!r) {
+      free(k);
+      return refuse(seen, MPI_ERR_NO_MEM, "%s: no memory", fn);
+    }
+    k->what = RMA_NOTE;
+    k->state = NOTE_OPEN;
+    k->refs = 2; /* the record's and the window's */
+    k->tape = t;
+    k->next = notes;
+    if (notes) notes->prev = k;
+    notes = k;
+    r->rma = k;
+    w->tok = k;
   }
   access a = {target, (int)disp, count, kind, NULL, NULL, NULL, result};
   size_t sz = (size_t)(count ? count : 1);
@@ -557,6 +618,7 @@ static rma_rec *rec_make(const win *w, const int *tl, const int *tl_origin, int 
   int p = w->c->size, no = w->nacc;
   rma_rec *x = calloc(1, sizeof *x);
   if (!x) return NULL;
+  x->what = RMA_EPOCH;
   x->p = p;
   x->no = no;
   x->nt = nt;
@@ -818,6 +880,11 @@ int ad_mpi_win_fence(int assert, MPI_Win mwin) {
     if (returns(a->kind)) ad__unpack(rt, a->rbuf, a->count, a->res, x ? x->o_out + x->ooff[i] : NULL);
     access_free(a);
   }
+  if (w->tok) {
+    w->tok->state = x && rt == w->tape ? NOTE_RECORDED : NOTE_LOST;
+    note_release(w->tok);
+    w->tok = NULL;
+  }
   w->nacc = 0;
   w->tape = NULL;
   w->open = !(assert &MPI_MODE_NOSUCCEED);
@@ -952,5 +1019,11 @@ static int rma_sweep(ad_tape *t, ad__mrec *r, int reverse) {
   return rc;
 }
 
-int ad__rma_reverse(ad_tape *t, ad__mrec *r) { return r->kind == AD__M_RMA_FENCE ? rma_sweep(t, r, 1) : -1; }
-int ad__rma_forward(ad_tape *t, ad__mrec *r) { return r->kind == AD__M_RMA_FENCE ? rma_sweep(t, r, 0) : -1; }
+/* An AD__M_RMA_OPEN record has no action: the sweep's start checked its
+ * note. */
+int ad__rma_reverse(ad_tape *t, ad__mrec *r) {
+  return r->kind == AD__M_RMA_FENCE ? rma_sweep(t, r, 1) : r->kind == AD__M_RMA_OPEN ? AD_OK : -1;
+}
+int ad__rma_forward(ad_tape *t, ad__mrec *r) {
+  return r->kind == AD__M_RMA_FENCE ? rma_sweep(t, r, 0) : r->kind == AD__M_RMA_OPEN ? AD_OK : -1;
+}
