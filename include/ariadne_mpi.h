@@ -309,6 +309,58 @@ int ad_mpi_ineighbor_alltoallw(const void *sendbuf, const int sendcounts[], cons
                                const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
                                ad_mpi_request *request);
 
+/* ---- One-sided communication (docs/mpi-onesided.md) ----------------------
+ * Windows on ad_real memory, synchronised by fences. The window handle is
+ * MPI's own MPI_Win: a window created here is an MPI window over a private
+ * array of doubles kept next to the user's ad_real array; the fences move
+ * values between the two. Such a window counts in elements: its
+ * displacement unit is sizeof(ad_real) and its size a multiple of it (in the
+ * passive build ad_real is double, so the same source is right for both).
+ * Other displacement units or sizes give MPI_ERR_DISP / MPI_ERR_SIZE on
+ * every rank. All calls return MPI error codes; a refused call leaves a
+ * sticky error naming it on the recording tape.
+ *
+ * Access epochs are opened and closed by ad_mpi_win_fence. Inside one, only
+ * AD_MPI_REAL data with equal origin and target counts (MPI_ERR_TYPE,
+ * MPI_ERR_COUNT otherwise); a window that these calls did not create takes
+ * other data and passes it to MPI (AD_MPI_REAL there is MPI_ERR_WIN). An
+ * epoch's operations belong to one recording (MPI_ERR_RMA_SYNC otherwise),
+ * and a sweep of a tape with an epoch still open fails (AD_ERR_MPI) on every
+ * rank: close it with a fence before ad_tape_end. The results of gets are
+ * in the origin buffer after the fence, as in MPI; that buffer may not lie
+ * in a window (MPI_ERR_BUFFER). */
+/* Collective over comm. `base` holds size / sizeof(ad_real) elements. */
+int ad_mpi_win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, MPI_Win *win);
+/* Collective over comm: *(ad_real **)baseptr gets size / sizeof(ad_real)
+ * elements (zero in the active build; MPI leaves them unset in the passive
+ * one), freed by ad_mpi_win_free. */
+int ad_mpi_win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr, MPI_Win *win);
+/* Collective. MPI_ERR_RMA_SYNC on every rank if any rank has operations not
+ * yet completed by a fence. Records on tapes do not need the window: it may
+ * be freed before the sweeps. */
+int ad_mpi_win_free(MPI_Win *win);
+/* Collective over the window's ranks; closes the epoch begun by the
+ * previous fence and opens one (unless MPI_MODE_NOSUCCEED). It refuses, on
+ * every rank, with MPI_ERR_RMA_CONFLICT an epoch whose accesses MPI leaves
+ * undefined: an element written by two operations, or written and read,
+ * except accumulates with MPI_SUM (which may overlap each other), and a
+ * rank's own store into an element of its window that another operation of
+ * the epoch accessed. The sweeps run the epoch's adjoint or tangent
+ * communication at this fence's place on the tape. */
+int ad_mpi_win_fence(int assert, MPI_Win win);
+int ad_mpi_put(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+               MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win);
+int ad_mpi_get(void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+               MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win);
+/* MPI_SUM and MPI_REPLACE (MPI_ERR_OP otherwise). */
+int ad_mpi_accumulate(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+                      MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win);
+/* MPI_SUM, MPI_REPLACE and MPI_NO_OP (a get). */
+int ad_mpi_get_accumulate(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, void *result_addr,
+                          int result_count, MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp,
+                          int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win);
+/* ---- end of one-sided communication ------------------------------------- */
+
 #else /* ARIADNE_PASSIVE: every wrapper is its MPI twin. */
 
 #define AD_MPI_REAL MPI_DOUBLE
@@ -406,6 +458,16 @@ typedef MPI_Message ad_mpi_message;
 #define ad_mpi_ineighbor_alltoall MPI_Ineighbor_alltoall
 #define ad_mpi_ineighbor_alltoallv MPI_Ineighbor_alltoallv
 #define ad_mpi_ineighbor_alltoallw MPI_Ineighbor_alltoallw
+/* ---- One-sided communication ---- */
+#define ad_mpi_win_create MPI_Win_create
+#define ad_mpi_win_allocate MPI_Win_allocate
+#define ad_mpi_win_free MPI_Win_free
+#define ad_mpi_win_fence MPI_Win_fence
+#define ad_mpi_put MPI_Put
+#define ad_mpi_get MPI_Get
+#define ad_mpi_accumulate MPI_Accumulate
+#define ad_mpi_get_accumulate MPI_Get_accumulate
+/* ---- end of one-sided communication ---- */
 
 #endif /* ARIADNE_PASSIVE */
 

@@ -797,6 +797,9 @@ static int ctx_sweep_begin(ad_tape *t, void *ctx, int reverse, int err) {
     o->nready = 0;
   }
   int peer_status = AD_OK, peer_rank = -1;
+  /* One-sided operations of an epoch that was not closed on this tape are
+   * missing from it: the partners learn of it through the handshake. */
+  if (err == AD_OK && ad__rma_sweep_check(t)) err = ad__driver_check(t);
   for (size_t i = 0; i < x->n; i++)
     if (x->notes[i].c->tainted) {
       tell_partners(x, err != AD_OK ? err : AD_ERR_MPI);
@@ -1275,6 +1278,7 @@ static void mrec_destroy(void *data) {
   free(r->dsp);
   free(r->cnt2);
   free(r->dsp2);
+  ad__rma_free(r->rma);
   free(r);
 }
 
@@ -1284,7 +1288,8 @@ static int mrec_reverse(ad_tape *t, void *data) {
     ad__pending(t, AD_ERR_MPI, "a communicator recorded on this tape was freed before the sweep");
     return AD_ERR_MPI;
   }
-  int rc = ad__p2p_reverse(t, r);
+  int rc = ad__rma_reverse(t, r);
+  if (rc == -1) rc = ad__p2p_reverse(t, r);
   return rc == -1 ? ad__coll_reverse(t, r) : rc;
 }
 
@@ -1294,7 +1299,8 @@ static int mrec_forward(ad_tape *t, void *data) {
     ad__pending(t, AD_ERR_MPI, "a communicator recorded on this tape was freed before the sweep");
     return AD_ERR_MPI;
   }
-  int rc = ad__p2p_forward(t, r);
+  int rc = ad__rma_forward(t, r);
+  if (rc == -1) rc = ad__p2p_forward(t, r);
   return rc == -1 ? ad__coll_forward(t, r) : rc;
 }
 

@@ -183,7 +183,7 @@ typedef struct ad__mrec {
   int seq, nb;
   double *sbuf2;
   int *keep;
-  void *user; /* forward: the nonblocking call's receive buffer */
+  void *rma;                    /* one-sided epochs: their description (rma.c) */
 } ad__mrec;
 
 enum {
@@ -208,6 +208,12 @@ enum {
   AD__M_ICOLL_DONE, /* completion of a nonblocking collective */
   AD__M_NEIGHBOR,   /* neighbourhood alltoallv (allgather(v) as one with every send slot the same) */
   AD__M_CANCELLED   /* a start record whose request was cancelled: no action */
+};
+
+/* One-sided communication (rma.c): kinds from 80 up. */
+enum {
+  AD__M_RMA_FENCE = 80, /* a fence, with the epoch it closed */
+  AD__M_RMA_OPEN        /* the first access of an epoch on this tape */
 };
 
 /* A new record of `kind` on t with room for nin/nout handles (NULL, and a
@@ -236,6 +242,14 @@ typedef struct ad__req_ops {
 int ad__req_new(ad_mpi_request *request, MPI_Request mpi, ad_tape *t, ad__mrec *start, const ad__req_ops *ops,
                 void *ctx);
 int ad__coll_forward(ad_tape *t, ad__mrec *r);
+/* One-sided communication (rma.c): sweep actions of its records (-1 if the
+ * kind is not theirs), freeing what a record's `rma` holds, and the check at
+ * a sweep's start that every epoch with operations recorded on t was closed
+ * on t (1, with a sticky error on t, if not). */
+int ad__rma_reverse(ad_tape *t, ad__mrec *r);
+int ad__rma_forward(ad_tape *t, ad__mrec *r);
+void ad__rma_free(void *data);
+int ad__rma_sweep_check(ad_tape *t);
 /* The record's line for ad_tape_dump (describe.c). */
 int ad__mrec_describe(const void *data, char *buf, size_t size);
 
