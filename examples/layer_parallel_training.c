@@ -593,6 +593,22 @@ static void canvas_line(canvas *c, double x0, double y0, double x1, double y1, d
   for (int i = 0; i <= n; i++) canvas_disc(c, x0 + (x1 - x0) * i / n, y0 + (y1 - y0) * i / n, r, rgb);
 }
 
+/* Labels in a 3 x 5 pixel font, scaled by 2: digits, 'e', '-' and '.'. */
+static void canvas_text(canvas *c, int x, int y, const char *text, const unsigned char rgb[3]) {
+  static const char *const glyphs = "0123456789e-.";
+  static const unsigned short bits[13] = {075557, 026227, 071747, 071717, 055711, 074717, 074757,
+                                          071111, 075757, 075717, 007747, 000700, 000002};
+  for (; *text; text++, x += 8) {
+    const char *g = strchr(glyphs, *text);
+    if (!g || !*text) continue;
+    unsigned b = bits[g - glyphs];
+    for (int row = 0; row < 5; row++)
+      for (int col = 0; col < 3; col++)
+        if (b >> (3 * (4 - row) + (2 - col)) & 1)
+          for (int k = 0; k < 4; k++) canvas_put(c, x + 2 * col + k % 2, y + 2 * row + k / 2, rgb);
+  }
+}
+
 #ifdef ARIADNE_HAVE_PNG
 /* libpng reports errors by longjmp; what it may jump over is not touched after setjmp. */
 static int png_rows(png_structp png, png_infop info, FILE *f, const canvas *c) {
@@ -629,7 +645,8 @@ static const unsigned char BLACK[3] = {0, 0, 0}, GREY[3] = {215, 215, 215}, LIGH
 static const unsigned char BLUE[3] = {31, 90, 170}, ORANGE[3] = {220, 110, 20};
 
 /* The loss per epoch, on a logarithmic axis with a line at every decade
- * (and lighter ones at 2 and 5 times it); epochs from left to right. */
+ * (and lighter ones at 2 and 5 times it); epochs from left to right, from
+ * 0 to epochs - 1. */
 static int plot_loss(const char *path, int epochs, const double *J) {
   canvas c;
   canvas_init(&c, 640, 400);
@@ -637,7 +654,7 @@ static int plot_loss(const char *path, int epochs, const double *J) {
   for (int e = 0; e < epochs; e++) lo = fmin(lo, J[e]), hi = fmax(hi, J[e]);
   double d0 = floor(log10(lo)), d1 = ceil(log10(hi));
   if (d1 <= d0) d1 = d0 + 1.0;
-  int x0 = 40, x1 = c.w - 20, y0 = c.h - 30, y1 = 20; /* the frame, y up */
+  int x0 = 48, x1 = c.w - 20, y0 = c.h - 30, y1 = 20; /* the frame, y up */
 #define PX(e) (x0 + (x1 - x0) * (double)(e) / (epochs > 1 ? epochs - 1 : 1))
 #define PY(v) (y0 + (y1 - y0) * (log10(v) - d0) / (d1 - d0))
   for (double d = d0; d < d1; d++)
@@ -646,7 +663,19 @@ static int plot_loss(const char *path, int epochs, const double *J) {
   for (int e = 1; e < epochs; e++) canvas_line(&c, PX(e - 1), PY(J[e - 1]), PX(e), PY(J[e]), 1.2, BLUE);
   canvas_line(&c, x0, y0, x1, y0, 0.7, BLACK);
   canvas_line(&c, x0, y0, x0, y1, 0.7, BLACK);
-  for (double d = d0; d <= d1; d++) canvas_line(&c, x0 - 6, PY(pow(10.0, d)), x0, PY(pow(10.0, d)), 0.7, BLACK);
+  char label[32];
+  for (double d = d0; d <= d1; d++) {
+    canvas_line(&c, x0 - 5, PY(pow(10.0, d)), x0, PY(pow(10.0, d)), 0.7, BLACK);
+    snprintf(label, sizeof label, "1e%d", (int)d);
+    canvas_text(&c, x0 - 8 - 8 * (int)strlen(label), (int)PY(pow(10.0, d)) - 5, label, BLACK);
+  }
+  for (int k = 0; k <= 4; k++) { /* epochs: 0, a quarter, ..., the last */
+    int e = (int)lround((epochs - 1) * k / 4.0);
+    if (k > 0 && e == (int)lround((epochs - 1) * (k - 1) / 4.0)) continue;
+    canvas_line(&c, PX(e), y0, PX(e), y0 + 5, 0.7, BLACK);
+    snprintf(label, sizeof label, "%d", e);
+    canvas_text(&c, (int)PX(e) - 4 * (int)strlen(label), y0 + 10, label, BLACK);
+  }
 #undef PX
 #undef PY
   int rc = canvas_write_png(&c, path);
@@ -848,7 +877,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(o, "--cf"))
       ok = parse_int(v, 1, 100000, &nt.cf);
     else if (!strcmp(o, "--epochs"))
-      ok = parse_int(v, 1, 10000000, &epochs);
+      ok = parse_int(v, 0, 10000000, &epochs);
     else if (!strcmp(o, "--time"))
       ok = parse_int(v, 0, 100000, &time_epochs);
     else if (!strcmp(o, "--lr"))
