@@ -309,6 +309,68 @@ int ad_mpi_ineighbor_alltoallw(const void *sendbuf, const int sendcounts[], cons
                                const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
                                ad_mpi_request *request);
 
+#if MPI_VERSION >= 4
+/* Persistent collectives (MPI 4.0; declared when the MPI library has them):
+ * the arguments are kept, and every ad_mpi_start (or ad_mpi_startall) runs
+ * the nonblocking twin, which records one collective; complete each start
+ * with any completion call, release with ad_mpi_request_free. The info
+ * argument is accepted and not used. */
+int ad_mpi_barrier_init(MPI_Comm comm, MPI_Info info, ad_mpi_request *request);
+int ad_mpi_bcast_init(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Info info,
+                      ad_mpi_request *request);
+int ad_mpi_reduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
+                       MPI_Comm comm, MPI_Info info, ad_mpi_request *request);
+int ad_mpi_allreduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                          MPI_Comm comm, MPI_Info info, ad_mpi_request *request);
+int ad_mpi_reduce_scatter_init(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype,
+                               MPI_Op op, MPI_Comm comm, MPI_Info info, ad_mpi_request *request);
+int ad_mpi_reduce_scatter_block_init(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype,
+                                     MPI_Op op, MPI_Comm comm, MPI_Info info, ad_mpi_request *request);
+int ad_mpi_scan_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                     MPI_Info info, ad_mpi_request *request);
+int ad_mpi_exscan_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                       MPI_Info info, ad_mpi_request *request);
+int ad_mpi_gather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                       MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, ad_mpi_request *request);
+int ad_mpi_gatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                        const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm,
+                        MPI_Info info, ad_mpi_request *request);
+int ad_mpi_scatter_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                        MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, ad_mpi_request *request);
+int ad_mpi_scatterv_init(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+                         void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info,
+                         ad_mpi_request *request);
+int ad_mpi_allgather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                          MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, ad_mpi_request *request);
+int ad_mpi_allgatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                           const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm,
+                           MPI_Info info, ad_mpi_request *request);
+int ad_mpi_alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                         MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, ad_mpi_request *request);
+int ad_mpi_alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                          void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
+                          MPI_Comm comm, MPI_Info info, ad_mpi_request *request);
+int ad_mpi_alltoallw_init(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                          const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[], const int rdispls[],
+                          const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Info info, ad_mpi_request *request);
+int ad_mpi_neighbor_allgather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                                   ad_mpi_request *request);
+int ad_mpi_neighbor_allgatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                                    const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm,
+                                    MPI_Info info, ad_mpi_request *request);
+int ad_mpi_neighbor_alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                                  ad_mpi_request *request);
+int ad_mpi_neighbor_alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                                   MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[],
+                                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, ad_mpi_request *request);
+int ad_mpi_neighbor_alltoallw_init(const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
+                                   const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
+                                   const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                                   MPI_Info info, ad_mpi_request *request);
+#endif
+
 /* ---- One-sided communication (docs/mpi-onesided.md) ----------------------
  * Windows on ad_real memory, synchronised by fences. The window handle is
  * MPI's own MPI_Win: a window created here is an MPI window over a private
@@ -350,8 +412,8 @@ int ad_mpi_win_free(MPI_Win *win);
 int ad_mpi_win_fence(int assert, MPI_Win win);
 int ad_mpi_put(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
                MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win);
-int ad_mpi_get(void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
-               MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win);
+int ad_mpi_get(void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp,
+               int target_count, MPI_Datatype target_datatype, MPI_Win win);
 /* MPI_SUM and MPI_REPLACE (MPI_ERR_OP otherwise). */
 int ad_mpi_accumulate(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
                       MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win);
@@ -458,6 +520,30 @@ typedef MPI_Message ad_mpi_message;
 #define ad_mpi_ineighbor_alltoall MPI_Ineighbor_alltoall
 #define ad_mpi_ineighbor_alltoallv MPI_Ineighbor_alltoallv
 #define ad_mpi_ineighbor_alltoallw MPI_Ineighbor_alltoallw
+#if MPI_VERSION >= 4
+#define ad_mpi_barrier_init MPI_Barrier_init
+#define ad_mpi_bcast_init MPI_Bcast_init
+#define ad_mpi_reduce_init MPI_Reduce_init
+#define ad_mpi_allreduce_init MPI_Allreduce_init
+#define ad_mpi_reduce_scatter_init MPI_Reduce_scatter_init
+#define ad_mpi_reduce_scatter_block_init MPI_Reduce_scatter_block_init
+#define ad_mpi_scan_init MPI_Scan_init
+#define ad_mpi_exscan_init MPI_Exscan_init
+#define ad_mpi_gather_init MPI_Gather_init
+#define ad_mpi_gatherv_init MPI_Gatherv_init
+#define ad_mpi_scatter_init MPI_Scatter_init
+#define ad_mpi_scatterv_init MPI_Scatterv_init
+#define ad_mpi_allgather_init MPI_Allgather_init
+#define ad_mpi_allgatherv_init MPI_Allgatherv_init
+#define ad_mpi_alltoall_init MPI_Alltoall_init
+#define ad_mpi_alltoallv_init MPI_Alltoallv_init
+#define ad_mpi_alltoallw_init MPI_Alltoallw_init
+#define ad_mpi_neighbor_allgather_init MPI_Neighbor_allgather_init
+#define ad_mpi_neighbor_allgatherv_init MPI_Neighbor_allgatherv_init
+#define ad_mpi_neighbor_alltoall_init MPI_Neighbor_alltoall_init
+#define ad_mpi_neighbor_alltoallv_init MPI_Neighbor_alltoallv_init
+#define ad_mpi_neighbor_alltoallw_init MPI_Neighbor_alltoallw_init
+#endif
 /* ---- One-sided communication ---- */
 #define ad_mpi_win_create MPI_Win_create
 #define ad_mpi_win_allocate MPI_Win_allocate

@@ -50,6 +50,11 @@ int ad__mrec_describe(const void *data, char *buf, size_t size) {
   const ad__mrec *r = data;
   ad__line l = {buf, size, 0};
   int kind = r->kind >= AD__M_SEND && r->kind <= AD__M_CANCELLED ? r->kind : 0;
+  if (r->kind == AD__M_RMA_FENCE || r->kind == AD__M_RMA_OPEN) {
+    ad__line_printf(&l, "%s", r->kind == AD__M_RMA_FENCE ? "win_fence" : "win_epoch_open");
+    comm_field(&l, r->c);
+    return (int)l.len;
+  }
   ad__line_printf(&l, "%s%s", r->nb ? "i" : "", kind_names[kind]);
   int count = r->count ? r->count : (r->nin > r->nout ? r->nin : r->nout);
   switch (r->kind) {

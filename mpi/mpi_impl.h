@@ -183,7 +183,7 @@ typedef struct ad__mrec {
   int seq, nb;
   double *sbuf2;
   int *keep;
-  void *rma;                    /* one-sided epochs: their description (rma.c) */
+  void *rma; /* one-sided epochs: their description (rma.c) */
 } ad__mrec;
 
 enum {
@@ -241,6 +241,15 @@ typedef struct ad__req_ops {
 } ad__req_ops;
 int ad__req_new(ad_mpi_request *request, MPI_Request mpi, ad_tape *t, ad__mrec *start, const ad__req_ops *ops,
                 void *ctx);
+/* A persistent request whose every start runs `start`: it starts the
+ * operation and gives its MPI request, its ops and pending state (NULL ops
+ * for passive data), the recording tape and the start record (NULL if not
+ * recorded). `release` frees pctx when the request is freed. */
+typedef struct ad__preq_ops {
+  int (*start)(void *pctx, MPI_Request *mpi, const ad__req_ops **ops, void **ctx, ad_tape **t, ad__mrec **start);
+  void (*release)(void *pctx);
+} ad__preq_ops;
+int ad__preq_new(ad_mpi_request *request, const ad__preq_ops *pops, void *pctx);
 int ad__coll_forward(ad_tape *t, ad__mrec *r);
 /* One-sided communication (rma.c): sweep actions of its records (-1 if the
  * kind is not theirs), freeing what a record's `rma` holds, and the check at

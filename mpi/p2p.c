@@ -460,6 +460,8 @@ typedef struct rslot {
   int is_msg;        /* a probed message not yet received */
   int cancelled;     /* a receive cancelled, waiting for its completion call */
   MPI_Message msg;
+  const ad__preq_ops *pops; /* a persistent collective: how to start it */
+  void *pctx;
   int next_free;
 } rslot;
 
@@ -518,6 +520,8 @@ void ad__p2p_finalize(void) {
 }
 
 static void slot_free(int s) {
+  if (slots[s].pops) slots[s].pops->release(slots[s].pctx);
+  slots[s].pops = NULL;
   free(slots[s].v);
   slots[s].v = NULL;
   slots[s].live = 0;
@@ -531,6 +535,11 @@ static void slot_free(int s) {
 static void slot_retire(int s) {
   rslot *q = &slots[s];
   if (q->pers && !q->orphan) {
+    if (q->pops) { /* its nonblocking collective is done with */
+      q->ops = NULL;
+      q->ctx = NULL;
+      q->active = 0;
+    }
     q->started = 0;
     q->cancelled = 0;
     q->start = NULL;
@@ -1091,6 +1100,11 @@ int ad_mpi_request_free(ad_mpi_request *request) {
     return refuse(MPI_ERR_REQUEST,
                   "ad_mpi_request_free: the request of a nonblocking collective cannot be freed; complete it with a "
                   "wait or test");
+  if (q->pops && !q->started) { /* an inactive persistent collective: nothing of MPI's to free */
+    slot_free(s);
+    req_clear(request);
+    return MPI_SUCCESS;
+  }
   if (!q->active || (q->pers && !q->started)) {
     int rc = MPI_Request_free(&q->mpi);
     if (rc != MPI_SUCCESS) {
@@ -1185,6 +1199,20 @@ static int start_one(ad_mpi_request *request, const char *fn) {
   if (c < 0) return -c;
   int s = request->slot;
   rslot *q = &slots[s];
+  if (q->pops) { /* a persistent collective: each start is a nonblocking collective */
+    ad_tape *t = NULL;
+    ad__mrec *rec = NULL;
+    int rc = q->pops->start(q->pctx, &q->mpi, &q->ops, &q->ctx, &t, &rec);
+    if (rc != MPI_SUCCESS) return rc;
+    q->active = q->ops != NULL;
+    q->tape = t && rec ? t : NULL;
+    q->epoch = t && rec ? t->rec.epoch : 0;
+    q->start = t ? rec : NULL;
+    q->lost = 0;
+    q->started = 1;
+    request->mpi = q->mpi;
+    return MPI_SUCCESS;
+  }
   if (q->active) {
     if (q->is_recv)
       recv_start(s, q->peer, q->tag, 0);
@@ -1203,6 +1231,16 @@ static int start_one(ad_mpi_request *request, const char *fn) {
   if (q->active && !q->is_recv && q->peer != MPI_PROC_NULL)
     ad__mpi_counters.forward_bytes += (uint64_t)q->count * sizeof(double);
   request->mpi = q->mpi;
+  return MPI_SUCCESS;
+}
+
+int ad__preq_new(ad_mpi_request *request, const ad__preq_ops *pops, void *pctx) {
+  int s = slot_new();
+  if (s < 0) return MPI_ERR_NO_MEM;
+  slots[s].pers = 1;
+  slots[s].pops = pops;
+  slots[s].pctx = pctx;
+  req_set(request, s);
   return MPI_SUCCESS;
 }
 
