@@ -869,6 +869,13 @@ int port_file(const port_options *o, const char *path, const char *const *args, 
       free(t1);
       res = t2;
     }
+    if (x.mpi_messages) {
+      char *t1 = rename_ident(res, "MPI_Message", "ad_mpi_message");
+      char *t2 = rename_ident(t1, "MPI_MESSAGE_NULL", "(ad_mpi_message)AD_MPI_MESSAGE_NULL");
+      free(res);
+      free(t1);
+      res = t2;
+    }
     if (x.nedits > 0) {
       char *g = guard_openmp(res);
       free(res);

@@ -12,26 +12,129 @@ typedef struct mpi_fn {
   const char *name;
   int buf[2], type[2]; /* argument positions of (buffer, datatype) pairs; -1: none */
   int buf3;            /* a second buffer sharing type[0] (reductions), -1: none */
-  int request;         /* 1: Isend/Irecv, 2: Wait/Test family */
+  int request;         /* 1: starts a request on its buffers, 2: works on requests, 3: makes a matched message */
+  int type3;           /* a one-sided call's target datatype, replaced with the rest; -1: none */
 } mpi_fn;
 
+/* Positions follow MPI's argument lists. */
+#define P2P {0, -1}, {2, -1}, -1
+#define RED {0, -1}, {3, -1}, 1
+#define GATHER {0, 3}, {2, 5}, -1
+#define GATHERV {0, 3}, {2, 6}, -1
+#define SCATTERV {0, 4}, {3, 6}, -1
+#define ALLTOALLV {0, 4}, {3, 7}, -1
+#define NONE {-1, -1}, {-1, -1}, -1
 static const mpi_fn fns[] = {
-    {"MPI_Send", {0, -1}, {2, -1}, -1, 0},      {"MPI_Ssend", {0, -1}, {2, -1}, -1, 0},
-    {"MPI_Bsend", {0, -1}, {2, -1}, -1, 0},     {"MPI_Rsend", {0, -1}, {2, -1}, -1, 0},
-    {"MPI_Recv", {0, -1}, {2, -1}, -1, 0},      {"MPI_Isend", {0, -1}, {2, -1}, -1, 1},
-    {"MPI_Irecv", {0, -1}, {2, -1}, -1, 1},     {"MPI_Wait", {-1, -1}, {-1, -1}, -1, 2},
-    {"MPI_Waitall", {-1, -1}, {-1, -1}, -1, 2}, {"MPI_Waitany", {-1, -1}, {-1, -1}, -1, 2},
-    {"MPI_Test", {-1, -1}, {-1, -1}, -1, 2},    {"MPI_Testall", {-1, -1}, {-1, -1}, -1, 2},
-    {"MPI_Sendrecv", {0, 5}, {2, 7}, -1, 0},    {"MPI_Sendrecv_replace", {0, -1}, {2, -1}, -1, 0},
-    {"MPI_Bcast", {0, -1}, {2, -1}, -1, 0},     {"MPI_Reduce", {0, -1}, {3, -1}, 1, 0},
-    {"MPI_Allreduce", {0, -1}, {3, -1}, 1, 0},  {"MPI_Reduce_scatter_block", {0, -1}, {3, -1}, 1, 0},
-    {"MPI_Scan", {0, -1}, {3, -1}, 1, 0},       {"MPI_Exscan", {0, -1}, {3, -1}, 1, 0},
-    {"MPI_Gather", {0, 3}, {2, 5}, -1, 0},      {"MPI_Scatter", {0, 3}, {2, 5}, -1, 0},
-    {"MPI_Allgather", {0, 3}, {2, 5}, -1, 0},   {"MPI_Alltoall", {0, 3}, {2, 5}, -1, 0},
-    {"MPI_Gatherv", {0, 3}, {2, 6}, -1, 0},     {"MPI_Allgatherv", {0, 3}, {2, 6}, -1, 0},
-    {"MPI_Scatterv", {0, 4}, {3, 6}, -1, 0},    {"MPI_Alltoallv", {0, 4}, {3, 7}, -1, 0},
-    {NULL, {-1, -1}, {-1, -1}, -1, 0},
+    {"MPI_Send", P2P, 0, -1},
+    {"MPI_Ssend", P2P, 0, -1},
+    {"MPI_Bsend", P2P, 0, -1},
+    {"MPI_Rsend", P2P, 0, -1},
+    {"MPI_Recv", P2P, 0, -1},
+    {"MPI_Mrecv", P2P, 0, -1},
+    {"MPI_Isend", P2P, 1, -1},
+    {"MPI_Issend", P2P, 1, -1},
+    {"MPI_Ibsend", P2P, 1, -1},
+    {"MPI_Irsend", P2P, 1, -1},
+    {"MPI_Irecv", P2P, 1, -1},
+    {"MPI_Imrecv", P2P, 1, -1},
+    {"MPI_Send_init", P2P, 1, -1},
+    {"MPI_Ssend_init", P2P, 1, -1},
+    {"MPI_Bsend_init", P2P, 1, -1},
+    {"MPI_Rsend_init", P2P, 1, -1},
+    {"MPI_Recv_init", P2P, 1, -1},
+    {"MPI_Wait", NONE, 2, -1},
+    {"MPI_Waitall", NONE, 2, -1},
+    {"MPI_Waitany", NONE, 2, -1},
+    {"MPI_Waitsome", NONE, 2, -1},
+    {"MPI_Test", NONE, 2, -1},
+    {"MPI_Testall", NONE, 2, -1},
+    {"MPI_Testany", NONE, 2, -1},
+    {"MPI_Testsome", NONE, 2, -1},
+    {"MPI_Start", NONE, 2, -1},
+    {"MPI_Startall", NONE, 2, -1},
+    {"MPI_Request_free", NONE, 2, -1},
+    {"MPI_Cancel", NONE, 2, -1},
+    {"MPI_Ibarrier", NONE, 2, -1},
+    {"MPI_Barrier_init", NONE, 2, -1},
+    {"MPI_Mprobe", NONE, 3, -1},
+    {"MPI_Improbe", NONE, 3, -1},
+    {"MPI_Sendrecv", {0, 5}, {2, 7}, -1, 0, -1},
+    {"MPI_Sendrecv_replace", P2P, 0, -1},
+    {"MPI_Bcast", P2P, 0, -1},
+    {"MPI_Ibcast", P2P, 1, -1},
+    {"MPI_Bcast_init", P2P, 1, -1},
+    {"MPI_Reduce", RED, 0, -1},
+    {"MPI_Allreduce", RED, 0, -1},
+    {"MPI_Reduce_scatter", RED, 0, -1},
+    {"MPI_Reduce_scatter_block", RED, 0, -1},
+    {"MPI_Scan", RED, 0, -1},
+    {"MPI_Exscan", RED, 0, -1},
+    {"MPI_Ireduce", RED, 1, -1},
+    {"MPI_Iallreduce", RED, 1, -1},
+    {"MPI_Ireduce_scatter", RED, 1, -1},
+    {"MPI_Ireduce_scatter_block", RED, 1, -1},
+    {"MPI_Iscan", RED, 1, -1},
+    {"MPI_Iexscan", RED, 1, -1},
+    {"MPI_Reduce_init", RED, 1, -1},
+    {"MPI_Allreduce_init", RED, 1, -1},
+    {"MPI_Reduce_scatter_init", RED, 1, -1},
+    {"MPI_Reduce_scatter_block_init", RED, 1, -1},
+    {"MPI_Scan_init", RED, 1, -1},
+    {"MPI_Exscan_init", RED, 1, -1},
+    {"MPI_Gather", GATHER, 0, -1},
+    {"MPI_Scatter", GATHER, 0, -1},
+    {"MPI_Allgather", GATHER, 0, -1},
+    {"MPI_Alltoall", GATHER, 0, -1},
+    {"MPI_Neighbor_allgather", GATHER, 0, -1},
+    {"MPI_Neighbor_alltoall", GATHER, 0, -1},
+    {"MPI_Igather", GATHER, 1, -1},
+    {"MPI_Iscatter", GATHER, 1, -1},
+    {"MPI_Iallgather", GATHER, 1, -1},
+    {"MPI_Ialltoall", GATHER, 1, -1},
+    {"MPI_Ineighbor_allgather", GATHER, 1, -1},
+    {"MPI_Ineighbor_alltoall", GATHER, 1, -1},
+    {"MPI_Gather_init", GATHER, 1, -1},
+    {"MPI_Scatter_init", GATHER, 1, -1},
+    {"MPI_Allgather_init", GATHER, 1, -1},
+    {"MPI_Alltoall_init", GATHER, 1, -1},
+    {"MPI_Neighbor_allgather_init", GATHER, 1, -1},
+    {"MPI_Neighbor_alltoall_init", GATHER, 1, -1},
+    {"MPI_Gatherv", GATHERV, 0, -1},
+    {"MPI_Allgatherv", GATHERV, 0, -1},
+    {"MPI_Neighbor_allgatherv", GATHERV, 0, -1},
+    {"MPI_Igatherv", GATHERV, 1, -1},
+    {"MPI_Iallgatherv", GATHERV, 1, -1},
+    {"MPI_Ineighbor_allgatherv", GATHERV, 1, -1},
+    {"MPI_Gatherv_init", GATHERV, 1, -1},
+    {"MPI_Allgatherv_init", GATHERV, 1, -1},
+    {"MPI_Neighbor_allgatherv_init", GATHERV, 1, -1},
+    {"MPI_Scatterv", SCATTERV, 0, -1},
+    {"MPI_Iscatterv", SCATTERV, 1, -1},
+    {"MPI_Scatterv_init", SCATTERV, 1, -1},
+    {"MPI_Alltoallv", ALLTOALLV, 0, -1},
+    {"MPI_Neighbor_alltoallv", ALLTOALLV, 0, -1},
+    {"MPI_Ialltoallv", ALLTOALLV, 1, -1},
+    {"MPI_Ineighbor_alltoallv", ALLTOALLV, 1, -1},
+    {"MPI_Alltoallv_init", ALLTOALLV, 1, -1},
+    {"MPI_Neighbor_alltoallv_init", ALLTOALLV, 1, -1},
+    /* One-sided: origin buffer and datatype, target datatype. */
+    {"MPI_Put", P2P, 0, 6},
+    {"MPI_Get", P2P, 0, 6},
+    {"MPI_Accumulate", P2P, 0, 6},
+    {"MPI_Get_accumulate", {0, 3}, {2, 5}, -1, 0, 9},
+    {"MPI_Win_create", NONE, 4, -1},
+    {"MPI_Win_allocate", NONE, 4, -1},
+    {"MPI_Win_fence", NONE, 5, -1},
+    {"MPI_Win_free", NONE, 5, -1},
+    {NULL, NONE, 0, -1},
 };
+#undef P2P
+#undef RED
+#undef GATHER
+#undef GATHERV
+#undef SCATTERV
+#undef ALLTOALLV
+#undef NONE
 
 static const mpi_fn *lookup(const char *name) {
   for (int i = 0; fns[i].name; i++)
@@ -56,8 +159,12 @@ static enum CXChildVisitResult prescan(CXCursor c, CXCursor p, CXClientData d) {
   if (clang_getCursorKind(c) == CXCursor_CallExpr) {
     CXCursor fd = clang_getCursorReferenced(c);
     CXString s = clang_getCursorSpelling(fd);
-    const mpi_fn *f = lookup(clang_getCString(s));
+    const char *name = clang_getCString(s);
+    const mpi_fn *f = lookup(name);
     if (f && f->request == 1 && buffer_active(x, c, f->buf[0])) x->mpi_requests = 1;
+    if (f && (!strcmp(name, "MPI_Mrecv") || !strcmp(name, "MPI_Imrecv")) && buffer_active(x, c, f->buf[0]))
+      x->mpi_messages = 1;
+    if (f && f->request == 4 && buffer_active(x, c, !strcmp(name, "MPI_Win_create") ? 0 : 4)) x->mpi_windows = 1;
     clang_disposeString(s);
   }
   return CXChildVisit_Recurse;
@@ -85,8 +192,16 @@ char *pt_emit_mpi(pt_ctx *x, CXCursor c, const char *name, int n, const CXCursor
       }
       free(dt);
       rename = 1;
+      if (p == 0 && f->type3 >= 0 && f->type3 < na && argk[f->type3] >= 0) {
+        char *t3 = arg_text(x, c, f->type3);
+        if (!strcmp(t3, "MPI_DOUBLE")) texts[argk[f->type3]] = port_strdup("AD_MPI_REAL");
+        free(t3);
+      }
     }
-    if (f->request && x->mpi_requests) rename = 1;
+    if ((f->request == 1 || f->request == 2) && x->mpi_requests) rename = 1;
+    if (f->request == 3 && x->mpi_messages) rename = 1;
+    if (f->request == 4 && buffer_active(x, c, !strcmp(name, "MPI_Win_create") ? 0 : 4)) rename = 1;
+    if (f->request == 5 && x->mpi_windows) rename = 1;
   } else {
     for (int i = 0; i < na; i++) {
       CXCursor a = clang_Cursor_getArgument(c, (unsigned)i);
@@ -101,10 +216,6 @@ char *pt_emit_mpi(pt_ctx *x, CXCursor c, const char *name, int n, const CXCursor
         break;
       }
     }
-    if (x->mpi_requests &&
-        (!strcmp(name, "MPI_Request_free") || !strcmp(name, "MPI_Cancel") || !strcmp(name, "MPI_Waitsome") ||
-         !strcmp(name, "MPI_Testany") || !strcmp(name, "MPI_Testsome") || !strcmp(name, "MPI_Startall")))
-      pt_error(x, c, "%s has no Ariadne twin for ad_mpi_request; use ad_mpi_wait/waitall/waitany/test/testall", name);
   }
   /* Arguments: their own emission (an active count, say) unless replaced. */
   for (int i = 0; i < na; i++) {
