@@ -35,7 +35,7 @@
 
 #include "mtest.h"
 
-#define S 6           /* state values per rank: the program's inputs and outputs */
+#define S 6 /* state values per rank: the program's inputs and outputs */
 #define MAXSTEPS 60
 #define TAG_TOKEN 32000 /* plain MPI "receive posted" notes before a ready send */
 
@@ -52,16 +52,40 @@ static uint64_t rng_next(uint64_t *s) {
 static int rng_int(uint64_t *s, int n) { return n <= 1 ? 0 : (int)(rng_next(s) % (uint64_t)n); }
 
 enum kind {
-  K_BLOCKING, K_SENDRECV, K_NONBLOCKING, K_WILDCARD, K_BCAST, K_REDUCE, K_ALLREDUCE, K_GATHER, K_GATHERV, K_SCATTER,
-  K_SCATTERV, K_ALLGATHER, K_ALLGATHERV, K_ALLTOALL, K_ALLTOALLV, K_SCAN, K_EXSCAN, K_RSB, K_BARRIER, K_SUBCOMM,
+  K_BLOCKING,
+  K_SENDRECV,
+  K_NONBLOCKING,
+  K_WILDCARD,
+  K_BCAST,
+  K_REDUCE,
+  K_ALLREDUCE,
+  K_GATHER,
+  K_GATHERV,
+  K_SCATTER,
+  K_SCATTERV,
+  K_ALLGATHER,
+  K_ALLGATHERV,
+  K_ALLTOALL,
+  K_ALLTOALLV,
+  K_SCAN,
+  K_EXSCAN,
+  K_RSB,
+  K_BARRIER,
+  K_SUBCOMM,
+  K_NBCOLL,
+  K_PERSIST,
   K_COUNT
 };
-static const char *kind_name[K_COUNT] = {
-  "blocking", "sendrecv", "nonblocking", "wildcard", "bcast", "reduce", "allreduce", "gather", "gatherv", "scatter",
-  "scatterv", "allgather", "allgatherv", "alltoall", "alltoallv", "scan", "exscan", "reduce_scatter_block", "barrier",
-  "subcomm"};
+static const char *kind_name[K_COUNT] = {"blocking",   "sendrecv", "nonblocking",
+                                         "wildcard",   "bcast",    "reduce",
+                                         "allreduce",  "gather",   "gatherv",
+                                         "scatter",    "scatterv", "allgather",
+                                         "allgatherv", "alltoall", "alltoallv",
+                                         "scan",       "exscan",   "reduce_scatter_block",
+                                         "barrier",    "subcomm",  "nonblocking collectives",
+                                         "persistent"};
 /* Point-to-point steps are drawn more often: they have the most variants. */
-static const int kind_weight[K_COUNT] = {4, 3, 4, 3, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+static const int kind_weight[K_COUNT] = {4, 3, 4, 3, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1};
 
 typedef struct program {
   unsigned long long seed;
@@ -97,13 +121,13 @@ static void program_print(const program *p) {
 static unsigned long long cur_seed;
 static int cur_step;
 
-#define CALL(expr)                                                                                          \
-  do {                                                                                                      \
-    int call_rc = (expr);                                                                                   \
-    if (call_rc != MPI_SUCCESS) {                                                                           \
-      mt_errors++;                                                                                          \
-      fprintf(stderr, "[%d] seed %llu step %d: %s returned %d\n", mt_rank, cur_seed, cur_step, #expr, call_rc); \
-    }                                                                                                       \
+#define CALL(expr)                                                                                                     \
+  do {                                                                                                                 \
+    int call_rc = (expr);                                                                                              \
+    if (call_rc != MPI_SUCCESS) {                                                                                      \
+      mt_errors++;                                                                                                     \
+      fprintf(stderr, "[%d] seed %llu step %d: %s returned %d\n", mt_rank, cur_seed, cur_step, #expr, call_rc);        \
+    }                                                                                                                  \
   } while (0)
 
 /* Three consecutive steps use tags that differ only above bit 12: the sweeps
@@ -193,10 +217,18 @@ static void step_blocking(ad_real *st, uint64_t *g, int k) {
       const void *buf = passive ? (const void *)iv : (const void *)&st[soff];
       MPI_Datatype ty = passive ? MPI_INT : AD_MPI_REAL;
       switch (mode) {
-      case 0: CALL(ad_mpi_send(buf, cnt, ty, dst, tag, MPI_COMM_WORLD)); break;
-      case 1: CALL(ad_mpi_ssend(buf, cnt, ty, dst, tag, MPI_COMM_WORLD)); break;
-      case 2: CALL(ad_mpi_bsend(buf, cnt, ty, dst, tag, MPI_COMM_WORLD)); break;
-      default: CALL(ad_mpi_rsend(buf, cnt, ty, dst, tag, MPI_COMM_WORLD)); break;
+      case 0:
+        CALL(ad_mpi_send(buf, cnt, ty, dst, tag, MPI_COMM_WORLD));
+        break;
+      case 1:
+        CALL(ad_mpi_ssend(buf, cnt, ty, dst, tag, MPI_COMM_WORLD));
+        break;
+      case 2:
+        CALL(ad_mpi_bsend(buf, cnt, ty, dst, tag, MPI_COMM_WORLD));
+        break;
+      default:
+        CALL(ad_mpi_rsend(buf, cnt, ty, dst, tag, MPI_COMM_WORLD));
+        break;
       }
     } else if (mt_rank == dst) {
       MPI_Status status;
@@ -283,8 +315,8 @@ static void step_sendrecv(ad_real *st, uint64_t *g, int k) {
                                  &status));
   } else {
     ad_real tmp[S + 1];
-    CALL(ad_mpi_sendrecv(&st[soff[me]], cnt[me], AD_MPI_REAL, dest[me], tag, tmp, expect + extra, AD_MPI_REAL,
-                         rsource, rtag, MPI_COMM_WORLD, &status));
+    CALL(ad_mpi_sendrecv(&st[soff[me]], cnt[me], AD_MPI_REAL, dest[me], tag, tmp, expect + extra, AD_MPI_REAL, rsource,
+                         rtag, MPI_COMM_WORLD, &status));
     fold(st, tmp, expect, (soff[me] + 1) % S);
   }
   MPI_Get_count(&status, AD_MPI_REAL, &got);
@@ -336,8 +368,7 @@ static void step_nonblocking(ad_real *st, uint64_t *g, int k, uint64_t *mine) {
   for (int i = 0; i < nops; i++) {
     for (int j = i + 1; j < nops; j++) {
       const msg *a = &ms[ops[i].m], *b = &ms[ops[j].m];
-      int same = ops[i].recv == ops[j].recv && a->tag == b->tag &&
-                 (ops[i].recv ? a->src == b->src : a->dst == b->dst);
+      int same = ops[i].recv == ops[j].recv && a->tag == b->tag && (ops[i].recv ? a->src == b->src : a->dst == b->dst);
       if (same && ops[i].key > ops[j].key) {
         uint64_t t = ops[i].key;
         ops[i].key = ops[j].key;
@@ -442,6 +473,97 @@ static void step_nonblocking(ad_real *st, uint64_t *g, int k, uint64_t *mine) {
   free(q);
   free(sts);
   free(done);
+}
+
+/* Nonblocking collectives, started in one order everywhere, with a ring of
+ * point-to-point messages among them, completed in an order each rank draws
+ * for itself (waitall, waits in a random order, testany, waitsome): the
+ * reverse sweep must start the adjoint collectives in one order anyway. */
+static void step_nbcoll(ad_real *st, uint64_t *g, int k, uint64_t *mine) {
+  int p = mt_size, me = mt_rank, nc = 1 + rng_int(g, 3);
+  ad_real *in = reals(nc * p * S), *out = reals(nc * p * S), ringv = ad_const(0.0);
+  ad_mpi_request q[6];
+  int kinds[3];
+  for (int i = 0; i < 6; i++) q[i] = (ad_mpi_request)AD_MPI_REQUEST_NULL;
+  for (int c = 0; c < nc; c++) {
+    ad_real *a = in + c * p * S, *b = out + c * p * S;
+    for (int j = 0; j < S; j++) a[j] = ad_mul(st[(j + c) % S], 0.5 + 0.1 * c);
+    kinds[c] = rng_int(g, 6);
+    switch (kinds[c]) {
+    case 0:
+      CALL(ad_mpi_iallreduce(a, b, S, AD_MPI_REAL, MPI_SUM, MPI_COMM_WORLD, &q[c]));
+      break;
+    case 1:
+      CALL(ad_mpi_iallreduce(a, b, S, AD_MPI_REAL, MPI_MAX, MPI_COMM_WORLD, &q[c]));
+      break;
+    case 2:
+      for (int j = 0; j < S; j++) b[j] = a[j];
+      CALL(ad_mpi_ibcast(b, S, AD_MPI_REAL, rng_int(g, p), MPI_COMM_WORLD, &q[c]));
+      break;
+    case 3:
+      CALL(ad_mpi_iallgather(a, 1, AD_MPI_REAL, b, 1, AD_MPI_REAL, MPI_COMM_WORLD, &q[c]));
+      break;
+    case 4:
+      CALL(ad_mpi_ialltoall(a, 1, AD_MPI_REAL, b, 1, AD_MPI_REAL, MPI_COMM_WORLD, &q[c]));
+      break;
+    default:
+      CALL(ad_mpi_iscan(a, b, S, AD_MPI_REAL, MPI_SUM, MPI_COMM_WORLD, &q[c]));
+      break;
+    }
+  }
+  int right = (me + 1) % p, left = (me + p - 1) % p;
+  CALL(ad_mpi_irecv(&ringv, 1, AD_MPI_REAL, left, TAG(k, 0), MPI_COMM_WORLD, &q[nc]));
+  CALL(ad_mpi_isend(&st[0], 1, AD_MPI_REAL, right, TAG(k, 0), MPI_COMM_WORLD, &q[nc + 1]));
+  int n = nc + 2, style = rng_int(mine, 4), left_n = n, idx, outc, ids[6], flag;
+  switch (style) {
+  case 0:
+    CALL(ad_mpi_waitall(n, q, MPI_STATUSES_IGNORE));
+    break;
+  case 1: /* single waits in a random order */
+    for (int i = n - 1; i >= 0; i--) {
+      int j = rng_int(mine, n);
+      while (q[j].slot < 0 && q[j].mpi == MPI_REQUEST_NULL) j = (j + 1) % n;
+      CALL(ad_mpi_wait(&q[j], MPI_STATUS_IGNORE));
+    }
+    break;
+  case 2: /* testany until everything is done */
+    while (left_n > 0) {
+      CALL(ad_mpi_testany(n, q, &idx, &flag, MPI_STATUS_IGNORE));
+      if (flag && idx != MPI_UNDEFINED) left_n--;
+      if (flag && idx == MPI_UNDEFINED) break;
+    }
+    break;
+  default:
+    while (left_n > 0) {
+      CALL(ad_mpi_waitsome(n, q, &outc, ids, MPI_STATUSES_IGNORE));
+      if (outc == MPI_UNDEFINED) break;
+      left_n -= outc;
+    }
+    break;
+  }
+  for (int c = 0; c < nc; c++) fold(st, out + c * p * S, kinds[c] == 3 || kinds[c] == 4 ? (p < S ? p : S) : S, c);
+  fold(st, &ringv, 1, (k + 1) % S);
+  free(in);
+  free(out);
+}
+
+/* A persistent ring exchange, set up once and started a few times, each
+ * start's values folded in before the next. */
+static void step_persist(ad_real *st, uint64_t *g, int k) {
+  int p = mt_size, me = mt_rank, reps = 1 + rng_int(g, 3), cnt = 1 + rng_int(g, S);
+  int right = (me + 1) % p, left = (me + p - 1) % p;
+  ad_real sbuf[S], rbuf[S];
+  ad_mpi_request q[2] = {AD_MPI_REQUEST_NULL, AD_MPI_REQUEST_NULL};
+  CALL(ad_mpi_recv_init(rbuf, cnt, AD_MPI_REAL, left, TAG(k, 1), MPI_COMM_WORLD, &q[0]));
+  CALL(ad_mpi_send_init(sbuf, cnt, AD_MPI_REAL, right, TAG(k, 1), MPI_COMM_WORLD, &q[1]));
+  for (int r = 0; r < reps; r++) {
+    for (int j = 0; j < cnt; j++) sbuf[j] = st[(j + r) % S];
+    CALL(ad_mpi_startall(2, q));
+    CALL(ad_mpi_waitall(2, q, MPI_STATUSES_IGNORE));
+    fold(st, rbuf, cnt, r % S);
+  }
+  CALL(ad_mpi_request_free(&q[0]));
+  CALL(ad_mpi_request_free(&q[1]));
 }
 
 /* Fan-in to a random root that receives with MPI_ANY_SOURCE, knowing only how
@@ -798,8 +920,8 @@ static void step_subcomm(ad_real *st, uint64_t *g, int k) {
   for (int i = 0; i < cnt; i++) a[i] = st[off + i];
   CALL(ad_mpi_allreduce(a, b, cnt, AD_MPI_REAL, MPI_SUM, c));
   fold(st, b, cnt, off + 1);
-  CALL(ad_mpi_sendrecv(&st[off], 1, AD_MPI_REAL, (r + 1) % n, TAG(k, 0), &in, 1, AD_MPI_REAL, (r + n - 1) % n, TAG(k, 0),
-                       c, MPI_STATUS_IGNORE));
+  CALL(ad_mpi_sendrecv(&st[off], 1, AD_MPI_REAL, (r + 1) % n, TAG(k, 0), &in, 1, AD_MPI_REAL, (r + n - 1) % n,
+                       TAG(k, 0), c, MPI_STATUS_IGNORE));
   fold(st, &in, 1, off + 2);
   if (nmade < (int)(sizeof made / sizeof *made))
     made[nmade++] = c;
@@ -821,12 +943,30 @@ static void run_program(ad_real *x, int n, ad_real *y, int m, void *ctx) {
     uint64_t g = pr->sub[s], mine = pr->sub[s] ^ (0xA24BAED4963EE407ull * (uint64_t)(mt_rank + 1));
     cur_step = s;
     switch (pr->kind[s]) {
-    case K_BLOCKING: step_blocking(st, &g, s); break;
-    case K_SENDRECV: step_sendrecv(st, &g, s); break;
-    case K_NONBLOCKING: step_nonblocking(st, &g, s, &mine); break;
-    case K_WILDCARD: step_wildcard(st, &g, s); break;
-    case K_SUBCOMM: step_subcomm(st, &g, s); break;
-    default: step_collective(st, &g, pr->kind[s]); break;
+    case K_BLOCKING:
+      step_blocking(st, &g, s);
+      break;
+    case K_SENDRECV:
+      step_sendrecv(st, &g, s);
+      break;
+    case K_NONBLOCKING:
+      step_nonblocking(st, &g, s, &mine);
+      break;
+    case K_WILDCARD:
+      step_wildcard(st, &g, s);
+      break;
+    case K_SUBCOMM:
+      step_subcomm(st, &g, s);
+      break;
+    case K_NBCOLL:
+      step_nbcoll(st, &g, s, &mine);
+      break;
+    case K_PERSIST:
+      step_persist(st, &g, s);
+      break;
+    default:
+      step_collective(st, &g, pr->kind[s]);
+      break;
     }
     local_step(st, &mine);
   }
@@ -951,8 +1091,10 @@ int main(int argc, char **argv) {
     if (anybad) {
       failed++;
       if (mt_rank == 0) {
-        fprintf(stderr, "[0] stress: seed %llu FAILED at %d ranks; rerun it alone with ARIADNE_STRESS_SEED0=%llu "
-                        "ARIADNE_STRESS_SEEDS=1\n", pr.seed, mt_size, pr.seed);
+        fprintf(stderr,
+                "[0] stress: seed %llu FAILED at %d ranks; rerun it alone with ARIADNE_STRESS_SEED0=%llu "
+                "ARIADNE_STRESS_SEEDS=1\n",
+                pr.seed, mt_size, pr.seed);
         program_print(&pr);
       }
     }
