@@ -55,6 +55,38 @@ extern "C" {
 #define AD_MPI_REAL (ad_mpi_real_datatype())
 MPI_Datatype ad_mpi_real_datatype(void);
 
+/* Pairs for MPI_MINLOC / MPI_MAXLOC: AD_MPI_REAL_INT is the twin of
+ * MPI_DOUBLE_INT, and its C layout is this struct (a value and an int, in
+ * this order; in the passive build the value is a double, which is
+ * MPI_DOUBLE_INT's layout). Reduce and allreduce with MPI_MINLOC or
+ * MPI_MAXLOC on it give MPI's result (the extremum, and on a tie the lowest
+ * index); the whole adjoint of a result goes to the rank whose pair it is
+ * (the lowest such rank if several hold the same pair). */
+typedef struct ad_real_int {
+  ad_real value;
+  int index;
+} ad_real_int;
+#define AD_MPI_REAL_INT (ad_mpi_real_int_datatype())
+MPI_Datatype ad_mpi_real_int_datatype(void);
+
+/* A user-defined reduction on AD_MPI_REAL, the port of MPI_Op_create: the
+ * function has MPI's MPI_User_function type in both builds,
+ *   void f(void *invec, void *inoutvec, int *len, MPI_Datatype *datatype),
+ * and computes inoutvec[i] = invec[i] op inoutvec[i] for i < *len on ad_real
+ * arrays (double arrays in the passive build, where MPI calls it with
+ * MPI_DOUBLE; in the active build Ariadne calls it with AD_MPI_REAL), with
+ * ad_real arithmetic, which is recorded. Usable with AD_MPI_REAL in
+ * ad_mpi_reduce, _allreduce, _reduce_scatter_block, _scan and _exscan. Cost:
+ * the contributions are gathered (to the root for reduce, to every rank
+ * otherwise, with an alltoall for reduce_scatter_block) and the function is
+ * applied size - 1 times on every rank that gets a result, so a result costs
+ * size * count values received and size - 1 local applications instead of
+ * MPI's tree. The order of the operands is MPI's (rank order), so commute
+ * may be 0. Free the operation with ad_mpi_op_free (MPI_Op_free in the
+ * passive build); never give it to a plain MPI call. */
+int ad_mpi_op_create(MPI_User_function *function, int commute, MPI_Op *op);
+int ad_mpi_op_free(MPI_Op *op);
+
 /* A request of a nonblocking wrapper. Initialize with AD_MPI_REQUEST_NULL or
  * let ad_mpi_isend/irecv fill it. Fields are read-only. */
 typedef struct ad_mpi_request {
@@ -157,6 +189,13 @@ int ad_mpi_exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
 #else /* ARIADNE_PASSIVE: every wrapper is its MPI twin. */
 
 #define AD_MPI_REAL MPI_DOUBLE
+#define AD_MPI_REAL_INT MPI_DOUBLE_INT
+typedef struct ad_real_int {
+  double value;
+  int index;
+} ad_real_int;
+#define ad_mpi_op_create MPI_Op_create
+#define ad_mpi_op_free MPI_Op_free
 typedef MPI_Request ad_mpi_request;
 #define AD_MPI_REQUEST_NULL MPI_REQUEST_NULL
 static inline int ad_mpi_comm_prepare(MPI_Comm comm) {

@@ -247,10 +247,7 @@ int ad_mpi_barrier(MPI_Comm comm) {
 }
 
 int ad_mpi_bcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_bcast", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(1, type)) return ad__dt_bcast(buffer, count, type, root, comm);
   if (!is_real(type)) return MPI_Bcast(buffer, count, type, root, comm);
   if (count < 0) return MPI_ERR_COUNT;
   coll x;
@@ -331,29 +328,23 @@ static int reduce_any(const void *sendbuf, void *recvbuf, int count, MPI_Op op, 
 
 int ad_mpi_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                   MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_reduce", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(1, type)) return ad__dt_reduce(0, sendbuf, recvbuf, count, type, op, root, comm);
+  if (is_real(type) && ad__op_user(op)) return ad__user_reduce(0, sendbuf, recvbuf, count, type, op, root, comm);
   if (!is_real(type)) return MPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
   return reduce_any(sendbuf, recvbuf, count, op, root, comm, 0, "ad_mpi_reduce");
 }
 
 int ad_mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_allreduce", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(1, type)) return ad__dt_reduce(1, sendbuf, recvbuf, count, type, op, 0, comm);
+  if (is_real(type) && ad__op_user(op)) return ad__user_reduce(1, sendbuf, recvbuf, count, type, op, 0, comm);
   if (!is_real(type)) return MPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
   return reduce_any(sendbuf, recvbuf, count, op, 0, comm, 1, "ad_mpi_allreduce");
 }
 
 int ad_mpi_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
                                 MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_reduce_scatter_block", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(1, type)) return ad__dt_reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
+  if (is_real(type) && ad__op_user(op)) return ad__user_reduce(4, sendbuf, recvbuf, recvcount, type, op, 0, comm);
   if (!is_real(type)) return MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
   if (recvcount < 0) return MPI_ERR_COUNT;
   coll x;
@@ -426,17 +417,13 @@ static int scan_any(const void *sendbuf, void *recvbuf, int count, MPI_Datatype 
 }
 
 int ad_mpi_scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_scan", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(1, type)) return ad__dt_reduce(2, sendbuf, recvbuf, count, type, op, 0, comm);
+  if (is_real(type) && ad__op_user(op)) return ad__user_reduce(2, sendbuf, recvbuf, count, type, op, 0, comm);
   return scan_any(sendbuf, recvbuf, count, type, op, comm, 0);
 }
 int ad_mpi_exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_exscan", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(1, type)) return ad__dt_reduce(3, sendbuf, recvbuf, count, type, op, 0, comm);
+  if (is_real(type) && ad__op_user(op)) return ad__user_reduce(3, sendbuf, recvbuf, count, type, op, 0, comm);
   return scan_any(sendbuf, recvbuf, count, type, op, comm, 1);
 }
 
@@ -485,10 +472,8 @@ static int gatherv_any(const void *sendbuf, int sendcount, void *recvbuf, const 
 
 int ad_mpi_gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                    const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_gatherv", 2, sendtype, recvtype);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_gatherv(1, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, root, comm);
   int rank;
   MPI_Comm_rank(comm, &rank);
   int use_send = !(rank == root && sendbuf == MPI_IN_PLACE);
@@ -502,10 +487,8 @@ int ad_mpi_gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, vo
 
 int ad_mpi_gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                   MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_gather", 2, sendtype, recvtype);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_gatherv(0, sendbuf, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, root, comm);
   int rank, size;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -580,10 +563,8 @@ static int scatterv_any(const void *sendbuf, const int *sendcounts, const int *d
 
 int ad_mpi_scatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
                     void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_scatterv", 2, sendtype, recvtype);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_scatterv(1, sendbuf, sendcounts, displs, 0, sendtype, recvbuf, recvcount, recvtype, root, comm);
   int rank;
   MPI_Comm_rank(comm, &rank);
   int use_recv = !(rank == root && recvbuf == MPI_IN_PLACE);
@@ -597,10 +578,8 @@ int ad_mpi_scatterv(const void *sendbuf, const int sendcounts[], const int displ
 
 int ad_mpi_scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                    MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_scatter", 2, sendtype, recvtype);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_scatterv(0, sendbuf, NULL, NULL, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
   int rank, size;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -664,10 +643,8 @@ static int allgatherv_any(const void *sendbuf, int sendcount, void *recvbuf, con
 
 int ad_mpi_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                       const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_allgatherv", 2, sendtype, recvtype);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_allgatherv(1, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, comm);
   int use_send = sendbuf != MPI_IN_PLACE;
   if (!is_real(recvtype) && !(use_send && is_real(sendtype)))
     return MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
@@ -679,10 +656,8 @@ int ad_mpi_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 
 int ad_mpi_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                      MPI_Datatype recvtype, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_allgather", 2, sendtype, recvtype);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_allgatherv(0, sendbuf, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, comm);
   int use_send = sendbuf != MPI_IN_PLACE;
   if (!is_real(recvtype) && !(use_send && is_real(sendtype)))
     return MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
@@ -745,10 +720,9 @@ static int alltoallv_any(const void *sendbuf, const int *scnt, const int *sdsp, 
 
 int ad_mpi_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
                      void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_alltoallv", 2, sendtype, recvtype);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_alltoallv(1, sendbuf, sendcounts, sdispls, 0, sendtype, recvbuf, recvcounts, rdispls, 0, recvtype,
+                            comm);
   int use_send = sendbuf != MPI_IN_PLACE;
   if (!is_real(recvtype) && !(use_send && is_real(sendtype)))
     return MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
@@ -760,10 +734,9 @@ int ad_mpi_alltoallv(const void *sendbuf, const int sendcounts[], const int sdis
 
 int ad_mpi_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                     MPI_Datatype recvtype, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_alltoall", 2, sendtype, recvtype);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_alltoallv(0, sendbuf, NULL, NULL, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype,
+                            comm);
   int use_send = sendbuf != MPI_IN_PLACE;
   if (!is_real(recvtype) && !(use_send && is_real(sendtype)))
     return MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);

@@ -239,31 +239,19 @@ static int send_any(send_fn fn, const char *name, const void *buf, int count, MP
 }
 
 int ad_mpi_send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_send", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(1, type)) return ad__dt_send(ad_mpi_send, "ad_mpi_send", buf, count, type, dest, tag, comm);
   return send_any(MPI_Send, "ad_mpi_send", buf, count, type, dest, tag, comm);
 }
 int ad_mpi_ssend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_ssend", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(1, type)) return ad__dt_send(ad_mpi_ssend, "ad_mpi_ssend", buf, count, type, dest, tag, comm);
   return send_any(MPI_Ssend, "ad_mpi_ssend", buf, count, type, dest, tag, comm);
 }
 int ad_mpi_bsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_bsend", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(1, type)) return ad__dt_send(ad_mpi_bsend, "ad_mpi_bsend", buf, count, type, dest, tag, comm);
   return send_any(MPI_Bsend, "ad_mpi_bsend", buf, count, type, dest, tag, comm);
 }
 int ad_mpi_rsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_rsend", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(1, type)) return ad__dt_send(ad_mpi_rsend, "ad_mpi_rsend", buf, count, type, dest, tag, comm);
   return send_any(MPI_Rsend, "ad_mpi_rsend", buf, count, type, dest, tag, comm);
 }
 
@@ -306,10 +294,7 @@ static void recv_failed(ad__comm *c, ad_tape *seen, uint64_t post, int rc, const
 }
 
 int ad_mpi_recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status *status) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_recv", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(1, type)) return ad__dt_recv(buf, count, type, source, tag, comm, status);
   if (!is_real(type) || source == MPI_PROC_NULL)
     return MPI_Recv(buf, count, type == AD_MPI_REAL ? MPI_DOUBLE : type, source, tag, comm, status);
   if (count < 0) return MPI_ERR_COUNT;
@@ -336,10 +321,9 @@ int ad_mpi_recv(void *buf, int count, MPI_Datatype type, int source, int tag, MP
 
 int ad_mpi_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf,
                     int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status *status) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_sendrecv", 2, sendtype, recvtype);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
+                           comm, status);
   int sa = is_real(sendtype), ra = is_real(recvtype);
   if (!sa && !ra)
     return MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
@@ -405,10 +389,8 @@ int ad_mpi_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, i
 
 int ad_mpi_sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int sendtag, int source, int recvtag,
                             MPI_Comm comm, MPI_Status *status) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_sendrecv_replace", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(1, type))
+    return ad__dt_sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
   if (!is_real(type)) return MPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
   if (count < 0) return MPI_ERR_COUNT;
   /* The values go out from a copy, so the buffer can take the received ones. */
@@ -534,10 +516,7 @@ static int req_misuse(const char *fn) {
 
 int ad_mpi_isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                  ad_mpi_request *request) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_isend", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(1, type)) return ad__dt_isend(buf, count, type, dest, tag, comm, request);
   if (count < 0) return MPI_ERR_COUNT;
   int s = slot_new();
   if (s < 0) return MPI_ERR_NO_MEM;
