@@ -465,8 +465,9 @@ static int side_open(side *s, const char *fn, MPI_Datatype t, const void *buf, l
   if (!d) return MPI_ERR_NO_MEM;
   if (d->why) return ad__dtype_refuse(fn, "a datatype built from AD_MPI_REAL with %s is not differentiated", d->why);
   if (d->npass)
-    return ad__dtype_refuse(fn, "a datatype that mixes AD_MPI_REAL with passive fields is supported in point-to-point "
-                                "calls and bcast only");
+    return ad__dtype_refuse(
+        fn, "a datatype that mixes AD_MPI_REAL with passive fields is supported in blocking point-to-point "
+            "calls and bcast only");
   if (items < 0) return MPI_ERR_COUNT;
   s->d = d;
   s->ne = items * d->n;
@@ -486,8 +487,252 @@ static void side_close(side *s) { free(s->tmp); }
  * the inner call does not come back here. */
 static MPI_Datatype unused(MPI_Datatype t) { return ad__dtype_any(1, t) ? AD_MPI_REAL : t; }
 
+/* ------------------------------------------------------------------------ */
+/* Types mixing AD_MPI_REAL with passive fields (point to point, bcast)     */
+/* ------------------------------------------------------------------------ */
+
+/* One message carries both: the typemap's elements in order, an active one
+ * as its 8-byte value, a passive one as its bytes, sent as MPI_BYTE. So the
+ * wire has the size of the same type built on MPI_DOUBLE (MPI_Get_count on
+ * the status counts items of the type), matching works as for any message
+ * (wildcards included), and the active values are recorded like an
+ * AD_MPI_REAL message of their number. */
+static const ad__dtype *mixed(MPI_Datatype t) {
+  if (t == AD_MPI_REAL || t == MPI_DATATYPE_NULL || derived_from_real(t, 0) != 1) return NULL;
+  const ad__dtype *d = ad__dtype_get(t);
+  return d && !d->why && d->npass ? d : NULL;
+}
+
+static void mixed_pack(const ad__dtype *d, const void *buf, int items, char *wire, ad_real *act) {
+  const char *b = buf;
+  size_t pos = 0, k = 0;
+  for (int i = 0; i < items; i++)
+    for (size_t j = 0; j < d->ne; j++) {
+      const char *at = b + (MPI_Aint)i * d->ext + d->e[j].off;
+      if (d->e[j].size == 0) {
+        memcpy(&act[k], at, sizeof(ad_real));
+        memcpy(wire + pos, &act[k].v, sizeof(double));
+        pos += sizeof(double);
+        k++;
+      } else {
+        memcpy(wire + pos, at, (size_t)d->e[j].size);
+        pos += (size_t)d->e[j].size;
+      }
+    }
+}
+
+/* The passive bytes of the first `bytes` of the wire into buf, the active
+ * values into v; returns how many active values arrived. */
+static int mixed_unpack(const ad__dtype *d, void *buf, int items, const char *wire, long long bytes, double *v) {
+  char *b = buf;
+  long long pos = 0;
+  int k = 0;
+  for (int i = 0; i < items; i++)
+    for (size_t j = 0; j < d->ne; j++) {
+      char *at = b + (MPI_Aint)i * d->ext + d->e[j].off;
+      int sz = d->e[j].size ? d->e[j].size : (int)sizeof(double);
+      if (pos + sz > bytes) return k;
+      if (d->e[j].size == 0)
+        memcpy(&v[k++], wire + pos, sizeof(double));
+      else
+        memcpy(at, wire + pos, (size_t)sz);
+      pos += sz;
+    }
+  return k;
+}
+
+typedef struct mbuf {
+  char *wire;
+  ad_real *act;
+  double *v;
+  int nact;
+  long long bytes;
+} mbuf;
+
+static int mbuf_open(mbuf *m, const char *fn, const ad__dtype *d, int count) {
+  memset(m, 0, sizeof *m);
+  if (count < 0) return MPI_ERR_COUNT;
+  long long nact = (long long)count * d->n, bytes = (long long)count * d->wire;
+  if (nact > 0x7fffffff || bytes > 0x7fffffff) return ad__dtype_refuse(fn, "a message of more than 2^31-1 bytes");
+  m->nact = (int)nact;
+  m->bytes = bytes;
+  m->wire = malloc((size_t)bytes + 1);
+  m->act = malloc((size_t)(nact + 1) * sizeof *m->act);
+  m->v = malloc((size_t)(nact + 1) * sizeof *m->v);
+  return m->wire && m->act && m->v ? 0 : MPI_ERR_NO_MEM;
+}
+
+static void mbuf_close(mbuf *m) {
+  free(m->wire);
+  free(m->act);
+  free(m->v);
+}
+
+/* The send half: pack, sequence, record; the caller sends m->wire. */
+static void mixed_send_note(ad__comm *c, ad_tape *t, ad_tape *seen, const char *fn, const ad__dtype *d, const void *buf,
+                            int count, int dest, int tag, mbuf *m) {
+  mixed_pack(d, buf, count, m->wire, m->act);
+  if (dest == MPI_PROC_NULL) return;
+  int k = ad__send_seq(c, dest, tag);
+  ad__mpi_note_peer(seen, c, dest, 0, tag, m->nact, k);
+  ad__mrec *r = t ? ad__mrec_push(t, AD__M_SEND, c, m->nact, 0) : NULL;
+  if (r) {
+    r->peer = dest;
+    r->tag = tag;
+    r->k = k;
+    ad__handles(t, m->act, m->nact, r->in, fn);
+  }
+}
+
+/* The receive half once MPI_Recv returned rc with status st. */
+static int mixed_recv_done(ad__comm *c, ad_tape *t, ad_tape *seen, const char *fn, const ad__dtype *d, void *buf,
+                           int count, uint64_t post, int rc, const MPI_Status *st, mbuf *m) {
+  if (rc != MPI_SUCCESS) {
+    int cls = MPI_ERR_OTHER;
+    MPI_Error_class(rc, &cls);
+    if (cls == MPI_ERR_TRUNCATE && st->MPI_SOURCE >= 0) {
+      ad__recv_complete(c, post, st->MPI_SOURCE, st->MPI_TAG);
+      ad__mpi_note_peer(seen, c, st->MPI_SOURCE, 1, st->MPI_TAG, -1, -1);
+    } else {
+      ad__recv_complete(c, post, -2, -2);
+    }
+    return ad__mpi_forward_error(seen, rc, fn);
+  }
+  int got = 0;
+  MPI_Get_count(st, MPI_BYTE, &got);
+  if (got == MPI_UNDEFINED || got < 0) got = 0;
+  int n = mixed_unpack(d, buf, count, m->wire, got, m->v);
+  int k = ad__recv_complete(c, post, st->MPI_SOURCE, st->MPI_TAG);
+  ad__mpi_note_peer(seen, c, st->MPI_SOURCE, 1, st->MPI_TAG, n, k);
+  ad__mrec *r = t ? ad__mrec_push(t, AD__M_RECV, c, 0, n) : NULL;
+  if (r) {
+    r->peer = st->MPI_SOURCE;
+    r->tag = st->MPI_TAG;
+    r->k = k;
+  }
+  ad__unpack(r ? t : NULL, m->act, n, m->v, r ? r->out : NULL);
+  dt_scatter(d, buf, m->act, n);
+  return MPI_SUCCESS;
+}
+
+static int mixed_send(ad__dt_send_fn fn, const char *name, const ad__dtype *d, const void *buf, int count, int dest,
+                      int tag, MPI_Comm comm) {
+  int err;
+  ad__comm *c = ad__mpi_comm(comm, &err);
+  if (!c) return err;
+  ad_tape *seen, *t = ad__mpi_tape(&seen);
+  mbuf m;
+  int rc = mbuf_open(&m, name, d, count);
+  if (rc == 0) {
+    mixed_send_note(c, t, seen, name, d, buf, count, dest, tag, &m);
+    rc = fn(m.wire, (int)m.bytes, MPI_BYTE, dest, tag, comm);
+    if (rc != MPI_SUCCESS)
+      ad__mpi_forward_error(seen, rc, name);
+    else if (dest != MPI_PROC_NULL)
+      ad__mpi_counters.forward_bytes += (uint64_t)m.nact * sizeof(double);
+  }
+  mbuf_close(&m);
+  return rc;
+}
+
+static int mixed_recv(const ad__dtype *d, void *buf, int count, int source, int tag, MPI_Comm comm, MPI_Status *status,
+                      const char *fn) {
+  if (source == MPI_PROC_NULL) return MPI_Recv(NULL, 0, MPI_BYTE, source, tag, comm, status);
+  int err;
+  ad__comm *c = ad__mpi_comm(comm, &err);
+  if (!c) return err;
+  ad_tape *seen, *t = ad__mpi_tape(&seen);
+  mbuf m;
+  int rc = mbuf_open(&m, fn, d, count);
+  if (rc == 0) {
+    MPI_Status st;
+    st.MPI_SOURCE = st.MPI_TAG = -1;
+    uint64_t post = ad__recv_post(c, source, tag);
+    rc = MPI_Recv(m.wire, (int)m.bytes, MPI_BYTE, source, tag, comm, &st);
+    rc = mixed_recv_done(c, t, seen, fn, d, buf, count, post, rc, &st, &m);
+    if (rc == MPI_SUCCESS && status != MPI_STATUS_IGNORE) *status = st;
+  }
+  mbuf_close(&m);
+  return rc;
+}
+
+/* Sendrecv with a mixed type on either side: the send half starts
+ * nonblocking (recorded as a send), the receive half completes, then the
+ * send; a side that is not mixed goes through its own wrapper. */
+static int mixed_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                          void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm,
+                          MPI_Status *status, const char *fn) {
+  const ad__dtype *ds = mixed(sendtype), *dr = mixed(recvtype);
+  int err;
+  ad__comm *c = ad__mpi_comm(comm, &err);
+  if (!c) return err;
+  ad_tape *seen, *t = ad__mpi_tape(&seen);
+  mbuf m;
+  memset(&m, 0, sizeof m);
+  MPI_Request q = MPI_REQUEST_NULL;
+  ad_mpi_request aq = AD_MPI_REQUEST_NULL;
+  int rc;
+  if (ds) {
+    rc = mbuf_open(&m, fn, ds, sendcount);
+    if (rc == 0) {
+      mixed_send_note(c, t, seen, fn, ds, sendbuf, sendcount, dest, sendtag, &m);
+      rc = MPI_Isend(m.wire, (int)m.bytes, MPI_BYTE, dest, sendtag, comm, &q);
+      if (rc != MPI_SUCCESS)
+        ad__mpi_forward_error(seen, rc, fn);
+      else if (dest != MPI_PROC_NULL)
+        ad__mpi_counters.forward_bytes += (uint64_t)m.nact * sizeof(double);
+    }
+  } else {
+    rc = ad_mpi_isend(sendbuf, sendcount, sendtype, dest, sendtag, comm, &aq);
+  }
+  if (rc == MPI_SUCCESS)
+    rc = dr ? mixed_recv(dr, recvbuf, recvcount, source, recvtag, comm, status, fn)
+            : ad_mpi_recv(recvbuf, recvcount, recvtype, source, recvtag, comm, status);
+  /* the send half is waited for whatever became of the receive */
+  int rc2 = ds ? (q == MPI_REQUEST_NULL ? MPI_SUCCESS : MPI_Wait(&q, MPI_STATUS_IGNORE))
+               : (aq.slot < 0 && aq.mpi == MPI_REQUEST_NULL ? MPI_SUCCESS : ad_mpi_wait(&aq, MPI_STATUS_IGNORE));
+  if (ds && rc2 != MPI_SUCCESS) ad__mpi_forward_error(seen, rc2, fn);
+  mbuf_close(&m);
+  return rc != MPI_SUCCESS ? rc : rc2;
+}
+
+static int mixed_bcast(const ad__dtype *d, void *buffer, int count, int root, MPI_Comm comm) {
+  const char *fn = "ad_mpi_bcast";
+  int err;
+  ad__comm *c = ad__mpi_comm(comm, &err);
+  if (!c) return err;
+  ad_tape *seen, *t = ad__mpi_tape(&seen);
+  ad__mpi_note_coll(seen, c);
+  int me = c->rank == root;
+  mbuf m;
+  int rc = mbuf_open(&m, fn, d, count);
+  if (rc == 0) {
+    ad__mrec *r = t ? ad__mrec_push(t, AD__M_BCAST, c, me ? m.nact : 0, 0) : NULL;
+    if (r) r->root = root;
+    if (me) {
+      mixed_pack(d, buffer, count, m.wire, m.act);
+      if (r) ad__handles(t, m.act, m.nact, r->in, fn);
+    }
+    rc = MPI_Bcast(m.wire, (int)m.bytes, MPI_BYTE, root, comm);
+    if (me) ad__mpi_counters.forward_bytes += (uint64_t)(c->size - 1) * (uint64_t)m.nact * sizeof(double);
+    if (rc == MPI_SUCCESS && !me) {
+      if (r && !(r->out = calloc((size_t)m.nact + 1, sizeof *r->out)))
+        ad__fail(t, AD_ERR_NOMEM, "ad_mpi_bcast: no memory");
+      if (r && r->out) r->nout = m.nact;
+      int n = mixed_unpack(d, buffer, count, m.wire, m.bytes, m.v);
+      ad__unpack(r && r->out ? t : NULL, m.act, n, m.v, r && r->out ? r->out : NULL);
+      dt_scatter(d, buffer, m.act, n);
+    }
+    if (rc != MPI_SUCCESS) ad__mpi_forward_error(seen, rc, fn);
+  }
+  mbuf_close(&m);
+  return rc;
+}
+
 int ad__dt_send(ad__dt_send_fn fn, const char *name, const void *buf, int count, MPI_Datatype type, int dest, int tag,
                 MPI_Comm comm) {
+  const ad__dtype *md = mixed(type);
+  if (md) return mixed_send(fn, name, md, buf, count, dest, tag, comm);
   side s;
   int rc = side_open(&s, name, type, buf, count, 1);
   if (rc == 0) rc = fn(side_buf(&s), side_count(&s, count), side_type(&s, type), dest, tag, comm);
@@ -514,6 +759,8 @@ static long long arrived(const MPI_Status *st, long long max) {
 }
 
 int ad__dt_recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status *status) {
+  const ad__dtype *md = mixed(type);
+  if (md) return mixed_recv(md, buf, count, source, tag, comm, status, "ad_mpi_recv");
   side s;
   MPI_Status st;
   int rc = side_open(&s, "ad_mpi_recv", type, buf, count, 0);
@@ -528,6 +775,9 @@ int ad__dt_recv(void *buf, int count, MPI_Datatype type, int source, int tag, MP
 
 int ad__dt_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf,
                     int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status *status) {
+  if (mixed(sendtype) || mixed(recvtype))
+    return mixed_sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
+                          comm, status, "ad_mpi_sendrecv");
   side a, b;
   MPI_Status st;
   int rc = side_open(&a, "ad_mpi_sendrecv", sendtype, sendbuf, sendcount, 1);
@@ -549,6 +799,44 @@ int ad__dt_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, i
 
 int ad__dt_sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int sendtag, int source, int recvtag,
                             MPI_Comm comm, MPI_Status *status) {
+  const ad__dtype *md = mixed(type);
+  if (md) {
+    /* The send half is packed from buf before the receive half writes it. */
+    int err;
+    ad__comm *c = ad__mpi_comm(comm, &err);
+    if (!c) return err;
+    ad_tape *seen, *t = ad__mpi_tape(&seen);
+    const char *fn = "ad_mpi_sendrecv_replace";
+    mbuf m;
+    MPI_Request q = MPI_REQUEST_NULL;
+    int rc = mbuf_open(&m, fn, md, count);
+    if (rc == 0) {
+      mixed_send_note(c, t, seen, fn, md, buf, count, dest, sendtag, &m);
+      rc = MPI_Isend(m.wire, (int)m.bytes, MPI_BYTE, dest, sendtag, comm, &q);
+      if (rc == MPI_SUCCESS && dest != MPI_PROC_NULL)
+        ad__mpi_counters.forward_bytes += (uint64_t)m.nact * sizeof(double);
+      if (rc != MPI_SUCCESS) ad__mpi_forward_error(seen, rc, fn);
+    }
+    if (rc == MPI_SUCCESS) {
+      mbuf m2;
+      rc = mbuf_open(&m2, fn, md, count);
+      if (rc == 0 && source == MPI_PROC_NULL) {
+        rc = MPI_Recv(NULL, 0, MPI_BYTE, source, recvtag, comm, status);
+      } else if (rc == 0) {
+        MPI_Status st;
+        st.MPI_SOURCE = st.MPI_TAG = -1;
+        uint64_t post = ad__recv_post(c, source, recvtag);
+        rc = MPI_Recv(m2.wire, (int)m2.bytes, MPI_BYTE, source, recvtag, comm, &st);
+        rc = mixed_recv_done(c, t, seen, fn, md, buf, count, post, rc, &st, &m2);
+        if (rc == MPI_SUCCESS && status != MPI_STATUS_IGNORE) *status = st;
+      }
+      mbuf_close(&m2);
+    }
+    int rc2 = q == MPI_REQUEST_NULL ? MPI_SUCCESS : MPI_Wait(&q, MPI_STATUS_IGNORE);
+    if (rc2 != MPI_SUCCESS) ad__mpi_forward_error(seen, rc2, fn);
+    mbuf_close(&m);
+    return rc != MPI_SUCCESS ? rc : rc2;
+  }
   side s;
   MPI_Status st;
   int rc = side_open(&s, "ad_mpi_sendrecv_replace", type, buf, count, 1);
@@ -563,6 +851,8 @@ int ad__dt_sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, i
 }
 
 int ad__dt_bcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  const ad__dtype *md = mixed(type);
+  if (md) return mixed_bcast(md, buffer, count, root, comm);
   side s;
   int rank;
   MPI_Comm_rank(comm, &rank);

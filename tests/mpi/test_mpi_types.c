@@ -239,6 +239,136 @@ static void check_values(int kind) {
   MPI_Type_free(&pt);
 }
 
+/* ------------------------------------------------------------------------ */
+/* A struct mixing active and passive fields                                 */
+/* ------------------------------------------------------------------------ */
+
+/* The port of struct { double x; int id; double y[2]; double w; } with w
+ * passive data: x and y are active, id and w travel as they are. */
+typedef struct particle {
+  ad_real x;
+  int id;
+  ad_real y[2];
+  double w;
+} particle;
+typedef struct pparticle {
+  double x;
+  int id;
+  double y[2];
+  double w;
+} pparticle;
+
+static MPI_Datatype particle_type(int active) {
+  int bl[4] = {1, 1, 2, 1};
+  MPI_Aint d[4];
+  MPI_Datatype ty[4] = {active ? AD_MPI_REAL : MPI_DOUBLE, MPI_INT, active ? AD_MPI_REAL : MPI_DOUBLE, MPI_DOUBLE}, s,
+               t;
+  if (active) {
+    d[0] = offsetof(particle, x);
+    d[1] = offsetof(particle, id);
+    d[2] = offsetof(particle, y);
+    d[3] = offsetof(particle, w);
+  } else {
+    d[0] = offsetof(pparticle, x);
+    d[1] = offsetof(pparticle, id);
+    d[2] = offsetof(pparticle, y);
+    d[3] = offsetof(pparticle, w);
+  }
+  MPI_Type_create_struct(4, bl, d, ty, &s);
+  MPI_Type_create_resized(s, 0, active ? (MPI_Aint)sizeof(particle) : (MPI_Aint)sizeof(pparticle), &t);
+  MPI_Type_free(&s);
+  MPI_Type_commit(&t);
+  return t;
+}
+
+#define NP 3
+static particle pa_[NP], pb_[NP];
+static pparticle qa[NP], qb[NP];
+
+static void pfill(void) {
+  for (int i = 0; i < NP; i++) {
+    qa[i].x = 1.0 + i + 10 * mt_rank;
+    qa[i].id = 100 * mt_rank + i;
+    qa[i].y[0] = 0.5 * i;
+    qa[i].y[1] = -0.25 * i - mt_rank;
+    qa[i].w = 3.0 + i + mt_rank;
+    qb[i].x = qb[i].y[0] = qb[i].y[1] = qb[i].w = -7.0;
+    qb[i].id = -7;
+    pa_[i].x = ad_const(qa[i].x);
+    pa_[i].id = qa[i].id;
+    pa_[i].y[0] = ad_const(qa[i].y[0]);
+    pa_[i].y[1] = ad_const(qa[i].y[1]);
+    pa_[i].w = qa[i].w;
+    pb_[i].x = pb_[i].y[0] = pb_[i].y[1] = ad_const(-7.0);
+    pb_[i].w = -7.0;
+    pb_[i].id = -7;
+  }
+}
+
+static int psame(const particle *a, const pparticle *b) {
+  for (int i = 0; i < NP; i++)
+    if (ad_value(a[i].x) != b[i].x || a[i].id != b[i].id || ad_value(a[i].y[0]) != b[i].y[0] ||
+        ad_value(a[i].y[1]) != b[i].y[1] || a[i].w != b[i].w)
+      return 0;
+  return 1;
+}
+
+static void check_struct_values(void) {
+  MPI_Datatype t = particle_type(1), pt = particle_type(0);
+  MPI_Comm w = MPI_COMM_WORLD;
+  int p = mt_size, me = mt_rank, right = (me + 1) % p, left = (me + p - 1) % p, partner = me ^ 1;
+  MPI_Status st, pst;
+  pfill();
+  MT_CHECK(ad_mpi_sendrecv(pa_, NP, t, right, 1, pb_, NP, t, left, 1, w, &st) == MPI_SUCCESS);
+  MPI_Sendrecv(qa, NP, pt, right, 1, qb, NP, pt, left, 1, w, &pst);
+  MT_CHECK(psame(pb_, qb));
+  int n1 = -1, n2 = -2;
+  MPI_Get_count(&st, t, &n1);
+  MPI_Get_count(&pst, pt, &n2);
+  MT_CHECK(n1 == NP && n2 == NP);
+  pfill(); /* fewer items than the receive can hold, from any source */
+  MT_CHECK(ad_mpi_sendrecv(pa_, NP - 1, t, right, 2, pb_, NP, t, MPI_ANY_SOURCE, 2, w, &st) == MPI_SUCCESS);
+  MPI_Sendrecv(qa, NP - 1, pt, right, 2, qb, NP, pt, MPI_ANY_SOURCE, 2, w, &pst);
+  MT_CHECK(psame(pb_, qb));
+  MPI_Get_count(&st, t, &n1);
+  MT_CHECK(n1 == NP - 1 && st.MPI_SOURCE == left);
+  pfill();
+  MT_CHECK(ad_mpi_sendrecv_replace(pa_, NP, t, right, 3, left, 3, w, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+  MPI_Sendrecv_replace(qa, NP, pt, right, 3, left, 3, w, MPI_STATUS_IGNORE);
+  MT_CHECK(psame(pa_, qa));
+  pfill();
+  MT_CHECK(ad_mpi_bcast(pa_, NP, t, p - 1, w) == MPI_SUCCESS);
+  MPI_Bcast(qa, NP, pt, p - 1, w);
+  MT_CHECK(psame(pa_, qa));
+  if (partner < p) { /* blocking send and receive, in parity order */
+    pfill();
+    if (me % 2 == 0) {
+      MT_CHECK(ad_mpi_send(pa_, NP, t, partner, 4, w) == MPI_SUCCESS);
+      MT_CHECK(ad_mpi_recv(pb_, NP, t, partner, 4, w, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+      MPI_Send(qa, NP, pt, partner, 4, w);
+      MPI_Recv(qb, NP, pt, partner, 4, w, MPI_STATUS_IGNORE);
+    } else {
+      MT_CHECK(ad_mpi_recv(pb_, NP, t, partner, 4, w, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+      MT_CHECK(ad_mpi_send(pa_, NP, t, partner, 4, w) == MPI_SUCCESS);
+      MPI_Recv(qb, NP, pt, partner, 4, w, MPI_STATUS_IGNORE);
+      MPI_Send(qa, NP, pt, partner, 4, w);
+    }
+    MT_CHECK(psame(pb_, qb));
+  }
+  /* AD_MPI_REAL_INT moves like MPI_DOUBLE_INT */
+  ad_real_int ri[2] = {{ad_const(1.5 + me), me}, {ad_const(-2.0), 7 * me}}, ro[2];
+  struct {
+    double v;
+    int i;
+  } pi[2] = {{1.5 + me, me}, {-2.0, 7 * me}}, po[2];
+  MT_CHECK(ad_mpi_sendrecv(ri, 2, AD_MPI_REAL_INT, right, 5, ro, 2, AD_MPI_REAL_INT, left, 5, w, MPI_STATUS_IGNORE) ==
+           MPI_SUCCESS);
+  MPI_Sendrecv(pi, 2, MPI_DOUBLE_INT, right, 5, po, 2, MPI_DOUBLE_INT, left, 5, w, MPI_STATUS_IGNORE);
+  for (int k = 0; k < 2; k++) MT_CHECK(ad_value(ro[k].value) == po[k].v && ro[k].index == po[k].i);
+  MPI_Type_free(&t);
+  MPI_Type_free(&pt);
+}
+
 #ifndef ARIADNE_PASSIVE
 
 /* ------------------------------------------------------------------------ */
@@ -358,6 +488,37 @@ static void coll_prog(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   MPI_Type_free(&t);
 }
 
+/* Particles with passive fields around a ring and broadcast: the passive
+ * weight w and id scale the active coordinates after they arrive. */
+static void particle_prog(ad_real *x, int n, ad_real *y, int m, void *ctx) {
+  (void)n;
+  (void)m;
+  (void)ctx;
+  MPI_Datatype t = particle_type(1);
+  int p = mt_size, me = mt_rank;
+  particle a[NP], b[NP];
+  for (int i = 0; i < NP; i++) {
+    a[i].x = ad_sin(x[3 * i]);
+    a[i].y[0] = ad_mul(x[3 * i + 1], x[3 * i + 2]);
+    a[i].y[1] = x[3 * i + 2];
+    a[i].id = me * 10 + i;
+    a[i].w = 1.0 + 0.5 * me + i;
+  }
+  ad_mpi_sendrecv(a, NP, t, (me + 1) % p, 7, b, NP, t, MPI_ANY_SOURCE, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  for (int i = 0; i < NP; i++) {
+    b[i].x = ad_mul(b[i].x, b[i].w + b[i].id);
+    b[i].y[1] = ad_mul(b[i].y[1], b[i].y[0]);
+  }
+  ad_mpi_bcast(b, NP, t, 0, MPI_COMM_WORLD);
+  ad_mpi_sendrecv_replace(b, NP, t, (me + p - 1) % p, 8, (me + 1) % p, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  for (int i = 0; i < NP; i++) {
+    y[3 * i] = ad_add(b[i].x, a[i].y[1]);
+    y[3 * i + 1] = ad_mul(b[i].y[0], b[i].w);
+    y[3 * i + 2] = ad_cos(b[i].y[1]);
+  }
+  MPI_Type_free(&t);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Refusals                                                                  */
 /* ------------------------------------------------------------------------ */
@@ -377,13 +538,20 @@ static void test_refused(void) {
   MPI_Type_create_darray(mt_size, mt_rank, 1, gs, distrib, dargs, psizes, MPI_ORDER_C, AD_MPI_REAL, &da);
   MPI_Type_commit(&da);
   ad_real u[64];
-  for (int which = 0; which < 2; which++) {
+  for (int which = 0; which < 3; which++) {
     ad_tape *t = ad_tape_create();
     ad_tape_begin(t);
     for (int i = 0; i < 64; i++) u[i] = ad_input(i);
     if (which == 0) {
       check_refused(ad_mpi_bcast(u, 1, da, 0, MPI_COMM_WORLD), t, "ad_mpi_bcast");
       MT_CHECK(strstr(ad_tape_error_message(t), "darray") != NULL);
+    } else if (which == 2) { /* passive fields: blocking point to point and bcast only */
+      MPI_Datatype pt = particle_type(1);
+      particle q[2 * 8];
+      memset(q, 0, sizeof q);
+      check_refused(ad_mpi_allgather(q, 1, pt, q + 8, 1, pt, MPI_COMM_WORLD), t, "ad_mpi_allgather");
+      MT_CHECK(strstr(ad_tape_error_message(t), "passive") != NULL);
+      MPI_Type_free(&pt);
     } else { /* every rank refuses before posting anything: nothing waits */
       MPI_Datatype c;
       MPI_Type_contiguous(2, AD_MPI_REAL, &c);
@@ -438,6 +606,7 @@ static void test_bytes(void) {
 int main(int argc, char **argv) {
   mt_init(&argc, &argv);
   for (int k = 0; k < NKINDS; k++) check_values(k);
+  check_struct_values();
 #ifndef ARIADNE_PASSIVE
   mt_check_prog("halo", halo_prog, ROWS * COLS, ROWS * COLS, NULL, 1e-6);
   ad_mpi_op_create(typed_prod, 1, &prod_op);
@@ -448,6 +617,7 @@ int main(int argc, char **argv) {
     mt_check_prog(name, coll_prog, NX, NX, &k, 1e-6);
   }
   ad_mpi_op_free(&prod_op);
+  mt_check_prog("particles", particle_prog, 3 * NP, 3 * NP, NULL, 1e-6);
   test_refused();
   test_bytes();
 #endif
