@@ -4,8 +4,16 @@
  *
  * Every wrapper has the argument list of its MPI twin, so porting is a rename:
  * MPI_Send(buf, n, MPI_DOUBLE, ...) becomes ad_mpi_send(buf, n, AD_MPI_REAL, ...)
- * with `buf` an array of ad_real. Buffers of any other datatype pass through
- * to MPI untouched and record nothing. Wrappers return MPI error codes.
+ * with `buf` an array of ad_real. Datatypes built on AD_MPI_REAL
+ * (MPI_Type_contiguous, _vector, _create_hvector, _indexed,
+ * _create_indexed_block, _create_hindexed(_block), _create_subarray,
+ * _create_resized, _dup, _create_struct, nested) work in every blocking
+ * wrapper and in ad_mpi_isend as their MPI_DOUBLE twins work in MPI; byte
+ * displacements and extents are written with sizeof(ad_real) and offsetof.
+ * A struct mixing AD_MPI_REAL with passive fields works in blocking point to
+ * point and bcast. Types Ariadne cannot handle are refused with MPI_ERR_TYPE
+ * (docs/mpi.md). Buffers of any other datatype pass through to MPI untouched
+ * and record nothing. Wrappers return MPI error codes.
  *
  * The forward call moves values (only values: the wire carries doubles) and
  * pushes a communication record on this thread's recording tape; the reverse
