@@ -10,6 +10,7 @@
  * wire carries exactly the values the same type built on MPI_DOUBLE would.
  * Types that cannot be handled are refused with MPI_ERR_TYPE and a sticky
  * error on the recording tape naming the call. */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,6 +149,19 @@ static const char *combiner_name(int comb) {
 
 static int flatten(MPI_Datatype t, flat *out, int depth);
 
+/* Alignments of members inside a struct, as the C compiler lays them out
+ * (a double is aligned to 4 inside a struct on i386). */
+struct double_member {
+  char c;
+  double d;
+};
+struct real_member {
+  char c;
+  ad_real r;
+};
+static const int align_double = (int)offsetof(struct double_member, d);
+static const int align_real = (int)offsetof(struct real_member, r);
+
 /* The typemap of the old type of a constructor. */
 static int flatten_old(MPI_Datatype t, flat *in, int depth) {
   memset(in, 0, sizeof *in);
@@ -165,7 +179,7 @@ static int flatten(MPI_Datatype t, flat *f, int depth) {
   }
   if (t == AD_MPI_REAL || (depth > 0 && built_like_real(t))) {
     f->ub = (MPI_Aint)sizeof(ad_real);
-    f->align = (int)_Alignof(ad_real);
+    f->align = align_real;
     return flat_push(f, 0, 0);
   }
   int ni, na, nd, comb;
@@ -176,7 +190,7 @@ static int flatten(MPI_Datatype t, flat *f, int depth) {
     if (MPI_Type_size(t, &size) != MPI_SUCCESS || MPI_Type_get_extent(t, &lb, &ext) != MPI_SUCCESS) return -1;
     f->lb = lb;
     f->ub = lb + ext;
-    f->align = size >= 8 ? 8 : size >= 4 ? 4 : size >= 2 ? 2 : 1;
+    f->align = size >= 8 ? align_double : size >= 4 ? 4 : size >= 2 ? 2 : 1;
     /* A passive pair type (MPI_DOUBLE_INT, ...) is moved as its bytes. */
     return size > 0 ? flat_push(f, 0, size) : 0;
   }
