@@ -193,6 +193,59 @@ int ad_mpi_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcoun
                                 MPI_Comm comm);
 int ad_mpi_scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
 int ad_mpi_exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int ad_mpi_reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
+                          MPI_Comm comm);
+/* Alltoallw is differentiated when every datatype in use is AD_MPI_REAL
+ * (displacements in bytes, whole ad_real elements); with none it is MPI's;
+ * a mix gives MPI_ERR_TYPE. */
+int ad_mpi_alltoallw(const void *sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
+                     void *recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
+                     MPI_Comm comm);
+
+/* Nonblocking collectives: the same rules as the blocking ones, completed by
+ * any completion call (ad_mpi_wait, ad_mpi_waitall with point-to-point
+ * requests mixed in, ad_mpi_test, ...). The tangent sweep mirrors the
+ * forward call; the reverse sweep starts each adjoint collective where the
+ * forward call completed and waits for it where the forward call started,
+ * in the order MPI requires on every rank. A nonblocking MPI_PROD, MPI_MIN
+ * or MPI_MAX reduction gathers every rank's contributions (p times the data
+ * of the reduction) and reduces them at completion; MPI_SUM runs as MPI's
+ * own reduction. */
+int ad_mpi_ibarrier(MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
+                   MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                      ad_mpi_request *request);
+int ad_mpi_igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                   MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                    const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                    MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_iscatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+                     void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                     ad_mpi_request *request);
+int ad_mpi_iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                      MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                       const int displs[], MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                     MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                      void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                      ad_mpi_request *request);
+int ad_mpi_ialltoallw(const void *sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
+                      void *recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
+                      MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
+                           MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
+                                 MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_iscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                 ad_mpi_request *request);
+int ad_mpi_iexscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                   ad_mpi_request *request);
 
 #else /* ARIADNE_PASSIVE: every wrapper is its MPI twin. */
 
@@ -246,6 +299,25 @@ static inline int ad_mpi_ckpt_comm(struct ad_ckpt_options *o, MPI_Comm comm) {
 #define ad_mpi_reduce_scatter_block MPI_Reduce_scatter_block
 #define ad_mpi_scan MPI_Scan
 #define ad_mpi_exscan MPI_Exscan
+#define ad_mpi_reduce_scatter MPI_Reduce_scatter
+#define ad_mpi_alltoallw MPI_Alltoallw
+#define ad_mpi_ibarrier MPI_Ibarrier
+#define ad_mpi_ibcast MPI_Ibcast
+#define ad_mpi_ireduce MPI_Ireduce
+#define ad_mpi_iallreduce MPI_Iallreduce
+#define ad_mpi_igather MPI_Igather
+#define ad_mpi_igatherv MPI_Igatherv
+#define ad_mpi_iscatter MPI_Iscatter
+#define ad_mpi_iscatterv MPI_Iscatterv
+#define ad_mpi_iallgather MPI_Iallgather
+#define ad_mpi_iallgatherv MPI_Iallgatherv
+#define ad_mpi_ialltoall MPI_Ialltoall
+#define ad_mpi_ialltoallv MPI_Ialltoallv
+#define ad_mpi_ialltoallw MPI_Ialltoallw
+#define ad_mpi_ireduce_scatter MPI_Ireduce_scatter
+#define ad_mpi_ireduce_scatter_block MPI_Ireduce_scatter_block
+#define ad_mpi_iscan MPI_Iscan
+#define ad_mpi_iexscan MPI_Iexscan
 
 #endif /* ARIADNE_PASSIVE */
 

@@ -565,6 +565,9 @@ typedef struct peer_note {
    * one: both sides count the same tapes, so a rank that sweeps another of
    * its tapes than the partner does is found out. */
   int serial;
+  /* Collectively (peer -1): the collective records' numbers, and the
+   * reverse sweep's order of adjoint collectives (see coll.c). */
+  ad__corder order;
 } peer_note;
 
 typedef struct tape_ctx {
@@ -778,9 +781,20 @@ static int handshake(ad_tape *t, tape_ctx *x, int status, int reverse, int *peer
   return rc;
 }
 
+static void order_free(ad__corder *o) {
+  free(o->started);
+  free(o->ready);
+  memset(o, 0, sizeof *o);
+}
+
 static int ctx_sweep_begin(ad_tape *t, void *ctx, int reverse, int err) {
   tape_ctx *x = ctx;
   x->nlazy = 0;
+  for (size_t i = 0; i < x->n; i++) {
+    ad__corder *o = &x->notes[i].order;
+    if (o->started) memset(o->started, 0, (size_t)o->n);
+    o->nready = 0;
+  }
   int peer_status = AD_OK, peer_rank = -1;
   for (size_t i = 0; i < x->n; i++)
     if (x->notes[i].c->tainted) {
@@ -811,6 +825,14 @@ static int ctx_sweep_begin(ad_tape *t, void *ctx, int reverse, int err) {
 
 static int ctx_sweep_end(ad_tape *t, void *ctx, int reverse, int rc) {
   (void)reverse;
+  tape_ctx *x = ctx;
+  /* A sweep that stopped between a nonblocking collective's start and its
+   * finish leaves it running on the private communicator. */
+  for (size_t i = 0; i < x->n; i++)
+    if (x->notes[i].order.inflight > 0) {
+      x->notes[i].order.inflight = 0;
+      left_pending = 1;
+    }
   lazy_finish(t, ctx, &rc);
   taint(t, ctx);
   return rc;
@@ -822,6 +844,7 @@ static void ctx_reset(ad_tape *t, void *ctx) {
   for (size_t i = 0; i < x->n; i++) {
     free(x->notes[i].tags[0]);
     free(x->notes[i].tags[1]);
+    order_free(&x->notes[i].order);
   }
   x->n = 0;
 }
@@ -832,6 +855,7 @@ static void ctx_destroy(void *ctx) {
   for (size_t i = 0; i < x->n; i++) {
     free(x->notes[i].tags[0]);
     free(x->notes[i].tags[1]);
+    order_free(&x->notes[i].order);
   }
   free(x->lazy);
   free(x->lazy_buf);
@@ -993,6 +1017,30 @@ static void note(ad_tape *t, ad__comm *c, int peer, int recv, int tag, int count
 
 void ad__mpi_note_coll(ad_tape *t, ad__comm *c) {
   if (t) note(t, c, -1, 0, 0, 0, -1);
+}
+
+ad__corder *ad__coll_order(ad_tape *t, ad__comm *c) {
+  tape_ctx *x = t->ext_ops == &ctx_ops ? t->ext_ctx : NULL;
+  for (size_t i = 0; x && i < x->n; i++)
+    if (x->notes[i].c == c && x->notes[i].peer < 0) return &x->notes[i].order;
+  return NULL;
+}
+
+int ad__coll_number(ad_tape *t, ad__comm *c) {
+  ad__corder *o = ad__coll_order(t, c);
+  if (!o) return -1;
+  if (o->n == o->cap) {
+    int ncap = o->cap ? 2 * o->cap : 16;
+    unsigned char *n = realloc(o->started, (size_t)ncap);
+    if (!n) {
+      ad__fail(t, AD_ERR_NOMEM, "cannot number a collective record");
+      return -1;
+    }
+    o->started = n;
+    o->cap = ncap;
+  }
+  o->started[o->n] = 0;
+  return o->n++;
 }
 void ad__mpi_note_peer(ad_tape *t, ad__comm *c, int peer, int recv, int tag, int count, int k) {
   if (t && peer >= 0) note(t, c, peer, recv, tag, count, k);
@@ -1204,10 +1252,21 @@ static void mrec_destroy(void *data) {
   ad__mrec *r = data;
   /* A sweep that failed half-way left a receive behind: cancel it before
    * its buffer goes. */
-  ad__mpi_abandon(&r->sreq, 1);
-  if (r->kind == AD__M_ISEND || r->kind == AD__M_IRECV) ad__p2p_forget(r);
+  int coll = r->kind >= AD__M_BARRIER && r->kind <= AD__M_EXSCAN, was = left_pending;
+  if (!ad__mpi_abandon(&r->sreq, !coll)) { /* a collective MPI may still use: its communicator is retired */
+    r->c->tainted = 1;
+    left_pending = was;
+    ad__mpi_keep(r->sbuf);
+    ad__mpi_keep(r->sbuf2);
+    ad__mpi_keep(r->keep);
+    r->sbuf = r->sbuf2 = NULL;
+    r->keep = NULL;
+  }
+  if (r->kind == AD__M_ISEND || r->kind == AD__M_IRECV || r->nb) ad__p2p_forget(r);
   if (r->link) r->link->link = NULL;
   free(r->sbuf);
+  free(r->sbuf2);
+  free(r->keep);
   free(r->in);
   free(r->out);
   free(r->w);
@@ -1255,6 +1314,10 @@ ad__mrec *ad__mrec_push(ad_tape *t, int kind, ad__comm *c, int nin, int nout) {
   if (!r || (nin && !r->in) || (nout && !r->out)) {
     if (r) mrec_destroy(r);
     ad__fail(t, AD_ERR_NOMEM, "no memory for an MPI communication record");
+    return NULL;
+  }
+  if (kind >= AD__M_BARRIER && kind <= AD__M_EXSCAN && (r->seq = ad__coll_number(t, c)) < 0) {
+    mrec_destroy(r);
     return NULL;
   }
   size_t bytes = sizeof *r + (size_t)(nin + nout) * sizeof(ad_index);

@@ -421,7 +421,9 @@ typedef struct rslot {
   ad_tape *tape; /* the tape that recorded the start, if any */
   uint32_t epoch;
   ad__mrec *start;
-  int lost; /* its start record was discarded (ad_tape_reset_to) */
+  int lost;               /* its start record was discarded (ad_tape_reset_to) */
+  const ad__req_ops *ops; /* another kind of request (a nonblocking collective): its actions */
+  void *ctx;
   int next_free;
 } rslot;
 
@@ -463,8 +465,11 @@ void ad__p2p_forget(const ad__mrec *r) {
 /* At MPI_Finalize: the table. The buffer of a request never completed may
  * still be MPI's, so it is kept (reachable) rather than freed. */
 void ad__p2p_finalize(void) {
-  for (int s = 0; s < nslots; s++)
-    if (slots[s].live) ad__mpi_keep(slots[s].v);
+  for (int s = 0; s < nslots; s++) {
+    if (!slots[s].live) continue;
+    ad__mpi_keep(slots[s].v);
+    if (slots[s].ops) slots[s].ops->failed(slots[s].ctx, MPI_ERR_PENDING);
+  }
   free(slots);
   slots = NULL;
   nslots = capslots = 0;
@@ -512,6 +517,24 @@ static int req_misuse(const char *fn) {
   else
     ad__fail_notape(AD_ERR_MPI, "%s: request was already completed (a copy used twice?) or never started", fn);
   return MPI_ERR_REQUEST;
+}
+
+int ad__req_new(ad_mpi_request *request, MPI_Request mpi, ad_tape *t, ad__mrec *start, const ad__req_ops *ops,
+                void *ctx) {
+  int s = slot_new();
+  if (s < 0) return MPI_ERR_NO_MEM;
+  rslot *q = &slots[s];
+  q->mpi = mpi;
+  q->active = ops != NULL; /* without ops: a passive request, nothing to do at completion */
+  q->ops = ops;
+  q->ctx = ctx;
+  if (t && start) {
+    q->tape = t;
+    q->epoch = t->rec.epoch;
+    q->start = start;
+  }
+  req_set(request, s);
+  return MPI_SUCCESS;
 }
 
 int ad_mpi_isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
@@ -634,7 +657,9 @@ static void slot_complete(int s, const MPI_Status *st) {
       if (victim)
         ad__fail(victim, AD_ERR_MPI, "a request started while recording completed on another tape or recording");
     }
-    if (q->is_recv) {
+    if (q->ops) {
+      q->ops->complete(q->ctx, recorded ? t : NULL, seen, recorded ? q->start : NULL, st);
+    } else if (q->is_recv) {
       ad__mrec *d = NULL;
       recv_finish(q->c, recorded ? t : NULL, seen, q->post, st, q->ubuf, q->v, received(st), AD__M_IRECV_DONE, &d);
       if (d && recorded) {
@@ -656,7 +681,9 @@ static void slot_complete(int s, const MPI_Status *st) {
  * the slot (see recv_failed). */
 static void slot_failed(int s, int rc, const MPI_Status *st) {
   rslot *q = &slots[s];
-  if (q->active && q->is_recv) {
+  if (q->ops) {
+    q->ops->failed(q->ctx, rc);
+  } else if (q->active && q->is_recv) {
     ad_tape *seen;
     ad__mpi_tape(&seen);
     recv_failed(q->c, seen, q->post, rc, st);
