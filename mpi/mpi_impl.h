@@ -169,6 +169,7 @@ int ad__dt_send(ad__dt_send_fn fn, const char *name, const void *buf, int count,
 int ad__dt_isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                  ad_mpi_request *request);
 int ad__dt_recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status *status);
+int ad__dt_irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, ad_mpi_request *request);
 int ad__dt_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf,
                     int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status *status);
 int ad__dt_sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int sendtag, int source, int recvtag,

@@ -591,10 +591,7 @@ int ad_mpi_isend(const void *buf, int count, MPI_Datatype type, int dest, int ta
 }
 
 int ad_mpi_irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, ad_mpi_request *request) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_irecv", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(1, type)) return ad__dt_irecv(buf, count, type, source, tag, comm, request);
   if (count < 0) return MPI_ERR_COUNT;
   int s = slot_new();
   if (s < 0) return MPI_ERR_NO_MEM;

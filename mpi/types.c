@@ -480,8 +480,8 @@ static int side_open(side *s, const char *fn, MPI_Datatype t, const void *buf, l
   if (d->why) return ad__dtype_refuse(fn, "a datatype built from AD_MPI_REAL with %s is not differentiated", d->why);
   if (d->npass)
     return ad__dtype_refuse(
-        fn, "a datatype that mixes AD_MPI_REAL with passive fields is supported in blocking point-to-point "
-            "calls and bcast only");
+        fn, "a datatype that mixes AD_MPI_REAL with passive fields is supported in point-to-point calls "
+            "and bcast only");
   if (items < 0) return MPI_ERR_COUNT;
   s->d = d;
   s->ne = items * d->n;
@@ -743,6 +743,176 @@ static int mixed_bcast(const ad__dtype *d, void *buffer, int count, int root, MP
   return rc;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Nonblocking point to point on derived types                               */
+/* ------------------------------------------------------------------------ */
+
+/* A receive: its elements arrive in a wire buffer (doubles for a type of
+ * active values only, the mixed layout otherwise) and are scattered into the
+ * user's layout when a completion call completes the request. */
+typedef struct nbrecv {
+  const ad__dtype *d;
+  ad__comm *c;
+  void *ubuf;
+  int count;
+  uint64_t post;
+  mbuf m;
+} nbrecv;
+
+static void nbrecv_complete(void *ctx, ad_tape *t, ad_tape *seen, ad__mrec *start, const MPI_Status *st) {
+  nbrecv *q = ctx;
+  int n = 0;
+  if (q->d->npass) {
+    int got = 0;
+    MPI_Get_count(st, MPI_BYTE, &got);
+    n = mixed_unpack(q->d, q->ubuf, q->count, q->m.wire, got == MPI_UNDEFINED || got < 0 ? 0 : got, q->m.v);
+  } else {
+    MPI_Get_count(st, MPI_DOUBLE, &n);
+    if (n == MPI_UNDEFINED || n < 0) n = 0;
+    memcpy(q->m.v, q->m.wire, (size_t)n * sizeof(double));
+  }
+  int k = ad__recv_complete(q->c, q->post, st->MPI_SOURCE, st->MPI_TAG);
+  ad__mpi_note_peer(seen, q->c, st->MPI_SOURCE, 1, st->MPI_TAG, n, k);
+  ad__mrec *r = t && start ? ad__mrec_push(t, AD__M_IRECV_DONE, q->c, 0, n) : NULL;
+  if (r) {
+    r->peer = st->MPI_SOURCE;
+    r->tag = st->MPI_TAG;
+    r->k = k;
+    r->link = start;
+    start->link = r;
+  }
+  ad__unpack(r ? t : NULL, q->m.act, n, q->m.v, r ? r->out : NULL);
+  dt_scatter(q->d, q->ubuf, q->m.act, n);
+  mbuf_close(&q->m);
+  free(q);
+}
+
+static void nbrecv_failed(void *ctx, int rc) {
+  nbrecv *q = ctx;
+  /* At MPI_Finalize (MPI_ERR_PENDING) the communicators are gone already. */
+  if (rc != MPI_ERR_PENDING) ad__recv_complete(q->c, q->post, -2, -2);
+  ad__mpi_keep(q->m.wire);
+  free(q->m.act);
+  free(q->m.v);
+  free(q);
+}
+
+static const ad__req_ops nbrecv_ops = {nbrecv_complete, nbrecv_failed};
+
+int ad__dt_irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, ad_mpi_request *request) {
+  const char *fn = "ad_mpi_irecv";
+  const ad__dtype *d = ad__dtype_get(type);
+  if (!d) return MPI_ERR_NO_MEM;
+  if (d->why) return ad__dtype_refuse(fn, "a datatype built from AD_MPI_REAL with %s is not differentiated", d->why);
+  if (count < 0) return MPI_ERR_COUNT;
+  if (source == MPI_PROC_NULL) {
+    MPI_Request mq;
+    int rc = MPI_Irecv(NULL, 0, MPI_BYTE, source, tag, comm, &mq);
+    return rc == MPI_SUCCESS ? ad__req_new(request, mq, NULL, NULL, NULL, NULL) : rc;
+  }
+  int err;
+  ad__comm *c = ad__mpi_comm(comm, &err);
+  if (!c) return err;
+  ad_tape *seen, *t = ad__mpi_tape(&seen);
+  nbrecv *q = calloc(1, sizeof *q);
+  if (!q) return MPI_ERR_NO_MEM;
+  int rc = mbuf_open(&q->m, fn, d, count);
+  if (rc != 0) {
+    mbuf_close(&q->m);
+    free(q);
+    return rc;
+  }
+  q->d = d;
+  q->c = c;
+  q->ubuf = buf;
+  q->count = count;
+  q->post = ad__recv_post(c, source, tag);
+  ad__mrec *r = t ? ad__mrec_push(t, AD__M_IRECV, c, 0, 0) : NULL;
+  MPI_Request mq = MPI_REQUEST_NULL;
+  rc = d->npass ? MPI_Irecv(q->m.wire, (int)q->m.bytes, MPI_BYTE, source, tag, comm, &mq)
+                : MPI_Irecv(q->m.wire, q->m.nact, MPI_DOUBLE, source, tag, comm, &mq);
+  if (rc == MPI_SUCCESS) rc = ad__req_new(request, mq, r ? t : NULL, r, &nbrecv_ops, q);
+  if (rc != MPI_SUCCESS) {
+    /* MPI_ERR_NO_MEM from the slot table leaves a posted receive: it cannot
+     * be taken back, so its buffer stays */
+    ad__recv_complete(c, q->post, -2, -2);
+    if (mq != MPI_REQUEST_NULL)
+      ad__mpi_keep(q->m.wire);
+    else
+      free(q->m.wire);
+    free(q->m.act);
+    free(q->m.v);
+    free(q);
+    return ad__mpi_forward_error(seen, rc, fn);
+  }
+  ad__recv_attach(c, q->post, request->slot, request->gen);
+  return MPI_SUCCESS;
+}
+
+/* A send of a type with passive fields: the wire buffer lives until the
+ * request completes. */
+static void nbsend_complete(void *ctx, ad_tape *t, ad_tape *seen, ad__mrec *start, const MPI_Status *st) {
+  (void)seen;
+  (void)st;
+  ad__mrec *d = t && start ? ad__mrec_push(t, AD__M_ISEND_DONE, start->c, 0, 0) : NULL;
+  if (d) {
+    d->link = start;
+    start->link = d;
+  }
+  free(ctx);
+}
+
+static void nbsend_failed(void *ctx, int rc) {
+  (void)rc;
+  ad__mpi_keep(ctx);
+}
+
+static const ad__req_ops nbsend_ops = {nbsend_complete, nbsend_failed};
+
+static int mixed_isend(const ad__dtype *d, const void *buf, int count, int dest, int tag, MPI_Comm comm,
+                       ad_mpi_request *request) {
+  const char *fn = "ad_mpi_isend";
+  int err;
+  ad__comm *c = ad__mpi_comm(comm, &err);
+  if (!c) return err;
+  ad_tape *seen, *t = ad__mpi_tape(&seen);
+  mbuf m;
+  int rc = mbuf_open(&m, fn, d, count);
+  if (rc != 0) {
+    mbuf_close(&m);
+    return rc;
+  }
+  mixed_pack(d, buf, count, m.wire, m.act);
+  ad__mrec *r = NULL;
+  if (dest != MPI_PROC_NULL) {
+    int k = ad__send_seq(c, dest, tag);
+    ad__mpi_note_peer(seen, c, dest, 0, tag, m.nact, k);
+    r = t ? ad__mrec_push(t, AD__M_ISEND, c, m.nact, 0) : NULL;
+    if (r) {
+      r->peer = dest;
+      r->tag = tag;
+      r->k = k;
+      ad__handles(t, m.act, m.nact, r->in, fn);
+    }
+  }
+  MPI_Request mq = MPI_REQUEST_NULL;
+  rc = MPI_Isend(m.wire, (int)m.bytes, MPI_BYTE, dest, tag, comm, &mq);
+  if (rc == MPI_SUCCESS) rc = ad__req_new(request, mq, r ? t : NULL, r, &nbsend_ops, m.wire);
+  if (rc == MPI_SUCCESS) {
+    if (dest != MPI_PROC_NULL) ad__mpi_counters.forward_bytes += (uint64_t)m.nact * sizeof(double);
+    free(m.act);
+    free(m.v);
+    return MPI_SUCCESS;
+  }
+  if (mq != MPI_REQUEST_NULL)
+    ad__mpi_keep(m.wire);
+  else
+    free(m.wire);
+  free(m.act);
+  free(m.v);
+  return ad__mpi_forward_error(seen, rc, fn);
+}
+
 int ad__dt_send(ad__dt_send_fn fn, const char *name, const void *buf, int count, MPI_Datatype type, int dest, int tag,
                 MPI_Comm comm) {
   const ad__dtype *md = mixed(type);
@@ -758,6 +928,8 @@ int ad__dt_isend(const void *buf, int count, MPI_Datatype type, int dest, int ta
                  ad_mpi_request *request) {
   /* ad_mpi_isend on AD_MPI_REAL takes the values and handles at once: the
    * gathered copy can go when it returns. */
+  const ad__dtype *md = mixed(type);
+  if (md) return mixed_isend(md, buf, count, dest, tag, comm, request);
   side s;
   int rc = side_open(&s, "ad_mpi_isend", type, buf, count, 1);
   if (rc == 0) rc = ad_mpi_isend(side_buf(&s), side_count(&s, count), side_type(&s, type), dest, tag, comm, request);

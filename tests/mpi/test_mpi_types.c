@@ -160,6 +160,21 @@ static void check_values(int kind) {
     MT_CHECK(same(b, pb, BUF));
   }
   fill();
+  { /* irecv completed by waitall, and by test */
+    ad_mpi_request q[2] = {AD_MPI_REQUEST_NULL, AD_MPI_REQUEST_NULL};
+    MPI_Request pq[2];
+    MPI_Status sts[2];
+    MT_CHECK(ad_mpi_irecv(b, 2, t, MPI_ANY_SOURCE, 7, w, &q[0]) == MPI_SUCCESS);
+    MT_CHECK(ad_mpi_isend(a, 2, t, right, 7, w, &q[1]) == MPI_SUCCESS);
+    MT_CHECK(ad_mpi_waitall(2, q, sts) == MPI_SUCCESS);
+    MPI_Get_count(&sts[0], t, &n1);
+    MT_CHECK(n1 == 2 && sts[0].MPI_SOURCE == left);
+    MPI_Irecv(pb, 2, pt, MPI_ANY_SOURCE, 7, w, &pq[0]);
+    MPI_Isend(pa, 2, pt, right, 7, w, &pq[1]);
+    MPI_Waitall(2, pq, MPI_STATUSES_IGNORE);
+    MT_CHECK(same(b, pb, BUF));
+  }
+  fill();
   MT_CHECK(ad_mpi_bcast(a, 2, t, p - 1, w) == MPI_SUCCESS);
   MPI_Bcast(pa, 2, pt, p - 1, w);
   MT_CHECK(same(a, pa, BUF));
@@ -355,6 +370,20 @@ static void check_struct_values(void) {
     }
     MT_CHECK(psame(pb_, qb));
   }
+  pfill();
+  {
+    ad_mpi_request q[2] = {AD_MPI_REQUEST_NULL, AD_MPI_REQUEST_NULL};
+    MPI_Request pq[2];
+    MT_CHECK(ad_mpi_irecv(pb_, NP, t, left, 6, w, &q[0]) == MPI_SUCCESS);
+    MT_CHECK(ad_mpi_isend(pa_, NP, t, right, 6, w, &q[1]) == MPI_SUCCESS);
+    int idx = -1;
+    MT_CHECK(ad_mpi_waitany(2, q, &idx, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    MT_CHECK(ad_mpi_waitany(2, q, &idx, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    MPI_Irecv(qb, NP, pt, left, 6, w, &pq[0]);
+    MPI_Isend(qa, NP, pt, right, 6, w, &pq[1]);
+    MPI_Waitall(2, pq, MPI_STATUSES_IGNORE);
+    MT_CHECK(psame(pb_, qb));
+  }
   /* AD_MPI_REAL_INT moves like MPI_DOUBLE_INT */
   ad_real_int ri[2] = {{ad_const(1.5 + me), me}, {ad_const(-2.0), 7 * me}}, ro[2];
   struct {
@@ -377,9 +406,9 @@ static void check_struct_values(void) {
 
 /* A column halo exchange on a 2-D grid: each rank owns ROWS x COLS cells of
  * a grid split by columns, with a ghost column on each side (periodic over
- * the ranks); a column is one MPI_Type_vector of AD_MPI_REAL. Two steps of a
+ * the ranks); a column is one MPI_Type_vector of AD_MPI_REAL. Three steps of a
  * nonlinear stencil, the first exchanging with sendrecv, the second with
- * isend, recv and wait. */
+ * isend, recv and wait, the third with irecv, isend and waitall. */
 #define ROWS 4
 #define COLS 3
 #define LD (COLS + 2)
@@ -389,13 +418,20 @@ static void exchange(ad_real *u, MPI_Datatype col, int step) {
   if (step == 0) {
     ad_mpi_sendrecv(u + 1, 1, col, left, 10, u + COLS + 1, 1, col, right, 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     ad_mpi_sendrecv(u + COLS, 1, col, right, 11, u, 1, col, left, 11, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  } else {
+  } else if (step == 1) {
     ad_mpi_request q[2] = {AD_MPI_REQUEST_NULL, AD_MPI_REQUEST_NULL};
     ad_mpi_isend(u + 1, 1, col, left, 12, MPI_COMM_WORLD, &q[0]);
     ad_mpi_isend(u + COLS, 1, col, right, 13, MPI_COMM_WORLD, &q[1]);
     ad_mpi_recv(u + COLS + 1, 1, col, right, 12, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     ad_mpi_recv(u, 1, col, left, 13, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     ad_mpi_waitall(2, q, MPI_STATUSES_IGNORE);
+  } else { /* irecv into the ghost columns, completed by waitall */
+    ad_mpi_request q[4] = {AD_MPI_REQUEST_NULL, AD_MPI_REQUEST_NULL, AD_MPI_REQUEST_NULL, AD_MPI_REQUEST_NULL};
+    ad_mpi_irecv(u + COLS + 1, 1, col, right, 14, MPI_COMM_WORLD, &q[0]);
+    ad_mpi_irecv(u, 1, col, MPI_ANY_SOURCE, 15, MPI_COMM_WORLD, &q[1]);
+    ad_mpi_isend(u + 1, 1, col, left, 14, MPI_COMM_WORLD, &q[2]);
+    ad_mpi_isend(u + COLS, 1, col, right, 15, MPI_COMM_WORLD, &q[3]);
+    ad_mpi_waitall(4, q, MPI_STATUSES_IGNORE);
   }
 }
 
@@ -410,7 +446,7 @@ static void halo_prog(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   for (int i = 0; i < ROWS * LD; i++) u[i] = ad_const(0.0);
   for (int r = 0; r < ROWS; r++)
     for (int c = 0; c < COLS; c++) u[r * LD + c + 1] = x[r * COLS + c];
-  for (int step = 0; step < 2; step++) {
+  for (int step = 0; step < 3; step++) {
     exchange(u, col, step);
     for (int i = 0; i < ROWS * LD; i++) v[i] = u[i];
     for (int r = 0; r < ROWS; r++)
@@ -510,6 +546,14 @@ static void particle_prog(ad_real *x, int n, ad_real *y, int m, void *ctx) {
     b[i].y[1] = ad_mul(b[i].y[1], b[i].y[0]);
   }
   ad_mpi_bcast(b, NP, t, 0, MPI_COMM_WORLD);
+  { /* and back around the ring, nonblocking */
+    particle c[NP];
+    ad_mpi_request q[2] = {AD_MPI_REQUEST_NULL, AD_MPI_REQUEST_NULL};
+    ad_mpi_irecv(c, NP, t, (me + 1) % p, 9, MPI_COMM_WORLD, &q[0]);
+    ad_mpi_isend(b, NP, t, (me + p - 1) % p, 9, MPI_COMM_WORLD, &q[1]);
+    ad_mpi_waitall(2, q, MPI_STATUSES_IGNORE);
+    for (int i = 0; i < NP; i++) b[i].y[0] = ad_add(b[i].y[0], ad_mul(c[i].y[0], c[i].w));
+  }
   ad_mpi_sendrecv_replace(b, NP, t, (me + p - 1) % p, 8, (me + 1) % p, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   for (int i = 0; i < NP; i++) {
     y[3 * i] = ad_add(b[i].x, a[i].y[1]);
@@ -557,7 +601,7 @@ static void test_refused(void) {
       MPI_Type_contiguous(2, AD_MPI_REAL, &c);
       MPI_Type_commit(&c);
       ad_mpi_request q = AD_MPI_REQUEST_NULL;
-      check_refused(ad_mpi_irecv(u, 1, c, 0, 0, MPI_COMM_WORLD, &q), t, "ad_mpi_irecv");
+      check_refused(ad_mpi_ibcast(u, 1, c, 0, MPI_COMM_WORLD, &q), t, "ad_mpi_ibcast");
       MPI_Type_free(&c);
     }
     ad_tape_end(t);
