@@ -648,6 +648,8 @@ int ad_mpi_ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcou
 
 int ad_mpi_reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
                           MPI_Comm comm) {
+  if (ad__op_user(op) && (is_real(type) || ad__dtype_any(1, type)))
+    return ad__user_reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
   int e_ = ad__types_refuse("ad_mpi_reduce_scatter", 1, type);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) return MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);

@@ -209,6 +209,8 @@ MPI_Aint ad__dtype_extent(MPI_Datatype t);
 /* How far the elements of the last item of t reach beyond its extent. */
 MPI_Aint ad__dtype_tail(MPI_Datatype t);
 int ad__loc_reduce(int all, const void *sendbuf, void *recvbuf, int count, MPI_Op op, int root, MPI_Comm comm);
+int ad__user_reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
+                            MPI_Comm comm);
 void ad__reduce_ext_finalize(void);
 
 extern ad_mpi_stats ad__mpi_counters;

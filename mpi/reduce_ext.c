@@ -231,3 +231,59 @@ int ad__loc_reduce(int all, const void *sendbuf, void *recvbuf, int count, MPI_O
   free(rv);
   return rc == MPI_SUCCESS ? rc : ad__mpi_forward_error(seen, rc, fn);
 }
+
+/* Reduce_scatter with a user-defined operation: rank r's block of
+ * recvcounts[r] items comes from every rank by an alltoallv and is folded
+ * locally in rank order. */
+int ad__user_reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
+                            MPI_Comm comm) {
+  const char *fn = "ad_mpi_reduce_scatter";
+  const uop *u = uop_find(op);
+  if (!u) return MPI_ERR_OP;
+  int rank, p, rc;
+  if ((rc = MPI_Comm_rank(comm, &rank)) != MPI_SUCCESS || (rc = MPI_Comm_size(comm, &p)) != MPI_SUCCESS) return rc;
+  if (type != AD_MPI_REAL && (rc = ad__dtype_check(fn, type)) != 0) return rc;
+  long long items = 0;
+  for (int j = 0; j < p; j++) {
+    if (recvcounts[j] < 0) return MPI_ERR_COUNT;
+    items += recvcounts[j];
+  }
+  int mine = recvcounts[rank];
+  size_t ext = (size_t)ad__dtype_extent(type), tail = (size_t)ad__dtype_tail(type) + 1;
+  size_t bytes = (size_t)mine * ext;
+  const void *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  int *a = malloc(4 * (size_t)p * sizeof *a);
+  char *own = calloc((size_t)items * ext + tail, 1), *all = calloc((size_t)p * bytes + tail, 1),
+       *acc = calloc(bytes + tail, 1);
+  if (!a || !own || !all || !acc) {
+    free(a);
+    free(own);
+    free(all);
+    free(acc);
+    return MPI_ERR_NO_MEM;
+  }
+  int *sc = a, *sd = a + p, *rc_ = a + 2 * p, *rd = a + 3 * p, at = 0;
+  for (int j = 0; j < p; j++) {
+    sc[j] = recvcounts[j];
+    sd[j] = at;
+    at += recvcounts[j];
+    rc_[j] = mine;
+    rd[j] = j * mine;
+  }
+  ad__dtype_copy(type, own, src, items);
+  rc = ad_mpi_alltoallv(own, sc, sd, type, all, rc_, rd, type, comm);
+  if (rc == MPI_SUCCESS && mine > 0) {
+    fold(u, all, bytes, 0, p - 1, mine, type, acc);
+    ad__dtype_copy(type, recvbuf, acc, mine);
+  }
+  free(a);
+  free(own);
+  free(all);
+  free(acc);
+  if (rc != MPI_SUCCESS) {
+    ad_tape *seen;
+    ad__mpi_tape(&seen);
+    return ad__mpi_forward_error(seen, rc, fn);
+  }
+  return MPI_SUCCESS;
+}

@@ -105,7 +105,9 @@ static void check_values(void) {
     pa[i] = 0.5 + 0.3 * sin(1.0 + i + 3.0 * me);
     a[i] = ad_const(pa[i]);
   }
-  for (int kind = 0; kind < 5; kind++)
+  int rcnts[8];
+  for (int j = 0; j < p; j++) rcnts[j] = 1 + j % 2;
+  for (int kind = 0; kind < 6; kind++)
     for (int m = 0; m < 2; m++) {
       MPI_Op op = m ? matmul_op : norm_op, pop = m ? pmatmul_op : pnorm_op;
       MPI_Datatype t = m ? mat : AD_MPI_REAL, pt = m ? pmat : MPI_DOUBLE;
@@ -131,14 +133,19 @@ static void check_values(void) {
         rc = ad_mpi_exscan(a, b, cnt, t, op, w);
         MPI_Exscan(pa, pb, cnt, pt, pop, w);
         break;
-      default:
+      case 4:
         rc = ad_mpi_reduce_scatter_block(a, b, cnt, t, op, w);
         MPI_Reduce_scatter_block(pa, pb, cnt, pt, pop, w);
+        break;
+      default: /* items of 4 reals (m = 1) or single reals */
+        rc = ad_mpi_reduce_scatter(a, b, rcnts, t, op, w);
+        MPI_Reduce_scatter(pa, pb, rcnts, pt, pop, w);
         break;
       }
       MT_CHECK(rc == MPI_SUCCESS);
       int gets = kind == 0 ? me == 0 : kind == 3 ? me > 0 : 1;
-      for (int i = 0; gets && i < 4 * N; i++)
+      int nb = kind == 5 ? rcnts[me] * (m ? 4 : 1) : 4 * N;
+      for (int i = 0; gets && i < nb; i++)
         if (!close_to(ad_value(b[i]), pb[i])) {
           fprintf(stderr, "[%d] user op %d kind %d element %d: %.17g vs MPI %.17g\n", me, m, kind, i, ad_value(b[i]),
                   pb[i]);
@@ -179,7 +186,7 @@ static void maxloc_prog(ad_real *x, int n, ad_real *y, int m, void *ctx) {
 
 /* A user-defined reduction (the norm) in every collective, and the
  * non-commutative matrix product on a derived type, in reduce, allreduce,
- * scan, exscan and reduce_scatter_block. */
+ * scan, exscan, reduce_scatter_block and reduce_scatter. */
 static void userop_prog(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   (void)n;
   (void)m;
@@ -212,6 +219,15 @@ static void userop_prog(ad_real *x, int n, ad_real *y, int m, void *ctx) {
     ad_mpi_exscan(a, b, 4 * N, AD_MPI_REAL, norm_op, w);
     ad_mpi_exscan(a, c, N, mat, matmul_op, w);
     break;
+  case 5: {
+    int rc5[8];
+    for (int j = 0; j < p; j++) rc5[j] = 4 * N - j % 2; /* uneven blocks */
+    ad_mpi_reduce_scatter(a, b, rc5, AD_MPI_REAL, norm_op, w);
+    for (int j = 0; j < p; j++) rc5[j] = N - j % 2;
+    ad_mpi_reduce_scatter(MPI_IN_PLACE, a, rc5, mat, matmul_op, w);
+    for (int i = 0; i < 4 * rc5[me]; i++) c[i] = a[i];
+    break;
+  }
   default:
     ad_mpi_reduce_scatter_block(a, b, 4 * N, AD_MPI_REAL, norm_op, w);
     ad_mpi_reduce_scatter_block(MPI_IN_PLACE, a, N, mat, matmul_op, w);
@@ -271,9 +287,10 @@ int main(int argc, char **argv) {
   check_values();
 #ifndef ARIADNE_PASSIVE
   mt_check_prog("maxloc", maxloc_prog, N, N, NULL, 1e-6);
-  static const char *const names[] = {"user op reduce", "user op allreduce", "user op scan", "user op exscan",
-                                      "user op reduce_scatter_block"};
-  for (int k = 0; k < 5; k++) {
+  static const char *const names[] = {
+      "user op reduce",        "user op allreduce", "user op scan", "user op exscan", "user op reduce_scatter_block",
+      "user op reduce_scatter"};
+  for (int k = 0; k < 6; k++) {
     if (k == 3 && mt_size == 1) continue; /* an exscan on one rank computes nothing */
     mt_check_prog(names[k], userop_prog, 4 * N, 4 * N, &k, 1e-6);
   }
