@@ -8,10 +8,10 @@
  * (MPI_Type_contiguous, _vector, _create_hvector, _indexed,
  * _create_indexed_block, _create_hindexed(_block), _create_subarray,
  * _create_resized, _dup, _create_struct, nested) work in every blocking
- * wrapper and in ad_mpi_isend as their MPI_DOUBLE twins work in MPI; byte
- * displacements and extents are written with sizeof(ad_real) and offsetof.
- * A struct mixing AD_MPI_REAL with passive fields works in blocking point to
- * point and bcast. Types Ariadne cannot handle are refused with MPI_ERR_TYPE
+ * wrapper and in ad_mpi_isend/irecv as their MPI_DOUBLE twins work in MPI;
+ * byte displacements and extents are written with sizeof(ad_real) and
+ * offsetof. A struct mixing AD_MPI_REAL with passive fields works in point
+ * to point and bcast. Types Ariadne cannot handle are refused with MPI_ERR_TYPE
  * (docs/mpi.md). Buffers of any other datatype pass through to MPI untouched
  * and record nothing. Wrappers return MPI error codes.
  *
@@ -77,21 +77,22 @@ typedef struct ad_real_int {
 #define AD_MPI_REAL_INT (ad_mpi_real_int_datatype())
 MPI_Datatype ad_mpi_real_int_datatype(void);
 
-/* A user-defined reduction on AD_MPI_REAL, the port of MPI_Op_create: the
- * function has MPI's MPI_User_function type in both builds,
+/* A user-defined reduction, the port of MPI_Op_create: the function has
+ * MPI's MPI_User_function type in both builds,
  *   void f(void *invec, void *inoutvec, int *len, MPI_Datatype *datatype),
- * and computes inoutvec[i] = invec[i] op inoutvec[i] for i < *len on ad_real
- * arrays (double arrays in the passive build, where MPI calls it with
- * MPI_DOUBLE; in the active build Ariadne calls it with AD_MPI_REAL), with
- * ad_real arithmetic, which is recorded. Usable with AD_MPI_REAL in
- * ad_mpi_reduce, _allreduce, _reduce_scatter_block, _scan and _exscan. Cost:
- * the contributions are gathered (to the root for reduce, to every rank
- * otherwise, with an alltoall for reduce_scatter_block) and the function is
- * applied size - 1 times on every rank that gets a result, so a result costs
- * size * count values received and size - 1 local applications instead of
- * MPI's tree. The order of the operands is MPI's (rank order), so commute
- * may be 0. Free the operation with ad_mpi_op_free (MPI_Op_free in the
- * passive build); never give it to a plain MPI call. */
+ * and computes inoutvec[i] = invec[i] op inoutvec[i] for the *len items of
+ * *datatype, on ad_real data written with Ariadne's arithmetic, which is
+ * recorded (doubles in the passive build, where it is MPI_Op_create and MPI
+ * calls it with the MPI_DOUBLE type; in the active build Ariadne calls it
+ * with AD_MPI_REAL or the user's type built from it). Usable in the blocking
+ * ad_mpi_reduce, _allreduce, _reduce_scatter, _reduce_scatter_block, _scan
+ * and _exscan. Cost: the contributions are gathered (to the root for reduce,
+ * to every rank otherwise; an alltoall(v) for the reduce_scatters) and the
+ * function is applied size - 1 times on every rank that gets a result: a
+ * result costs size * count values received and size - 1 local applications
+ * on the tape instead of MPI's tree. The operands keep MPI's (rank) order, so
+ * commute may be 0. Free the operation with ad_mpi_op_free (MPI_Op_free in
+ * the passive build); never give it to a plain MPI call. */
 int ad_mpi_op_create(MPI_User_function *function, int commute, MPI_Op *op);
 int ad_mpi_op_free(MPI_Op *op);
 
