@@ -248,6 +248,38 @@ int ad_mpi_iscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dat
 int ad_mpi_iexscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                    ad_mpi_request *request);
 
+/* Neighbourhood collectives on Cartesian, graph and distributed-graph
+ * communicators: the adjoint sends each received slot's adjoint back along
+ * its edge (a distributed graph's edges reversed on a private communicator
+ * made at the first sweep), and allgather(v)'s adjoint sums what comes back
+ * along every edge. Alltoallw: every datatype in use AD_MPI_REAL, or none. */
+int ad_mpi_neighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                              MPI_Datatype recvtype, MPI_Comm comm);
+int ad_mpi_neighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                               const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm);
+int ad_mpi_neighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                             MPI_Datatype recvtype, MPI_Comm comm);
+int ad_mpi_neighbor_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                              void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
+                              MPI_Comm comm);
+int ad_mpi_neighbor_alltoallw(const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
+                              const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
+                              const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm);
+int ad_mpi_ineighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                               MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_ineighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                                const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm,
+                                ad_mpi_request *request);
+int ad_mpi_ineighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                              MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_ineighbor_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                               void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
+                               MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_ineighbor_alltoallw(const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
+                               const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
+                               const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                               ad_mpi_request *request);
+
 #else /* ARIADNE_PASSIVE: every wrapper is its MPI twin. */
 
 #define AD_MPI_REAL MPI_DOUBLE
@@ -319,6 +351,16 @@ static inline int ad_mpi_ckpt_comm(struct ad_ckpt_options *o, MPI_Comm comm) {
 #define ad_mpi_ireduce_scatter_block MPI_Ireduce_scatter_block
 #define ad_mpi_iscan MPI_Iscan
 #define ad_mpi_iexscan MPI_Iexscan
+#define ad_mpi_neighbor_allgather MPI_Neighbor_allgather
+#define ad_mpi_neighbor_allgatherv MPI_Neighbor_allgatherv
+#define ad_mpi_neighbor_alltoall MPI_Neighbor_alltoall
+#define ad_mpi_neighbor_alltoallv MPI_Neighbor_alltoallv
+#define ad_mpi_neighbor_alltoallw MPI_Neighbor_alltoallw
+#define ad_mpi_ineighbor_allgather MPI_Ineighbor_allgather
+#define ad_mpi_ineighbor_allgatherv MPI_Ineighbor_allgatherv
+#define ad_mpi_ineighbor_alltoall MPI_Ineighbor_alltoall
+#define ad_mpi_ineighbor_alltoallv MPI_Ineighbor_alltoallv
+#define ad_mpi_ineighbor_alltoallw MPI_Ineighbor_alltoallw
 
 #endif /* ARIADNE_PASSIVE */
 

@@ -227,6 +227,8 @@ static uint64_t record_payload(const ad__mrec *r, int adjoint) {
   int me = r->c->rank, p = r->c->size;
   int64_t nown = r->nin;
   if (r->kind == AD__M_BCAST) nown = me == r->root ? r->nin : r->nout;
+  if (r->kind == AD__M_NEIGHBOR)
+    return (uint64_t)(adjoint ? total(r->cnt2, r->rpeer) : total(r->cnt, r->peer)) * sizeof(double);
   if (r->kind == AD__M_RSB && r->cnt) return (uint64_t)(r->nin - r->count) * sizeof(double);
   if (r->kind == AD__M_RSB || r->kind == AD__M_SCATTERV) nown = r->count;
   return payload(r->kind, adjoint, me, p, r->root, nown, r->cnt, r->cnt2);
@@ -255,6 +257,7 @@ typedef struct pend {
   int *a1, *a2, *a3, *a4; /* count and displacement arrays MPI reads while it runs (owned) */
   int op, root, gets;
   int nall, off; /* local reduction: contributions per rank; where this rank's result starts */
+  int nslots;    /* slots in cnt and dsp: the ranks, or a neighbourhood's sources */
   unsigned char *nanm;
   double *w;
 } pend;
@@ -352,7 +355,7 @@ static void pend_deliver(pend *q, ad_tape *t) {
     for (int i = 0; i < q->n; i++)
       if (q->nanm[q->off + i]) q->rv[i] = NAN;
   if (q->cnt)
-    slot_unpack(t, q->recvbuf, q->cnt, q->dsp, p, q->rv, r ? r->out : NULL);
+    slot_unpack(t, q->recvbuf, q->cnt, q->dsp, q->kind == AD__M_NEIGHBOR ? q->nslots : p, q->rv, r ? r->out : NULL);
   else if (q->gets)
     ad__unpack(t, q->recvbuf, q->n, q->rv, r ? r->out : NULL);
 }
@@ -1235,6 +1238,219 @@ int ad_mpi_ialltoallw(const void *sendbuf, const int sendcounts[], const int sdi
 }
 
 /* ------------------------------------------------------------------------ */
+/* Neighbourhood collectives                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* A topology's sources (indeg) and destinations (outdeg). */
+static int degrees(MPI_Comm comm, int *indeg, int *outdeg) {
+  int topo = MPI_UNDEFINED, rc = MPI_Topo_test(comm, &topo), w;
+  if (rc != MPI_SUCCESS) return rc;
+  if (topo == MPI_CART) {
+    int nd;
+    rc = MPI_Cartdim_get(comm, &nd);
+    *indeg = *outdeg = 2 * nd;
+  } else if (topo == MPI_GRAPH) {
+    int me;
+    MPI_Comm_rank(comm, &me);
+    rc = MPI_Graph_neighbors_count(comm, me, indeg);
+    *outdeg = *indeg;
+  } else if (topo == MPI_DIST_GRAPH) {
+    rc = MPI_Dist_graph_neighbors_count(comm, indeg, outdeg, &w);
+  } else {
+    rc = MPI_ERR_TOPOLOGY;
+  }
+  return rc;
+}
+
+/* Every neighbourhood collective on AD_MPI_REAL is an alltoallv over the
+ * edges: allgather(v) sends the same slot along every edge. */
+static int neighbor_any(const void *sendbuf, const int *scnt, const int *sdsp, void *recvbuf, const int *rcnt,
+                        const int *rdsp, int indeg, int outdeg, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
+  coll x;
+  int rc = coll_begin(&x, comm);
+  if (rc != MPI_SUCCESS) return rc;
+  int sext = extent(scnt, sdsp, outdeg), rext = extent(rcnt, rdsp, indeg);
+  int nin = total(scnt, outdeg), nout = total(rcnt, indeg);
+  pend *q = pend_new(&x, AD__M_NEIGHBOR, fn);
+  if (!q || !(q->sv = dbuf((size_t)sext)) || !(q->rv = dbuf((size_t)rext)) || !(q->cnt = icopy(rcnt, indeg)) ||
+      !(q->dsp = icopy(rdsp, indeg)) || !(q->a1 = icopy(scnt, outdeg)) || !(q->a2 = icopy(sdsp, outdeg))) {
+    pend_free(q);
+    return MPI_ERR_NO_MEM;
+  }
+  q->recvbuf = recvbuf;
+  q->nslots = indeg;
+  ad__pack(sendbuf, sext, q->sv);
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, AD__M_NEIGHBOR, x.c, nin, nout) : NULL;
+  if (r) {
+    r->peer = outdeg;
+    r->rpeer = indeg;
+    if (!(r->cnt = icopy(scnt, outdeg)) || !(r->dsp = icopy(sdsp, outdeg)) || !(r->cnt2 = icopy(rcnt, indeg)) ||
+        !(r->dsp2 = icopy(rdsp, indeg)))
+      ad__fail(x.t, AD_ERR_NOMEM, "%s: no memory", fn);
+    else
+      slot_handles(x.t, sendbuf, scnt, sdsp, outdeg, r->in, fn);
+  }
+  MPI_Request mq = MPI_REQUEST_NULL;
+  rc = req ? MPI_Ineighbor_alltoallv(q->sv, q->a1, q->a2, MPI_DOUBLE, q->rv, q->cnt, q->dsp, MPI_DOUBLE, comm, &mq)
+           : MPI_Neighbor_alltoallv(q->sv, q->a1, q->a2, MPI_DOUBLE, q->rv, q->cnt, q->dsp, MPI_DOUBLE, comm);
+  ad__mpi_counters.forward_bytes += (uint64_t)nin * sizeof(double);
+  return pend_go(q, rc, mq, req);
+}
+
+/* kind: 0 alltoall, 1 alltoallv, 2 allgather, 3 allgatherv. Counts and
+ * displacements the call does not take are made here. */
+static int neighbor_kind(int kind, const void *sendbuf, int sendcount, const int *scnt, const int *sdsp,
+                         MPI_Datatype sendtype, void *recvbuf, int recvcount, const int *rcnt, const int *rdsp,
+                         MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
+  int active, rc = all_check(sendbuf, sendtype, recvtype, fn, &active);
+  if (rc != MPI_SUCCESS) return rc;
+  if (sendbuf == MPI_IN_PLACE) return MPI_ERR_BUFFER; /* MPI allows no MPI_IN_PLACE here */
+  int indeg, outdeg;
+  if ((rc = degrees(comm, &indeg, &outdeg)) != MPI_SUCCESS) return rc;
+  int *a = malloc(sizeof(int) * (size_t)(2 * (indeg + outdeg) + 1));
+  if (!a) return MPI_ERR_NO_MEM;
+  int *sc = a, *sd = a + outdeg, *rc_ = a + 2 * outdeg, *rd = a + 2 * outdeg + indeg;
+  for (int j = 0; j < outdeg; j++) {
+    sc[j] = kind == 1 ? scnt[j] : sendcount;
+    sd[j] = kind == 1 ? sdsp[j] : kind == 0 ? j * sendcount : 0;
+  }
+  for (int j = 0; j < indeg; j++) {
+    rc_[j] = kind == 1 || kind == 3 ? rcnt[j] : recvcount;
+    rd[j] = kind == 1 || kind == 3 ? rdsp[j] : j * recvcount;
+  }
+  if (active) {
+    rc = neighbor_any(sendbuf, sc, sd, recvbuf, rc_, rd, indeg, outdeg, comm, req, fn);
+  } else {
+    MPI_Request mq = MPI_REQUEST_NULL;
+    switch (kind) {
+    case 0:
+      rc = req ? MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &mq)
+               : MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+      break;
+    case 1:
+      rc = req ? MPI_Ineighbor_alltoallv(sendbuf, scnt, sdsp, sendtype, recvbuf, rcnt, rdsp, recvtype, comm, &mq)
+               : MPI_Neighbor_alltoallv(sendbuf, scnt, sdsp, sendtype, recvbuf, rcnt, rdsp, recvtype, comm);
+      break;
+    case 2:
+      rc = req ? MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &mq)
+               : MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+      break;
+    default:
+      rc = req ? MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, rcnt, rdsp, recvtype, comm, &mq)
+               : MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, rcnt, rdsp, recvtype, comm);
+      break;
+    }
+    if (req) rc = passive_req(rc, &mq, req);
+  }
+  free(a);
+  return rc;
+}
+
+int ad_mpi_neighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                              MPI_Datatype recvtype, MPI_Comm comm) {
+  return neighbor_kind(2, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, recvcount, NULL, NULL, recvtype, comm,
+                       NULL, "ad_mpi_neighbor_allgather");
+}
+int ad_mpi_neighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                               const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
+  return neighbor_kind(3, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, 0, recvcounts, displs, recvtype, comm,
+                       NULL, "ad_mpi_neighbor_allgatherv");
+}
+int ad_mpi_neighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                             MPI_Datatype recvtype, MPI_Comm comm) {
+  return neighbor_kind(0, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, recvcount, NULL, NULL, recvtype, comm,
+                       NULL, "ad_mpi_neighbor_alltoall");
+}
+int ad_mpi_neighbor_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                              void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
+                              MPI_Comm comm) {
+  return neighbor_kind(1, sendbuf, 0, sendcounts, sdispls, sendtype, recvbuf, 0, recvcounts, rdispls, recvtype, comm,
+                       NULL, "ad_mpi_neighbor_alltoallv");
+}
+int ad_mpi_ineighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                               MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request) {
+  return neighbor_kind(2, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, recvcount, NULL, NULL, recvtype, comm,
+                       request, "ad_mpi_ineighbor_allgather");
+}
+int ad_mpi_ineighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                                const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm,
+                                ad_mpi_request *request) {
+  return neighbor_kind(3, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, 0, recvcounts, displs, recvtype, comm,
+                       request, "ad_mpi_ineighbor_allgatherv");
+}
+int ad_mpi_ineighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                              MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request) {
+  return neighbor_kind(0, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, recvcount, NULL, NULL, recvtype, comm,
+                       request, "ad_mpi_ineighbor_alltoall");
+}
+int ad_mpi_ineighbor_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                               void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
+                               MPI_Comm comm, ad_mpi_request *request) {
+  return neighbor_kind(1, sendbuf, 0, sendcounts, sdispls, sendtype, recvbuf, 0, recvcounts, rdispls, recvtype, comm,
+                       request, "ad_mpi_ineighbor_alltoallv");
+}
+
+/* Alltoallw over a neighbourhood: as alltoallw (every type in use
+ * AD_MPI_REAL, or none). Its displacements are MPI_Aint bytes. */
+static int neighbor_w(const void *sendbuf, const int *scnt, const MPI_Aint *sdsp, const MPI_Datatype *stypes,
+                      void *recvbuf, const int *rcnt, const MPI_Aint *rdsp, const MPI_Datatype *rtypes, MPI_Comm comm,
+                      ad_mpi_request *req, const char *fn) {
+  int indeg, outdeg, rc = degrees(comm, &indeg, &outdeg);
+  if (rc != MPI_SUCCESS) return rc;
+  int nreal = 0, nused = 0, bad = 0;
+  for (int j = 0; j < outdeg && rc == MPI_SUCCESS; j++)
+    if (scnt[j]) {
+      nused++;
+      nreal += is_real(stypes[j]);
+      bad |= sdsp[j] % (MPI_Aint)sizeof(ad_real) != 0;
+      rc = ad__types_refuse(fn, 1, stypes[j]);
+    }
+  for (int j = 0; j < indeg && rc == MPI_SUCCESS; j++)
+    if (rcnt[j]) {
+      nused++;
+      nreal += is_real(rtypes[j]);
+      bad |= rdsp[j] % (MPI_Aint)sizeof(ad_real) != 0;
+      rc = ad__types_refuse(fn, 1, rtypes[j]);
+    }
+  if (rc != MPI_SUCCESS) return rc;
+  if (nreal == 0) {
+    if (!req) return MPI_Neighbor_alltoallw(sendbuf, scnt, sdsp, stypes, recvbuf, rcnt, rdsp, rtypes, comm);
+    MPI_Request mq;
+    rc = MPI_Ineighbor_alltoallw(sendbuf, scnt, sdsp, stypes, recvbuf, rcnt, rdsp, rtypes, comm, &mq);
+    return passive_req(rc, &mq, req);
+  }
+  if (bad || nreal != nused) {
+    ad_tape *seen;
+    ad__mpi_tape(&seen);
+    if (seen)
+      ad__fail(seen, AD_ERR_MPI,
+               "%s: every datatype in use must be AD_MPI_REAL, with displacements in whole ad_real elements", fn);
+    return MPI_ERR_TYPE;
+  }
+  int *a = malloc(sizeof(int) * (size_t)(indeg + outdeg + 1));
+  if (!a) return MPI_ERR_NO_MEM;
+  for (int j = 0; j < outdeg; j++) a[j] = (int)(sdsp[j] / (MPI_Aint)sizeof(ad_real));
+  for (int j = 0; j < indeg; j++) a[outdeg + j] = (int)(rdsp[j] / (MPI_Aint)sizeof(ad_real));
+  rc = neighbor_any(sendbuf, scnt, a, recvbuf, rcnt, a + outdeg, indeg, outdeg, comm, req, fn);
+  free(a);
+  return rc;
+}
+
+int ad_mpi_neighbor_alltoallw(const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
+                              const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
+                              const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm) {
+  return neighbor_w(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, NULL,
+                    "ad_mpi_neighbor_alltoallw");
+}
+int ad_mpi_ineighbor_alltoallw(const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
+                               const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
+                               const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                               ad_mpi_request *request) {
+  return neighbor_w(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request,
+                    "ad_mpi_ineighbor_alltoallw");
+}
+
+/* ------------------------------------------------------------------------ */
 /* Sweep actions                                                             */
 /* ------------------------------------------------------------------------ */
 
@@ -1368,6 +1584,27 @@ static int rev_start(ad_tape *t, ad__mrec *r) {
     e = MPI_Ialltoallv(r->sbuf, r->cnt2, r->dsp2, MPI_DOUBLE, r->sbuf2, r->cnt, r->dsp, MPI_DOUBLE, pc, &r->sreq);
     break;
   }
+  case AD__M_NEIGHBOR: {
+    /* Send the received slots' adjoints back along the edges they came
+     * by; receive packed (allgather's send slots overlap) into keep's
+     * displacements. */
+    int rext = extent(r->cnt2, r->dsp2, r->rpeer);
+    MPI_Comm tc;
+    double *pk = dbuf((size_t)r->nout);
+    if (!pk || !bufs(r, (size_t)rext, (size_t)r->nin) || !(r->keep = malloc(sizeof(int) * (size_t)(r->peer + 1)))) {
+      free(pk);
+      return AD_ERR_NOMEM;
+    }
+    for (int j = 0, d = 0; j < r->peer; d += r->cnt[j], j++) r->keep[j] = d;
+    ad__adj_take(t, r->out, r->nout, pk);
+    to_layout(pk, r->cnt2, r->dsp2, r->rpeer, r->sbuf);
+    free(pk);
+    e = ad__mpi_comm_transposed(r->c, &tc);
+    if (e == MPI_SUCCESS)
+      e = MPI_Ineighbor_alltoallv(r->sbuf, r->cnt2, r->dsp2, MPI_DOUBLE, r->sbuf2, r->cnt, r->keep, MPI_DOUBLE, tc,
+                                  &r->sreq);
+    break;
+  }
   default:
     return AD_ERR_STATE;
   }
@@ -1419,6 +1656,7 @@ static int rev_finish(ad_tape *t, ad__mrec *r) {
       break;
     case AD__M_GATHERV:
     case AD__M_ALLGATHERV:
+    case AD__M_NEIGHBOR:
       ad__adj_add(t, r->in, r->nin, r->sbuf2, NULL);
       break;
     case AD__M_SCATTERV:
@@ -1539,6 +1777,20 @@ static int fwd_start(ad_tape *t, ad__mrec *r) {
     e = MPI_Ialltoallv(r->sbuf, r->cnt, r->dsp, MPI_DOUBLE, r->sbuf2, r->cnt2, r->dsp2, MPI_DOUBLE, pc, &r->sreq);
     break;
   }
+  case AD__M_NEIGHBOR: {
+    int sext = extent(r->cnt, r->dsp, r->peer), rext = extent(r->cnt2, r->dsp2, r->rpeer);
+    double *pk = dbuf((size_t)r->nin);
+    if (!pk || !bufs(r, (size_t)sext, (size_t)rext)) {
+      free(pk);
+      return AD_ERR_NOMEM;
+    }
+    ad__tan_get(t, r->in, r->nin, pk);
+    to_layout(pk, r->cnt, r->dsp, r->peer, r->sbuf);
+    free(pk);
+    e = MPI_Ineighbor_alltoallv(r->sbuf, r->cnt, r->dsp, MPI_DOUBLE, r->sbuf2, r->cnt2, r->dsp2, MPI_DOUBLE, pc,
+                                &r->sreq);
+    break;
+  }
   default:
     return AD_ERR_STATE;
   }
@@ -1549,7 +1801,7 @@ static int fwd_start(ad_tape *t, ad__mrec *r) {
 static int tan_set_slots(ad_tape *t, ad__mrec *r, const double *laid, const int *cnt, const int *dsp) {
   double *pk = dbuf((size_t)r->nout);
   if (!pk) return AD_ERR_NOMEM;
-  to_packed(laid, cnt, dsp, r->c->size, pk);
+  to_packed(laid, cnt, dsp, r->kind == AD__M_NEIGHBOR ? r->rpeer : r->c->size, pk);
   ad__tan_set(t, r->out, r->nout, pk);
   free(pk);
   return AD_OK;
@@ -1582,6 +1834,7 @@ static int fwd_finish(ad_tape *t, ad__mrec *r) {
       rc = tan_set_slots(t, r, r->sbuf, r->cnt, r->dsp);
       break;
     case AD__M_ALLTOALLV:
+    case AD__M_NEIGHBOR:
       rc = tan_set_slots(t, r, r->sbuf2, r->cnt2, r->dsp2);
       break;
     default:

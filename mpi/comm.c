@@ -43,6 +43,7 @@ static void free_dups(ad__comm *c) {
   if (c->settling || c->idup != MPI_REQUEST_NULL) return;
   if (c->priv != MPI_COMM_NULL) drain(c->priv);
   if (c->rev != MPI_COMM_NULL) MPI_Comm_free(&c->rev);
+  if (c->tposed != MPI_COMM_NULL) MPI_Comm_free(&c->tposed);
   if (c->priv != MPI_COMM_NULL) MPI_Comm_free(&c->priv);
 }
 
@@ -371,6 +372,7 @@ static ad__comm *comm_info(MPI_Comm comm, int *err) {
   c->user = comm;
   c->priv = MPI_COMM_NULL;
   c->rev = MPI_COMM_NULL;
+  c->tposed = MPI_COMM_NULL;
   MPI_Comm_rank(comm, &c->rank);
   MPI_Comm_size(comm, &c->size);
   if ((*err = MPI_Comm_idup(comm, &c->priv, &c->idup)) != MPI_SUCCESS ||
@@ -1252,7 +1254,7 @@ static void mrec_destroy(void *data) {
   ad__mrec *r = data;
   /* A sweep that failed half-way left a receive behind: cancel it before
    * its buffer goes. */
-  int coll = r->kind >= AD__M_BARRIER && r->kind <= AD__M_EXSCAN, was = left_pending;
+  int coll = (r->kind >= AD__M_BARRIER && r->kind <= AD__M_EXSCAN) || r->kind == AD__M_NEIGHBOR, was = left_pending;
   if (!ad__mpi_abandon(&r->sreq, !coll)) { /* a collective MPI may still use: its communicator is retired */
     r->c->tainted = 1;
     left_pending = was;
@@ -1316,7 +1318,8 @@ ad__mrec *ad__mrec_push(ad_tape *t, int kind, ad__comm *c, int nin, int nout) {
     ad__fail(t, AD_ERR_NOMEM, "no memory for an MPI communication record");
     return NULL;
   }
-  if (kind >= AD__M_BARRIER && kind <= AD__M_EXSCAN && (r->seq = ad__coll_number(t, c)) < 0) {
+  if (((kind >= AD__M_BARRIER && kind <= AD__M_EXSCAN) || kind == AD__M_NEIGHBOR) &&
+      (r->seq = ad__coll_number(t, c)) < 0) {
     mrec_destroy(r);
     return NULL;
   }
@@ -1324,6 +1327,39 @@ ad__mrec *ad__mrec_push(ad_tape *t, int kind, ad__comm *c, int nin, int nout) {
   if (ad__record_push(t, &mrec_ops, r, bytes) != AD_OK) return NULL;
   ad__mpi_counters.records++;
   return r;
+}
+
+int ad__mpi_comm_transposed(ad__comm *c, MPI_Comm *out) {
+  int topo = MPI_UNDEFINED, rc = MPI_Topo_test(c->priv, &topo);
+  if (rc != MPI_SUCCESS) return rc;
+  if (topo != MPI_DIST_GRAPH) { /* Cartesian and graph neighbourhoods are symmetric */
+    *out = c->priv;
+    return MPI_SUCCESS;
+  }
+  if (c->tposed == MPI_COMM_NULL) {
+    int indeg, outdeg, weighted;
+    rc = MPI_Dist_graph_neighbors_count(c->priv, &indeg, &outdeg, &weighted);
+    if (rc != MPI_SUCCESS) return rc;
+    int *src = malloc(sizeof(int) * (size_t)(indeg + 1)), *dst = malloc(sizeof(int) * (size_t)(outdeg + 1));
+    if (!src || !dst) {
+      free(src);
+      free(dst);
+      return MPI_ERR_NO_MEM;
+    }
+    rc = MPI_Dist_graph_neighbors(c->priv, indeg, src, MPI_UNWEIGHTED, outdeg, dst, MPI_UNWEIGHTED);
+    if (rc == MPI_SUCCESS)
+      rc = MPI_Dist_graph_create_adjacent(c->priv, outdeg, dst, MPI_UNWEIGHTED, indeg, src, MPI_UNWEIGHTED,
+                                          MPI_INFO_NULL, 0, &c->tposed);
+    free(src);
+    free(dst);
+    if (rc != MPI_SUCCESS) {
+      c->tposed = MPI_COMM_NULL;
+      return rc;
+    }
+    MPI_Comm_set_errhandler(c->tposed, MPI_ERRORS_RETURN);
+  }
+  *out = c->tposed;
+  return MPI_SUCCESS;
 }
 
 int ad__mpi_comm_reversed(ad__comm *c, MPI_Comm *rev) {

@@ -27,6 +27,7 @@ static const char *const kind_names[] = {"?",
                                          "scan",
                                          "exscan",
                                          "icoll_wait",
+                                         "neighbor_alltoallv",
                                          "cancelled"};
 static const char *const op_names[] = {"sum", "prod", "min", "max"};
 

@@ -32,6 +32,7 @@ typedef struct ad__rentry {
 typedef struct ad__comm {
   MPI_Comm user, priv; /* priv: private duplicate for adjoint and tangent traffic */
   MPI_Comm rev;        /* priv with the ranks reversed, for suffix scans; made on first use */
+  MPI_Comm tposed;     /* a distributed graph's priv with its edges reversed; made on first use */
   MPI_Request idup;    /* pending MPI_Comm_idup, MPI_REQUEST_NULL once done */
   int rank, size;
   int freed;        /* the user freed the communicator */
@@ -55,6 +56,12 @@ ad__comm *ad__mpi_comm(MPI_Comm comm, int *err);
 /* The private communicator with the ranks in reverse order (collective
  * over c's ranks: call it where they all are, in a sweep). */
 int ad__mpi_comm_reversed(ad__comm *c, MPI_Comm *rev);
+/* The communicator whose neighbourhood collectives run a topology's edges
+ * backwards: priv itself for Cartesian and graph topologies (symmetric, and
+ * the k-th neighbour of one side is matched with the k-th of the other), a
+ * distributed graph with sources and destinations swapped otherwise
+ * (collective over c's ranks, as above). */
+int ad__mpi_comm_transposed(ad__comm *c, MPI_Comm *out);
 /* Wait for the private duplicate (used before sweep traffic); a failure is
  * left on t (if not NULL) as a pending error with its message. */
 int ad__mpi_comm_ready(ad_tape *t, ad__comm *c);
@@ -260,6 +267,7 @@ enum {
   AD__M_SCAN,
   AD__M_EXSCAN,
   AD__M_ICOLL_DONE, /* completion of a nonblocking collective */
+  AD__M_NEIGHBOR,   /* neighbourhood alltoallv (allgather(v) as one with every send slot the same) */
   AD__M_CANCELLED   /* a start record whose request was cancelled: no action */
 };
 
