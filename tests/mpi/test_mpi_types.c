@@ -15,7 +15,7 @@
  * MPI twin, and the value comparison runs against plain MPI. */
 #include "mtest.h"
 
-#define NKINDS 12
+#define NKINDS 14
 #define BUF 512
 
 /* Type `kind`, built on `base` whose elements take esz bytes in memory. */
@@ -67,6 +67,17 @@ static MPI_Datatype make(int kind, MPI_Datatype base, MPI_Aint esz) {
     MPI_Aint d[2] = {0, 2 * esz};
     MPI_Datatype ty[2] = {base, in};
     MPI_Type_create_struct(2, bl, d, ty, &t);
+    break;
+  }
+  case 12: { /* a duplicate of an indexed type */
+    int bl[2] = {1, 2}, d[2] = {4, 1};
+    MPI_Type_indexed(2, bl, d, base, &in);
+    MPI_Type_dup(in, &t);
+    break;
+  }
+  case 13: {
+    MPI_Aint d[3] = {4 * esz, 0, 7 * esz};
+    MPI_Type_create_hindexed_block(3, 1, d, base, &t);
     break;
   }
   default: { /* resized subarray of a hvector: three levels */
