@@ -182,6 +182,7 @@ int ad__dt_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, i
 int ad__dt_sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int sendtag, int source, int recvtag,
                             MPI_Comm comm, MPI_Status *status);
 int ad__dt_bcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm);
+int ad__dt_ibcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm, ad_mpi_request *req);
 /* kind: 0 reduce, 1 allreduce, 2 scan, 3 exscan */
 int ad__dt_reduce(int kind, const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                   MPI_Comm comm);
@@ -189,15 +190,16 @@ int ad__dt_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcoun
                                 MPI_Comm comm);
 int ad__dt_gatherv(int v, const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                    const int recvcounts[], const int displs[], int recvcount, MPI_Datatype recvtype, int root,
-                   MPI_Comm comm);
+                   MPI_Comm comm, ad_mpi_request *req);
 int ad__dt_scatterv(int v, const void *sendbuf, const int sendcounts[], const int displs[], int sendcount,
-                    MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
-                    MPI_Comm comm);
+                    MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                    ad_mpi_request *req);
 int ad__dt_allgatherv(int v, const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                      const int recvcounts[], const int displs[], int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+                      const int recvcounts[], const int displs[], int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                      ad_mpi_request *req);
 int ad__dt_alltoallv(int v, const void *sendbuf, const int sendcounts[], const int sdispls[], int sendcount,
                      MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], int recvcount,
-                     MPI_Datatype recvtype, MPI_Comm comm);
+                     MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *req);
 
 /* Reductions beyond the four predefined operations (reduce_ext.c):
  * 1 if op was made by ad_mpi_op_create. */
@@ -206,7 +208,7 @@ int ad__op_user(MPI_Op op);
  * 1 allreduce, 2 scan, 3 exscan, 4 reduce_scatter_block with count =
  * recvcount); MINLOC/MAXLOC on AD_MPI_REAL_INT (all: allreduce). */
 int ad__user_reduce(int kind, const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
-                    MPI_Comm comm);
+                    MPI_Comm comm, ad_mpi_request *req);
 /* For user operations on derived types: 0 if t can be used (else an error
  * code, with the tape's error naming fn); copy the ad_real elements of
  * `items` items of t; the memory extent of one item. */
@@ -296,6 +298,12 @@ typedef struct ad__req_ops {
 } ad__req_ops;
 int ad__req_new(ad_mpi_request *request, MPI_Request mpi, ad_tape *t, ad__mrec *start, const ad__req_ops *ops,
                 void *ctx);
+/* Run fn(ctx, 1) once the request completes (after its own completion
+ * action), or fn(ctx, 0) if it fails or is still pending at MPI_Finalize
+ * (its buffers may still be MPI's); at once if nothing is pending. Used for
+ * derived types and user operations in nonblocking collectives (types.c,
+ * reduce_ext.c). */
+int ad__req_then(const ad_mpi_request *request, void (*fn)(void *ctx, int ok), void *ctx);
 int ad__coll_forward(ad_tape *t, ad__mrec *r);
 /* The record's line for ad_tape_dump (describe.c). */
 int ad__mrec_describe(const void *data, char *buf, size_t size);

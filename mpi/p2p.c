@@ -424,6 +424,8 @@ typedef struct rslot {
   int lost;               /* its start record was discarded (ad_tape_reset_to) */
   const ad__req_ops *ops; /* another kind of request (a nonblocking collective): its actions */
   void *ctx;
+  void (*then[2])(void *ctx, int ok); /* see ad__req_then, run in order */
+  void *then_ctx[2];
   int next_free;
 } rslot;
 
@@ -469,6 +471,8 @@ void ad__p2p_finalize(void) {
     if (!slots[s].live) continue;
     ad__mpi_keep(slots[s].v);
     if (slots[s].ops) slots[s].ops->failed(slots[s].ctx, MPI_ERR_PENDING);
+    for (int i = 0; i < 2; i++)
+      if (slots[s].then[i]) slots[s].then[i](slots[s].then_ctx[i], 0);
   }
   free(slots);
   slots = NULL;
@@ -483,6 +487,29 @@ static void slot_free(int s) {
   slots[s].gen++;
   slots[s].next_free = free_slot;
   free_slot = s;
+}
+
+/* Retire slot s, then run its ad__req_then action (after the slot is free,
+ * so that the action may start requests of its own). */
+static void slot_retire(int s, int ok) {
+  void (*then[2])(void *, int) = {slots[s].then[0], slots[s].then[1]};
+  void *ctx[2] = {slots[s].then_ctx[0], slots[s].then_ctx[1]};
+  slot_free(s);
+  for (int i = 0; i < 2; i++)
+    if (then[i]) then[i](ctx[i], ok);
+}
+
+int ad__req_then(const ad_mpi_request *request, void (*fn)(void *ctx, int ok), void *ctx) {
+  int s = request->slot;
+  if (s < 0 || s >= nslots || !slots[s].live || slots[s].gen != request->gen) {
+    fn(ctx, 1); /* nothing pending */
+    return MPI_SUCCESS;
+  }
+  int i = slots[s].then[0] ? 1 : 0;
+  if (slots[s].then[i]) return MPI_ERR_INTERN;
+  slots[s].then[i] = fn;
+  slots[s].then_ctx[i] = ctx;
+  return MPI_SUCCESS;
 }
 
 static void req_set(ad_mpi_request *q, int s) {
@@ -671,7 +698,7 @@ static void slot_complete(int s, const MPI_Status *st) {
       }
     }
   }
-  slot_free(s);
+  slot_retire(s, 1);
 }
 
 /* The request in slot s failed with error rc and MPI has freed it: retire
@@ -685,7 +712,7 @@ static void slot_failed(int s, int rc, const MPI_Status *st) {
     ad__mpi_tape(&seen);
     recv_failed(q->c, seen, q->post, rc, st);
   }
-  slot_free(s);
+  slot_retire(s, 0);
 }
 
 /* A completion call failed for the single request q in slot s: report it on

@@ -115,12 +115,41 @@ static void fold(const uop *u, char *all, size_t bytes, int lo, int hi, int coun
 static const char *const kind_names[] = {"ad_mpi_reduce", "ad_mpi_allreduce", "ad_mpi_scan", "ad_mpi_exscan",
                                          "ad_mpi_reduce_scatter_block"};
 
+/* The deferred part of a nonblocking reduction: fold once the gather has
+ * completed. */
+typedef struct ufold {
+  const uop *u;
+  char *own, *all, *acc;
+  size_t bytes;
+  int hi, count, gets;
+  MPI_Datatype type;
+  void *recvbuf;
+} ufold;
+
+static void ufold_run(void *ctx, int ok) {
+  ufold *f = ctx;
+  if (ok && f->gets && f->count > 0) {
+    fold(f->u, f->all, f->bytes, 0, f->hi, f->count, f->type, f->acc);
+    ad__dtype_copy(f->type, f->recvbuf, f->acc, f->count);
+  }
+  if (ok) {
+    free(f->own);
+    free(f->all);
+  } else { /* MPI may still use them */
+    ad__mpi_keep(f->own);
+    ad__mpi_keep(f->all);
+  }
+  free(f->acc);
+  free(f);
+}
+
 int ad__user_reduce(int kind, const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
-                    MPI_Comm comm) {
+                    MPI_Comm comm, ad_mpi_request *req) {
   const uop *u = uop_find(op);
   if (!u) return MPI_ERR_OP;
   if (count < 0) return MPI_ERR_COUNT;
   int rank, p, rc;
+  if (type != AD_MPI_REAL && (rc = ad__dtype_check(kind_names[kind], type)) != 0) return rc;
   if ((rc = MPI_Comm_rank(comm, &rank)) != MPI_SUCCESS || (rc = MPI_Comm_size(comm, &p)) != MPI_SUCCESS) return rc;
   int inplace = sendbuf == MPI_IN_PLACE;
   const void *src = inplace ? recvbuf : sendbuf;
@@ -138,6 +167,34 @@ int ad__user_reduce(int kind, const void *sendbuf, void *recvbuf, int count, MPI
     return MPI_ERR_NO_MEM;
   }
   ad__dtype_copy(type, own, src, (long long)own_blocks * count);
+  int hi = kind == 2 ? rank : kind == 3 ? rank - 1 : p - 1;
+  if (req) {
+    ufold *f = calloc(1, sizeof *f);
+    if (!f) {
+      rc = MPI_ERR_NO_MEM;
+    } else {
+      switch (kind) {
+      case 0:
+        rc = ad_mpi_igather(own, count, type, all, count, type, root, comm, req);
+        break;
+      case 4:
+        rc = ad_mpi_ialltoall(own, count, type, all, count, type, comm, req);
+        break;
+      default:
+        rc = ad_mpi_iallgather(own, count, type, all, count, type, comm, req);
+        break;
+      }
+    }
+    if (rc == MPI_SUCCESS) {
+      *f = (ufold){u, own, all, acc, bytes, hi, count, gets, type, recvbuf};
+      return ad__req_then(req, ufold_run, f);
+    }
+    free(f);
+    free(own);
+    free(all);
+    free(acc);
+    return rc;
+  }
   switch (kind) {
   case 0:
     rc = ad_mpi_gather(own, count, type, all, count, type, root, comm);
@@ -150,7 +207,6 @@ int ad__user_reduce(int kind, const void *sendbuf, void *recvbuf, int count, MPI
     break;
   }
   if (rc == MPI_SUCCESS && gets && count > 0) {
-    int hi = kind == 2 ? rank : kind == 3 ? rank - 1 : p - 1;
     fold(u, all, bytes, 0, hi, count, type, acc);
     ad__dtype_copy(type, recvbuf, acc, count);
   }

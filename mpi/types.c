@@ -1111,7 +1111,7 @@ int ad__dt_reduce(int kind, const void *sendbuf, void *recvbuf, int count, MPI_D
   }
   if (!ad__op_user(op)) return predefined_refused(fn);
   int rc = ad__dtype_check(fn, type);
-  return rc ? rc : ad__user_reduce(kind, sendbuf, recvbuf, count, type, op, root, comm);
+  return rc ? rc : ad__user_reduce(kind, sendbuf, recvbuf, count, type, op, root, comm, NULL);
 }
 
 int ad__dt_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
@@ -1119,7 +1119,7 @@ int ad__dt_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcoun
   const char *fn = "ad_mpi_reduce_scatter_block";
   if (!ad__op_user(op)) return predefined_refused(fn);
   int rc = ad__dtype_check(fn, type);
-  return rc ? rc : ad__user_reduce(4, sendbuf, recvbuf, recvcount, type, op, 0, comm);
+  return rc ? rc : ad__user_reduce(4, sendbuf, recvbuf, recvcount, type, op, 0, comm, NULL);
 }
 
 /* v-collectives: a derived side's counts and displacements in elements, its
@@ -1162,6 +1162,99 @@ static void vside_close(vside *v) {
   free(v->cnt);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Nonblocking collectives on derived types: the gathered buffers live until */
+/* the request completes, and the received elements are scattered then      */
+/* ------------------------------------------------------------------------ */
+
+typedef struct later {
+  side s[2];
+  void *sbase[2]; /* scatter s[i] into this buffer at completion (NULL: no) */
+  vside v[2];
+  void *vbase[2]; /* scatter v[i] into this buffer, slots at vdsp[i] */
+  int *vdsp[2], p;
+  int *keep[2]; /* count arrays handed to the call */
+} later;
+
+static void later_run(void *ctx, int ok) {
+  later *L = ctx;
+  for (int i = 0; i < 2; i++) {
+    if (ok && L->sbase[i] && L->s[i].d) dt_scatter(L->s[i].d, L->sbase[i], L->s[i].tmp, L->s[i].ne);
+    if (ok && L->vbase[i] && L->v[i].s.d) vside_scatter(&L->v[i], L->vbase[i], L->vdsp[i], L->p, -1);
+    if (ok) {
+      side_close(&L->s[i]);
+      vside_close(&L->v[i]);
+      free(L->vdsp[i]);
+      free(L->keep[i]);
+    } else { /* MPI may still use them */
+      ad__mpi_keep(L->s[i].tmp);
+      ad__mpi_keep(L->v[i].s.tmp);
+      ad__mpi_keep(L->v[i].cnt);
+      ad__mpi_keep(L->vdsp[i]);
+      ad__mpi_keep(L->keep[i]);
+    }
+  }
+  free(L);
+}
+
+/* After a nonblocking call returned rc on request req: hand the buffers to
+ * the request (success) or release them now. */
+static int later_arm(later *L, int rc, ad_mpi_request *req) {
+  if (rc == MPI_SUCCESS) {
+    ad__req_then(req, later_run, L);
+    return rc;
+  }
+  for (int i = 0; i < 2; i++) {
+    side_close(&L->s[i]);
+    vside_close(&L->v[i]);
+    free(L->vdsp[i]);
+    free(L->keep[i]);
+  }
+  free(L);
+  return rc;
+}
+
+static int *icopy_n(const int *a, int n) {
+  int *b = malloc((size_t)(n > 0 ? n : 1) * sizeof *b);
+  if (b && a) memcpy(b, a, (size_t)n * sizeof *b);
+  return b;
+}
+
+/* The blocking call, or its nonblocking twin when req is not NULL. */
+static int call_gatherv(const void *sb, int sc, MPI_Datatype st, void *rb, const int *rc, const int *rd,
+                        MPI_Datatype rt, int root, MPI_Comm comm, ad_mpi_request *req) {
+  return req ? ad_mpi_igatherv(sb, sc, st, rb, rc, rd, rt, root, comm, req)
+             : ad_mpi_gatherv(sb, sc, st, rb, rc, rd, rt, root, comm);
+}
+static int call_scatterv(const void *sb, const int *sc, const int *sd, MPI_Datatype st, void *rb, int rc,
+                         MPI_Datatype rt, int root, MPI_Comm comm, ad_mpi_request *req) {
+  return req ? ad_mpi_iscatterv(sb, sc, sd, st, rb, rc, rt, root, comm, req)
+             : ad_mpi_scatterv(sb, sc, sd, st, rb, rc, rt, root, comm);
+}
+static int call_allgatherv(const void *sb, int sc, MPI_Datatype st, void *rb, const int *rc, const int *rd,
+                           MPI_Datatype rt, MPI_Comm comm, ad_mpi_request *req) {
+  return req ? ad_mpi_iallgatherv(sb, sc, st, rb, rc, rd, rt, comm, req)
+             : ad_mpi_allgatherv(sb, sc, st, rb, rc, rd, rt, comm);
+}
+static int call_alltoallv(const void *sb, const int *sc, const int *sd, MPI_Datatype st, void *rb, const int *rc,
+                          const int *rd, MPI_Datatype rt, MPI_Comm comm, ad_mpi_request *req) {
+  return req ? ad_mpi_ialltoallv(sb, sc, sd, st, rb, rc, rd, rt, comm, req)
+             : ad_mpi_alltoallv(sb, sc, sd, st, rb, rc, rd, rt, comm);
+}
+
+/* Set up the deferred part of a nonblocking call (NULL for a blocking one);
+ * *rc = MPI_ERR_NO_MEM on failure. */
+static later *later_new(ad_mpi_request *req, const int *dsp, int p, int *rc) {
+  if (!req) return NULL;
+  later *L = calloc(1, sizeof *L);
+  if (L && dsp && !(L->vdsp[0] = icopy_n(dsp, p))) {
+    free(L);
+    L = NULL;
+  }
+  if (!L) *rc = MPI_ERR_NO_MEM;
+  return L;
+}
+
 /* Uniform counts as v-arguments. */
 static int uniform(int p, int count, int **cnt, int **dsp) {
   int *a = malloc(2 * (size_t)(p ? p : 1) * sizeof *a);
@@ -1177,7 +1270,7 @@ static int uniform(int p, int count, int **cnt, int **dsp) {
 
 int ad__dt_gatherv(int v, const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                    const int recvcounts[], const int displs[], int recvcount, MPI_Datatype recvtype, int root,
-                   MPI_Comm comm) {
+                   MPI_Comm comm, ad_mpi_request *req) {
   const char *fn = v ? "ad_mpi_gatherv" : "ad_mpi_gather";
   int rank, p, *uc = NULL, *ud = NULL;
   MPI_Comm_rank(comm, &rank);
@@ -1194,15 +1287,24 @@ int ad__dt_gatherv(int v, const void *sendbuf, int sendcount, MPI_Datatype sendt
   memset(&b, 0, sizeof b);
   int rc = inplace ? 0 : side_open(&a, fn, sendtype, sendbuf, sendcount, 1);
   if (rc == 0 && me) rc = vside_open(&b, fn, recvtype, recvbuf, recvcounts, displs, p, inplace);
+  later *L = rc == 0 ? later_new(req, me ? displs : NULL, p, &rc) : NULL;
   if (rc == 0) {
     int sc = inplace ? (b.s.d ? sendcount * b.s.d->n : sendcount) : side_count(&a, sendcount);
     MPI_Datatype stype = inplace ? unused(sendtype) : side_type(&a, sendtype);
     if (b.s.d)
-      rc = ad_mpi_gatherv(inplace ? MPI_IN_PLACE : side_buf(&a), sc, stype, b.s.tmp, b.cnt, b.dsp, AD_MPI_REAL, root,
-                          comm);
+      rc = call_gatherv(inplace ? MPI_IN_PLACE : side_buf(&a), sc, stype, b.s.tmp, b.cnt, b.dsp, AD_MPI_REAL, root,
+                        comm, req);
     else
-      rc = ad_mpi_gatherv(inplace ? MPI_IN_PLACE : side_buf(&a), sc, stype, recvbuf, recvcounts, displs,
-                          me ? recvtype : unused(recvtype), root, comm);
+      rc = call_gatherv(inplace ? MPI_IN_PLACE : side_buf(&a), sc, stype, recvbuf, recvcounts, displs,
+                        me ? recvtype : unused(recvtype), root, comm, req);
+    if (L) {
+      L->s[0] = a;
+      L->v[0] = b;
+      L->vbase[0] = b.s.d ? recvbuf : NULL;
+      L->p = p;
+      L->keep[0] = uc;
+      return later_arm(L, rc, req);
+    }
     if (rc == MPI_SUCCESS && b.s.d) vside_scatter(&b, recvbuf, displs, p, -1);
   }
   side_close(&a);
@@ -1212,8 +1314,8 @@ int ad__dt_gatherv(int v, const void *sendbuf, int sendcount, MPI_Datatype sendt
 }
 
 int ad__dt_scatterv(int v, const void *sendbuf, const int sendcounts[], const int displs[], int sendcount,
-                    MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
-                    MPI_Comm comm) {
+                    MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                    ad_mpi_request *req) {
   const char *fn = v ? "ad_mpi_scatterv" : "ad_mpi_scatter";
   int rank, p, *uc = NULL, *ud = NULL;
   MPI_Comm_rank(comm, &rank);
@@ -1230,14 +1332,23 @@ int ad__dt_scatterv(int v, const void *sendbuf, const int sendcounts[], const in
   memset(&b, 0, sizeof b);
   int rc = me ? vside_open(&a, fn, sendtype, sendbuf, sendcounts, displs, p, 1) : 0;
   if (rc == 0 && !inplace) rc = side_open(&b, fn, recvtype, recvbuf, recvcount, 0);
+  later *L = rc == 0 ? later_new(req, NULL, p, &rc) : NULL;
   if (rc == 0) {
     int rcnt = inplace ? (a.s.d ? recvcount * a.s.d->n : recvcount) : side_count(&b, recvcount);
     void *rb = inplace ? MPI_IN_PLACE : side_buf(&b);
     MPI_Datatype rtype = inplace ? unused(recvtype) : side_type(&b, recvtype);
     if (a.s.d)
-      rc = ad_mpi_scatterv(a.s.tmp, a.cnt, a.dsp, AD_MPI_REAL, rb, rcnt, rtype, root, comm);
+      rc = call_scatterv(a.s.tmp, a.cnt, a.dsp, AD_MPI_REAL, rb, rcnt, rtype, root, comm, req);
     else
-      rc = ad_mpi_scatterv(sendbuf, sendcounts, displs, me ? sendtype : unused(sendtype), rb, rcnt, rtype, root, comm);
+      rc = call_scatterv(sendbuf, sendcounts, displs, me ? sendtype : unused(sendtype), rb, rcnt, rtype, root, comm,
+                         req);
+    if (L) {
+      L->v[0] = a;
+      L->s[0] = b;
+      L->sbase[0] = b.d ? recvbuf : NULL;
+      L->keep[0] = uc;
+      return later_arm(L, rc, req);
+    }
     if (rc == MPI_SUCCESS && b.d) dt_scatter(b.d, recvbuf, b.tmp, b.ne);
   }
   vside_close(&a);
@@ -1247,7 +1358,8 @@ int ad__dt_scatterv(int v, const void *sendbuf, const int sendcounts[], const in
 }
 
 int ad__dt_allgatherv(int v, const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                      const int recvcounts[], const int displs[], int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+                      const int recvcounts[], const int displs[], int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                      ad_mpi_request *req) {
   const char *fn = v ? "ad_mpi_allgatherv" : "ad_mpi_allgather";
   int rank, p, *uc = NULL, *ud = NULL;
   MPI_Comm_rank(comm, &rank);
@@ -1264,15 +1376,24 @@ int ad__dt_allgatherv(int v, const void *sendbuf, int sendcount, MPI_Datatype se
   memset(&b, 0, sizeof b);
   int rc = inplace ? 0 : side_open(&a, fn, sendtype, sendbuf, sendcount, 1);
   if (rc == 0) rc = vside_open(&b, fn, recvtype, recvbuf, recvcounts, displs, p, inplace);
+  later *L = rc == 0 ? later_new(req, displs, p, &rc) : NULL;
   if (rc == 0) {
     int sc = inplace ? (b.s.d ? sendcount * b.s.d->n : sendcount) : side_count(&a, sendcount);
     MPI_Datatype stype = inplace ? unused(sendtype) : side_type(&a, sendtype);
     if (b.s.d)
-      rc =
-          ad_mpi_allgatherv(inplace ? MPI_IN_PLACE : side_buf(&a), sc, stype, b.s.tmp, b.cnt, b.dsp, AD_MPI_REAL, comm);
+      rc = call_allgatherv(inplace ? MPI_IN_PLACE : side_buf(&a), sc, stype, b.s.tmp, b.cnt, b.dsp, AD_MPI_REAL, comm,
+                           req);
     else
-      rc = ad_mpi_allgatherv(inplace ? MPI_IN_PLACE : side_buf(&a), sc, stype, recvbuf, recvcounts, displs, recvtype,
-                             comm);
+      rc = call_allgatherv(inplace ? MPI_IN_PLACE : side_buf(&a), sc, stype, recvbuf, recvcounts, displs, recvtype,
+                           comm, req);
+    if (L) {
+      L->s[0] = a;
+      L->v[0] = b;
+      L->vbase[0] = b.s.d ? recvbuf : NULL;
+      L->p = p;
+      L->keep[0] = uc;
+      return later_arm(L, rc, req);
+    }
     if (rc == MPI_SUCCESS && b.s.d) vside_scatter(&b, recvbuf, displs, p, -1);
   }
   side_close(&a);
@@ -1283,7 +1404,7 @@ int ad__dt_allgatherv(int v, const void *sendbuf, int sendcount, MPI_Datatype se
 
 int ad__dt_alltoallv(int v, const void *sendbuf, const int sendcounts[], const int sdispls[], int sendcount,
                      MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], int recvcount,
-                     MPI_Datatype recvtype, MPI_Comm comm) {
+                     MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *req) {
   const char *fn = v ? "ad_mpi_alltoallv" : "ad_mpi_alltoall";
   int p, *us = NULL, *usd = NULL, *ur = NULL, *urd = NULL;
   MPI_Comm_size(comm, &p);
@@ -1303,11 +1424,21 @@ int ad__dt_alltoallv(int v, const void *sendbuf, const int sendcounts[], const i
   memset(&b, 0, sizeof b);
   int rc = inplace ? 0 : vside_open(&a, fn, sendtype, sendbuf, sendcounts, sdispls, p, 1);
   if (rc == 0) rc = vside_open(&b, fn, recvtype, recvbuf, recvcounts, rdispls, p, inplace);
+  later *L = rc == 0 ? later_new(req, rdispls, p, &rc) : NULL;
   if (rc == 0) {
     const void *sb = inplace ? MPI_IN_PLACE : a.s.d ? (void *)a.s.tmp : sendbuf;
     const int *sc = a.s.d ? a.cnt : sendcounts, *sd = a.s.d ? a.dsp : sdispls;
-    rc = ad_mpi_alltoallv(sb, sc, sd, a.s.d || inplace ? unused(sendtype) : sendtype, b.s.d ? (void *)b.s.tmp : recvbuf,
-                          b.s.d ? b.cnt : recvcounts, b.s.d ? b.dsp : rdispls, b.s.d ? AD_MPI_REAL : recvtype, comm);
+    rc = call_alltoallv(sb, sc, sd, a.s.d || inplace ? unused(sendtype) : sendtype, b.s.d ? (void *)b.s.tmp : recvbuf,
+                        b.s.d ? b.cnt : recvcounts, b.s.d ? b.dsp : rdispls, b.s.d ? AD_MPI_REAL : recvtype, comm, req);
+    if (L) {
+      L->v[1] = a;
+      L->v[0] = b;
+      L->vbase[0] = b.s.d ? recvbuf : NULL;
+      L->p = p;
+      L->keep[0] = us;
+      L->keep[1] = ur;
+      return later_arm(L, rc, req);
+    }
     if (rc == MPI_SUCCESS && b.s.d) vside_scatter(&b, recvbuf, rdispls, p, -1);
   }
   vside_close(&a);
@@ -1315,4 +1446,20 @@ int ad__dt_alltoallv(int v, const void *sendbuf, const int sendcounts[], const i
   free(us);
   free(ur);
   return rc;
+}
+
+int ad__dt_ibcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm, ad_mpi_request *req) {
+  side s;
+  int rank;
+  MPI_Comm_rank(comm, &rank);
+  int rc = side_open(&s, "ad_mpi_ibcast", type, buffer, count, rank == root);
+  later *L = rc == 0 ? later_new(req, NULL, 0, &rc) : NULL;
+  if (rc != 0) {
+    side_close(&s);
+    return rc;
+  }
+  rc = ad_mpi_ibcast(s.tmp, side_count(&s, count), AD_MPI_REAL, root, comm, req);
+  L->s[0] = s;
+  L->sbase[0] = rank != root ? buffer : NULL;
+  return later_arm(L, rc, req);
 }

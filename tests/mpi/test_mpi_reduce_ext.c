@@ -143,6 +143,25 @@ static void check_values(void) {
         break;
       }
       MT_CHECK(rc == MPI_SUCCESS);
+      if (kind < 5) { /* the nonblocking twin gives the same values */
+        static ad_real nb[4 * N * 8];
+        ad_mpi_request q = AD_MPI_REQUEST_NULL;
+        for (int i = 0; i < 4 * N * p; i++) nb[i] = ad_const(-1.0);
+        rc = kind == 0   ? ad_mpi_ireduce(a, nb, cnt, t, op, 0, w, &q)
+             : kind == 1 ? ad_mpi_iallreduce(a, nb, cnt, t, op, w, &q)
+             : kind == 2 ? ad_mpi_iscan(a, nb, cnt, t, op, w, &q)
+             : kind == 3 ? ad_mpi_iexscan(a, nb, cnt, t, op, w, &q)
+                         : ad_mpi_ireduce_scatter_block(a, nb, cnt, t, op, w, &q);
+        MT_CHECK(rc == MPI_SUCCESS);
+        MT_CHECK(ad_mpi_wait(&q, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+        int g = kind == 0 ? me == 0 : kind == 3 ? me > 0 : 1;
+        for (int i = 0; g && i < 4 * N; i++)
+          if (ad_value(nb[i]) != ad_value(b[i])) {
+            fprintf(stderr, "[%d] nonblocking user op %d kind %d element %d differs\n", me, m, kind, i);
+            mt_errors++;
+            break;
+          }
+      }
       int gets = kind == 0 ? me == 0 : kind == 3 ? me > 0 : 1;
       int nb = kind == 5 ? rcnts[me] * (m ? 4 : 1) : 4 * N;
       for (int i = 0; gets && i < nb; i++)
@@ -219,6 +238,15 @@ static void userop_prog(ad_real *x, int n, ad_real *y, int m, void *ctx) {
     ad_mpi_exscan(a, b, 4 * N, AD_MPI_REAL, norm_op, w);
     ad_mpi_exscan(a, c, N, mat, matmul_op, w);
     break;
+  case 6: { /* nonblocking: iallreduce (norm) and iscan (matrix product) completed together */
+    ad_mpi_request q[2] = {AD_MPI_REQUEST_NULL, AD_MPI_REQUEST_NULL};
+    ad_mpi_iallreduce(a, b, 4 * N, AD_MPI_REAL, norm_op, w, &q[0]);
+    ad_mpi_iscan(a, c, N, mat, matmul_op, w, &q[1]);
+    ad_mpi_waitall(2, q, MPI_STATUSES_IGNORE);
+    if (me != 0)
+      for (int i = 0; i < 4 * N; i++) b[i] = ad_const(0.0); /* replicated: one copy */
+    break;
+  }
   case 5: {
     int rc5[8];
     for (int j = 0; j < p; j++) rc5[j] = 4 * N - j % 2; /* uneven blocks */

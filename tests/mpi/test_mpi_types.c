@@ -260,6 +260,38 @@ static void check_values(int kind) {
     MPI_Alltoallv(pa, sc, sd, pt, pb, sc, sd, pt, w);
     MT_CHECK(same(b, pb, BUF));
   }
+  { /* nonblocking collectives, completed together */
+    ad_mpi_request q[5];
+    for (int i = 0; i < 5; i++) q[i] = (ad_mpi_request)AD_MPI_REQUEST_NULL;
+    static ad_real c[BUF], d[BUF], e[BUF], f[BUF];
+    static double pc[BUF], pd[BUF], pe[BUF], pf[BUF];
+    fill();
+    for (int i = 0; i < BUF; i++) {
+      c[i] = d[i] = e[i] = f[i] = ad_const(-3.0);
+      pc[i] = pd[i] = pe[i] = pf[i] = -3.0;
+    }
+    int cnt[8], dsp[8];
+    for (int j = 0; j < p; j++) {
+      cnt[j] = 1 + j % 2;
+      dsp[j] = 4 * j + 1;
+    }
+    MT_CHECK(ad_mpi_ibcast(a, 2, t, 0, w, &q[0]) == MPI_SUCCESS);
+    MT_CHECK(ad_mpi_igather(b, 1, t, c, 1, t, p - 1, w, &q[1]) == MPI_SUCCESS);
+    MT_CHECK(ad_mpi_iscatterv(b, cnt, dsp, t, d, cnt[me], t, 0, w, &q[2]) == MPI_SUCCESS);
+    MT_CHECK(ad_mpi_iallgather(b, 1, t, e, 1, t, w, &q[3]) == MPI_SUCCESS);
+    MT_CHECK(ad_mpi_ialltoall(b, 1, t, f, te, AD_MPI_REAL, w, &q[4]) == MPI_SUCCESS);
+    MT_CHECK(ad_mpi_waitall(5, q, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+    MPI_Bcast(pa, 2, pt, 0, w);
+    MPI_Gather(pb, 1, pt, pc, 1, pt, p - 1, w);
+    MPI_Scatterv(pb, cnt, dsp, pt, pd, cnt[me], pt, 0, w);
+    MPI_Allgather(pb, 1, pt, pe, 1, pt, w);
+    MPI_Alltoall(pb, 1, pt, pf, te, MPI_DOUBLE, w);
+    MT_CHECK(same(a, pa, BUF));
+    MT_CHECK(same(c, pc, BUF));
+    MT_CHECK(same(d, pd, BUF));
+    MT_CHECK(same(e, pe, BUF));
+    MT_CHECK(same(f, pf, BUF));
+  }
   if (mt_errors > before) fprintf(stderr, "[%d] values of type kind %d: FAILED\n", mt_rank, kind);
   MPI_Type_free(&t);
   MPI_Type_free(&pt);
@@ -528,7 +560,15 @@ static void coll_prog(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   for (int i = 0; i < BUF; i++) c0[i] = ad_sin(c2[i]);
   ad_mpi_scatter(c0, 1, t, c1, 1, t, 0, w);
   ad_mpi_scan(MPI_IN_PLACE, c1, 2, t, prod_op, w);
-  ad_mpi_alltoall(c1, 1, t, c2, 1, t, w);
+  { /* nonblocking: an alltoall and an allgather completed together */
+    static ad_real c3[BUF];
+    for (int i = 0; i < BUF; i++) c3[i] = ad_const(0.25);
+    ad_mpi_request q[2] = {AD_MPI_REQUEST_NULL, AD_MPI_REQUEST_NULL};
+    ad_mpi_ialltoall(c1, 1, t, c2, 1, t, w, &q[0]);
+    ad_mpi_iallgather(c1, 1, t, c3, 1, t, w, &q[1]);
+    ad_mpi_waitall(2, q, MPI_STATUSES_IGNORE);
+    for (int i = 0; i < 4 * NX; i++) c2[i] = ad_add(c2[i], ad_mul(c3[i], c3[i]));
+  }
   ad_mpi_reduce_scatter_block(c2, c0, 1, t, prod_op, w);
   ad_mpi_allgather(c0, 1, t, c1, 1, t, w);
   for (int k = 0; k < NX; k++) y[k] = ad_add(ad_mul(c1[k], c0[k]), c2[k + NX]);
@@ -612,7 +652,7 @@ static void test_refused(void) {
       MPI_Type_contiguous(2, AD_MPI_REAL, &c);
       MPI_Type_commit(&c);
       ad_mpi_request q = AD_MPI_REQUEST_NULL;
-      check_refused(ad_mpi_ibcast(u, 1, c, 0, MPI_COMM_WORLD, &q), t, "ad_mpi_ibcast");
+      check_refused(ad_mpi_ireduce(u, u + 8, 1, c, MPI_SUM, 0, MPI_COMM_WORLD, &q), t, "ad_mpi_ireduce");
       MPI_Type_free(&c);
     }
     ad_tape_end(t);
