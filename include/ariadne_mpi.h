@@ -8,7 +8,8 @@
  * (MPI_Type_contiguous, _vector, _create_hvector, _indexed,
  * _create_indexed_block, _create_hindexed(_block), _create_subarray,
  * _create_resized, _dup, _create_struct, nested) work in every blocking
- * wrapper and in ad_mpi_isend/irecv as their MPI_DOUBLE twins work in MPI;
+ * wrapper, in ad_mpi_isend/irecv and in the nonblocking bcast, gather(v),
+ * scatter(v), allgather(v) and alltoall(v), as their MPI_DOUBLE twins work;
  * byte displacements and extents are written with sizeof(ad_real) and
  * offsetof. A struct mixing AD_MPI_REAL with passive fields works in point
  * to point and bcast. Types Ariadne cannot handle are refused with MPI_ERR_TYPE
@@ -84,9 +85,10 @@ MPI_Datatype ad_mpi_real_int_datatype(void);
  * *datatype, on ad_real data written with Ariadne's arithmetic, which is
  * recorded (doubles in the passive build, where it is MPI_Op_create and MPI
  * calls it with the MPI_DOUBLE type; in the active build Ariadne calls it
- * with AD_MPI_REAL or the user's type built from it). Usable in the blocking
+ * with AD_MPI_REAL or the user's type built from it). Usable in
  * ad_mpi_reduce, _allreduce, _reduce_scatter, _reduce_scatter_block, _scan
- * and _exscan. Cost: the contributions are gathered (to the root for reduce,
+ * and _exscan and their nonblocking forms except _ireduce_scatter (there the
+ * function runs when a completion call completes the request). Cost: the contributions are gathered (to the root for reduce,
  * to every rank otherwise; an alltoall(v) for the reduce_scatters) and the
  * function is applied size - 1 times on every rank that gets a result: a
  * result costs size * count values received and size - 1 local applications
