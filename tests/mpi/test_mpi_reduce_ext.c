@@ -156,7 +156,7 @@ static void check_values(void) {
         MT_CHECK(ad_mpi_wait(&q, MPI_STATUS_IGNORE) == MPI_SUCCESS);
         int g = kind == 0 ? me == 0 : kind == 3 ? me > 0 : 1;
         for (int i = 0; g && i < 4 * N; i++)
-          if (ad_value(nb[i]) != ad_value(b[i])) {
+          if (!close_to(ad_value(nb[i]), ad_value(b[i]))) {
             fprintf(stderr, "[%d] nonblocking user op %d kind %d element %d differs\n", me, m, kind, i);
             mt_errors++;
             break;
