@@ -4,8 +4,17 @@
  *
  * Every wrapper has the argument list of its MPI twin, so porting is a rename:
  * MPI_Send(buf, n, MPI_DOUBLE, ...) becomes ad_mpi_send(buf, n, AD_MPI_REAL, ...)
- * with `buf` an array of ad_real. Buffers of any other datatype pass through
- * to MPI untouched and record nothing. Wrappers return MPI error codes.
+ * with `buf` an array of ad_real. Datatypes built on AD_MPI_REAL
+ * (MPI_Type_contiguous, _vector, _create_hvector, _indexed,
+ * _create_indexed_block, _create_hindexed(_block), _create_subarray,
+ * _create_resized, _dup, _create_struct, nested) work in every blocking
+ * wrapper, in ad_mpi_isend/irecv and in the nonblocking bcast, gather(v),
+ * scatter(v), allgather(v) and alltoall(v), as their MPI_DOUBLE twins work;
+ * byte displacements and extents are written with sizeof(ad_real) and
+ * offsetof. A struct mixing AD_MPI_REAL with passive fields works in point
+ * to point and bcast. Types Ariadne cannot handle are refused with MPI_ERR_TYPE
+ * (docs/mpi.md). Buffers of any other datatype pass through to MPI untouched
+ * and record nothing. Wrappers return MPI error codes.
  *
  * The forward call moves values (only values: the wire carries doubles) and
  * pushes a communication record on this thread's recording tape; the reverse
@@ -54,6 +63,40 @@ extern "C" {
  * so MPI_Get_count(status, AD_MPI_REAL, &n) counts elements. */
 #define AD_MPI_REAL (ad_mpi_real_datatype())
 MPI_Datatype ad_mpi_real_datatype(void);
+
+/* Pairs for MPI_MINLOC / MPI_MAXLOC: AD_MPI_REAL_INT is the twin of
+ * MPI_DOUBLE_INT, and its C layout is this struct (a value and an int, in
+ * this order; in the passive build the value is a double, which is
+ * MPI_DOUBLE_INT's layout). Reduce and allreduce with MPI_MINLOC or
+ * MPI_MAXLOC on it give MPI's result (the extremum, and on a tie the lowest
+ * index); the whole adjoint of a result goes to the rank whose pair it is
+ * (the lowest such rank if several hold the same pair). */
+typedef struct ad_real_int {
+  ad_real value;
+  int index;
+} ad_real_int;
+#define AD_MPI_REAL_INT (ad_mpi_real_int_datatype())
+MPI_Datatype ad_mpi_real_int_datatype(void);
+
+/* A user-defined reduction, the port of MPI_Op_create: the function has
+ * MPI's MPI_User_function type in both builds,
+ *   void f(void *invec, void *inoutvec, int *len, MPI_Datatype *datatype),
+ * and computes inoutvec[i] = invec[i] op inoutvec[i] for the *len items of
+ * *datatype, on ad_real data written with Ariadne's arithmetic, which is
+ * recorded (doubles in the passive build, where it is MPI_Op_create and MPI
+ * calls it with the MPI_DOUBLE type; in the active build Ariadne calls it
+ * with AD_MPI_REAL or the user's type built from it). Usable in
+ * ad_mpi_reduce, _allreduce, _reduce_scatter, _reduce_scatter_block, _scan
+ * and _exscan and their nonblocking forms except _ireduce_scatter (there the
+ * function runs when a completion call completes the request). Cost: the contributions are gathered (to the root for reduce,
+ * to every rank otherwise; an alltoall(v) for the reduce_scatters) and the
+ * function is applied size - 1 times on every rank that gets a result: a
+ * result costs size * count values received and size - 1 local applications
+ * on the tape instead of MPI's tree. The operands keep MPI's (rank) order, so
+ * commute may be 0. Free the operation with ad_mpi_op_free (MPI_Op_free in
+ * the passive build); never give it to a plain MPI call. */
+int ad_mpi_op_create(MPI_User_function *function, int commute, MPI_Op *op);
+int ad_mpi_op_free(MPI_Op *op);
 
 /* A request of a nonblocking wrapper. Initialize with AD_MPI_REQUEST_NULL or
  * let ad_mpi_isend/irecv fill it. Fields are read-only. */
@@ -426,6 +469,13 @@ int ad_mpi_get_accumulate(const void *origin_addr, int origin_count, MPI_Datatyp
 #else /* ARIADNE_PASSIVE: every wrapper is its MPI twin. */
 
 #define AD_MPI_REAL MPI_DOUBLE
+#define AD_MPI_REAL_INT MPI_DOUBLE_INT
+typedef struct ad_real_int {
+  double value;
+  int index;
+} ad_real_int;
+#define ad_mpi_op_create MPI_Op_create
+#define ad_mpi_op_free MPI_Op_free
 typedef MPI_Request ad_mpi_request;
 #define AD_MPI_REQUEST_NULL MPI_REQUEST_NULL
 static inline int ad_mpi_comm_prepare(MPI_Comm comm) {

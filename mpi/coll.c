@@ -512,9 +512,11 @@ static int bcast_any(void *buffer, int count, MPI_Datatype type, int root, MPI_C
 }
 
 int ad_mpi_bcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  if (ad__dtype_any(1, type)) return ad__dt_bcast(buffer, count, type, root, comm);
   return bcast_any(buffer, count, type, root, comm, NULL, "ad_mpi_bcast");
 }
 int ad_mpi_ibcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm, ad_mpi_request *request) {
+  if (ad__dtype_any(1, type)) return ad__dt_ibcast(buffer, count, type, root, comm, request);
   return bcast_any(buffer, count, type, root, comm, request, "ad_mpi_ibcast");
 }
 
@@ -613,6 +615,8 @@ static int reduce_any(const void *sendbuf, void *recvbuf, int count, const int *
 
 int ad_mpi_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                   MPI_Comm comm) {
+  if (ad__dtype_any(1, type)) return ad__dt_reduce(0, sendbuf, recvbuf, count, type, op, root, comm);
+  if (is_real(type) && ad__op_user(op)) return ad__user_reduce(0, sendbuf, recvbuf, count, type, op, root, comm, NULL);
   int e_ = ad__types_refuse("ad_mpi_reduce", 1, type);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) return MPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
@@ -621,6 +625,8 @@ int ad_mpi_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
 
 int ad_mpi_ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,
                    ad_mpi_request *request) {
+  if (ad__op_user(op) && (is_real(type) || ad__dtype_any(1, type)))
+    return ad__user_reduce(0, sendbuf, recvbuf, count, type, op, root, comm, request);
   int e_ = ad__types_refuse("ad_mpi_ireduce", 1, type);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) {
@@ -631,6 +637,8 @@ int ad_mpi_ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype t
 }
 
 int ad_mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  if (ad__dtype_any(1, type)) return ad__dt_reduce(1, sendbuf, recvbuf, count, type, op, 0, comm);
+  if (is_real(type) && ad__op_user(op)) return ad__user_reduce(1, sendbuf, recvbuf, count, type, op, 0, comm, NULL);
   int e_ = ad__types_refuse("ad_mpi_allreduce", 1, type);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) return MPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
@@ -639,6 +647,8 @@ int ad_mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype
 
 int ad_mpi_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                       ad_mpi_request *request) {
+  if (ad__op_user(op) && (is_real(type) || ad__dtype_any(1, type)))
+    return ad__user_reduce(1, sendbuf, recvbuf, count, type, op, 0, comm, request);
   int e_ = ad__types_refuse("ad_mpi_iallreduce", 1, type);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) {
@@ -650,6 +660,8 @@ int ad_mpi_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatyp
 
 int ad_mpi_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
                                 MPI_Comm comm) {
+  if (ad__dtype_any(1, type)) return ad__dt_reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
+  if (is_real(type) && ad__op_user(op)) return ad__user_reduce(4, sendbuf, recvbuf, recvcount, type, op, 0, comm, NULL);
   int e_ = ad__types_refuse("ad_mpi_reduce_scatter_block", 1, type);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) return MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
@@ -658,6 +670,8 @@ int ad_mpi_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcoun
 
 int ad_mpi_ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
                                  MPI_Comm comm, ad_mpi_request *request) {
+  if (ad__op_user(op) && (is_real(type) || ad__dtype_any(1, type)))
+    return ad__user_reduce(4, sendbuf, recvbuf, recvcount, type, op, 0, comm, request);
   int e_ = ad__types_refuse("ad_mpi_ireduce_scatter_block", 1, type);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) {
@@ -669,6 +683,8 @@ int ad_mpi_ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcou
 
 int ad_mpi_reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
                           MPI_Comm comm) {
+  if (ad__op_user(op) && (is_real(type) || ad__dtype_any(1, type)))
+    return ad__user_reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
   int e_ = ad__types_refuse("ad_mpi_reduce_scatter", 1, type);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) return MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
@@ -732,17 +748,25 @@ static int scan_any(const void *sendbuf, void *recvbuf, int count, MPI_Datatype 
 }
 
 int ad_mpi_scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  if (ad__dtype_any(1, type)) return ad__dt_reduce(2, sendbuf, recvbuf, count, type, op, 0, comm);
+  if (is_real(type) && ad__op_user(op)) return ad__user_reduce(2, sendbuf, recvbuf, count, type, op, 0, comm, NULL);
   return scan_any(sendbuf, recvbuf, count, type, op, comm, 0, NULL, "ad_mpi_scan");
 }
 int ad_mpi_exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  if (ad__dtype_any(1, type)) return ad__dt_reduce(3, sendbuf, recvbuf, count, type, op, 0, comm);
+  if (is_real(type) && ad__op_user(op)) return ad__user_reduce(3, sendbuf, recvbuf, count, type, op, 0, comm, NULL);
   return scan_any(sendbuf, recvbuf, count, type, op, comm, 1, NULL, "ad_mpi_exscan");
 }
 int ad_mpi_iscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                  ad_mpi_request *request) {
+  if (ad__op_user(op) && (is_real(type) || ad__dtype_any(1, type)))
+    return ad__user_reduce(2, sendbuf, recvbuf, count, type, op, 0, comm, request);
   return scan_any(sendbuf, recvbuf, count, type, op, comm, 0, request, "ad_mpi_iscan");
 }
 int ad_mpi_iexscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                    ad_mpi_request *request) {
+  if (ad__op_user(op) && (is_real(type) || ad__dtype_any(1, type)))
+    return ad__user_reduce(3, sendbuf, recvbuf, count, type, op, 0, comm, request);
   return scan_any(sendbuf, recvbuf, count, type, op, comm, 1, request, "ad_mpi_iexscan");
 }
 
@@ -822,6 +846,8 @@ static int gather_check(const void *sendbuf, MPI_Datatype sendtype, MPI_Datatype
 
 int ad_mpi_gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                    const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_gatherv(1, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, root, comm, NULL);
   int active, rc = gather_check(sendbuf, sendtype, recvtype, root, comm, "ad_mpi_gatherv", &active);
   if (rc != MPI_SUCCESS) return rc;
   if (!active) return MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
@@ -830,6 +856,9 @@ int ad_mpi_gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, vo
 
 int ad_mpi_igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                     const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *request) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_gatherv(1, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, root, comm,
+                          request);
   int active, rc = gather_check(sendbuf, sendtype, recvtype, root, comm, "ad_mpi_igatherv", &active);
   if (rc != MPI_SUCCESS) return rc;
   if (!active) {
@@ -861,10 +890,15 @@ static int gather_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 
 int ad_mpi_gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                   MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_gatherv(0, sendbuf, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, root, comm, NULL);
   return gather_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, NULL, "ad_mpi_gather");
 }
 int ad_mpi_igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                    MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *request) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_gatherv(0, sendbuf, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, root, comm,
+                          request);
   return gather_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, "ad_mpi_igather");
 }
 
@@ -935,6 +969,8 @@ static int scatter_check(MPI_Datatype sendtype, void *recvbuf, MPI_Datatype recv
 
 int ad_mpi_scatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
                     void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_scatterv(1, sendbuf, sendcounts, displs, 0, sendtype, recvbuf, recvcount, recvtype, root, comm, NULL);
   int active, rc = scatter_check(sendtype, recvbuf, recvtype, root, comm, "ad_mpi_scatterv", &active);
   if (rc != MPI_SUCCESS) return rc;
   if (!active) return MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
@@ -944,6 +980,9 @@ int ad_mpi_scatterv(const void *sendbuf, const int sendcounts[], const int displ
 int ad_mpi_iscatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
                      void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
                      ad_mpi_request *request) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_scatterv(1, sendbuf, sendcounts, displs, 0, sendtype, recvbuf, recvcount, recvtype, root, comm,
+                           request);
   int active, rc = scatter_check(sendtype, recvbuf, recvtype, root, comm, "ad_mpi_iscatterv", &active);
   if (rc != MPI_SUCCESS) return rc;
   if (!active) {
@@ -975,10 +1014,15 @@ static int scatter_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtype
 
 int ad_mpi_scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                    MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_scatterv(0, sendbuf, NULL, NULL, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, NULL);
   return scatter_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, NULL, "ad_mpi_scatter");
 }
 int ad_mpi_iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                     MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *request) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_scatterv(0, sendbuf, NULL, NULL, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm,
+                           request);
   return scatter_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request,
                      "ad_mpi_iscatter");
 }
@@ -1034,6 +1078,8 @@ static int all_check(const void *sendbuf, MPI_Datatype sendtype, MPI_Datatype re
 
 int ad_mpi_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                       const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_allgatherv(1, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, comm, NULL);
   int active, rc = all_check(sendbuf, sendtype, recvtype, "ad_mpi_allgatherv", &active);
   if (rc != MPI_SUCCESS) return rc;
   if (!active) return MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
@@ -1042,6 +1088,8 @@ int ad_mpi_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 
 int ad_mpi_iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                        const int displs[], MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_allgatherv(1, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, comm, request);
   int active, rc = all_check(sendbuf, sendtype, recvtype, "ad_mpi_iallgatherv", &active);
   if (rc != MPI_SUCCESS) return rc;
   if (!active) {
@@ -1072,10 +1120,14 @@ static int allgather_reg(const void *sendbuf, int sendcount, MPI_Datatype sendty
 
 int ad_mpi_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                      MPI_Datatype recvtype, MPI_Comm comm) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_allgatherv(0, sendbuf, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, comm, NULL);
   return allgather_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, NULL, "ad_mpi_allgather");
 }
 int ad_mpi_iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                       MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_allgatherv(0, sendbuf, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, comm, request);
   return allgather_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, "ad_mpi_iallgather");
 }
 
@@ -1117,6 +1169,9 @@ static int alltoallv_any(const void *sendbuf, const int *scnt, const int *sdsp, 
 
 int ad_mpi_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
                      void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_alltoallv(1, sendbuf, sendcounts, sdispls, 0, sendtype, recvbuf, recvcounts, rdispls, 0, recvtype,
+                            comm, NULL);
   int active, rc = all_check(sendbuf, sendtype, recvtype, "ad_mpi_alltoallv", &active);
   if (rc != MPI_SUCCESS) return rc;
   if (!active)
@@ -1127,6 +1182,9 @@ int ad_mpi_alltoallv(const void *sendbuf, const int sendcounts[], const int sdis
 int ad_mpi_ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
                       void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
                       ad_mpi_request *request) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_alltoallv(1, sendbuf, sendcounts, sdispls, 0, sendtype, recvbuf, recvcounts, rdispls, 0, recvtype,
+                            comm, request);
   int active, rc = all_check(sendbuf, sendtype, recvtype, "ad_mpi_ialltoallv", &active);
   if (rc != MPI_SUCCESS) return rc;
   if (!active) {
@@ -1161,10 +1219,16 @@ static int alltoall_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
 
 int ad_mpi_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                     MPI_Datatype recvtype, MPI_Comm comm) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_alltoallv(0, sendbuf, NULL, NULL, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, comm,
+                            NULL);
   return alltoall_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, NULL, "ad_mpi_alltoall");
 }
 int ad_mpi_ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                      MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_alltoallv(0, sendbuf, NULL, NULL, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, comm,
+                            request);
   return alltoall_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, "ad_mpi_ialltoall");
 }
 

@@ -140,6 +140,7 @@ static int self_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
   }
   comms = NULL;
   ad__p2p_finalize();
+  ad__reduce_ext_finalize();
   if (real_type != MPI_DATATYPE_NULL) MPI_Type_free(&real_type);
   if (comm_keyval != MPI_KEYVAL_INVALID) MPI_Comm_free_keyval(&comm_keyval);
   initialized = 0;

@@ -159,6 +159,69 @@ int ad__mpi_forward_error(ad_tape *t, int mpirc, const char *fn);
  * active values are not differentiated); MPI_SUCCESS otherwise. */
 int ad__types_refuse(const char *fn, int n, ...);
 
+/* Derived datatypes of active values (types.c). ad__dtype_any: 1 if one of
+ * the n datatypes that follow is built from AD_MPI_REAL (and is not
+ * AD_MPI_REAL itself); the wrapper then hands the whole call to its
+ * ad__dt_* twin, which gathers the elements into a contiguous ad_real
+ * buffer, calls the wrapper on AD_MPI_REAL and scatters what arrived. The
+ * gather/scatter forms (v = 0) take recvcount/sendcount, the v-forms the
+ * count and displacement arrays. */
+typedef struct ad__dtype ad__dtype;
+const ad__dtype *ad__dtype_get(MPI_Datatype t);
+int ad__dtype_any(int n, ...);
+int ad__dtype_refuse(const char *fn, const char *fmt, ...);
+typedef int (*ad__dt_send_fn)(const void *, int, MPI_Datatype, int, int, MPI_Comm);
+int ad__dt_send(ad__dt_send_fn fn, const char *name, const void *buf, int count, MPI_Datatype type, int dest, int tag,
+                MPI_Comm comm);
+int ad__dt_isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                 ad_mpi_request *request);
+int ad__dt_recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status *status);
+int ad__dt_irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, ad_mpi_request *request);
+int ad__dt_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf,
+                    int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status *status);
+int ad__dt_sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int sendtag, int source, int recvtag,
+                            MPI_Comm comm, MPI_Status *status);
+int ad__dt_bcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm);
+int ad__dt_ibcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm, ad_mpi_request *req);
+/* kind: 0 reduce, 1 allreduce, 2 scan, 3 exscan */
+int ad__dt_reduce(int kind, const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+                  MPI_Comm comm);
+int ad__dt_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
+                                MPI_Comm comm);
+int ad__dt_gatherv(int v, const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                   const int recvcounts[], const int displs[], int recvcount, MPI_Datatype recvtype, int root,
+                   MPI_Comm comm, ad_mpi_request *req);
+int ad__dt_scatterv(int v, const void *sendbuf, const int sendcounts[], const int displs[], int sendcount,
+                    MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                    ad_mpi_request *req);
+int ad__dt_allgatherv(int v, const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                      const int recvcounts[], const int displs[], int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                      ad_mpi_request *req);
+int ad__dt_alltoallv(int v, const void *sendbuf, const int sendcounts[], const int sdispls[], int sendcount,
+                     MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], int recvcount,
+                     MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *req);
+
+/* Reductions beyond the four predefined operations (reduce_ext.c):
+ * 1 if op was made by ad_mpi_op_create. */
+int ad__op_user(MPI_Op op);
+/* A reduction with a user-defined operation on AD_MPI_REAL (kind: 0 reduce,
+ * 1 allreduce, 2 scan, 3 exscan, 4 reduce_scatter_block with count =
+ * recvcount); MINLOC/MAXLOC on AD_MPI_REAL_INT (all: allreduce). */
+int ad__user_reduce(int kind, const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+                    MPI_Comm comm, ad_mpi_request *req);
+/* For user operations on derived types: 0 if t can be used (else an error
+ * code, with the tape's error naming fn); copy the ad_real elements of
+ * `items` items of t; the memory extent of one item. */
+int ad__dtype_check(const char *fn, MPI_Datatype t);
+void ad__dtype_copy(MPI_Datatype t, void *dst, const void *src, long long items);
+MPI_Aint ad__dtype_extent(MPI_Datatype t);
+/* How far the elements of the last item of t reach beyond its extent. */
+MPI_Aint ad__dtype_tail(MPI_Datatype t);
+int ad__loc_reduce(int all, const void *sendbuf, void *recvbuf, int count, MPI_Op op, int root, MPI_Comm comm);
+int ad__user_reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
+                            MPI_Comm comm);
+void ad__reduce_ext_finalize(void);
+
 extern ad_mpi_stats ad__mpi_counters;
 
 /* A record's data: one layout for all kinds, unused fields zero. */
@@ -250,6 +313,12 @@ typedef struct ad__preq_ops {
   void (*release)(void *pctx);
 } ad__preq_ops;
 int ad__preq_new(ad_mpi_request *request, const ad__preq_ops *pops, void *pctx);
+/* Run fn(ctx, 1) once the request completes (after its own completion
+ * action), or fn(ctx, 0) if it fails or is still pending at MPI_Finalize
+ * (its buffers may still be MPI's); at once if nothing is pending. Used for
+ * derived types and user operations in nonblocking collectives (types.c,
+ * reduce_ext.c). */
+int ad__req_then(const ad_mpi_request *request, void (*fn)(void *ctx, int ok), void *ctx);
 int ad__coll_forward(ad_tape *t, ad__mrec *r);
 /* One-sided communication (rma.c): sweep actions of its records (-1 if the
  * kind is not theirs), freeing what a record's `rma` holds, and the check at

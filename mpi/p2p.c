@@ -247,31 +247,19 @@ static int send_any(send_fn fn, const char *name, const void *buf, int count, MP
 }
 
 int ad_mpi_send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_send", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(1, type)) return ad__dt_send(ad_mpi_send, "ad_mpi_send", buf, count, type, dest, tag, comm);
   return send_any(MPI_Send, "ad_mpi_send", buf, count, type, dest, tag, comm);
 }
 int ad_mpi_ssend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_ssend", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(1, type)) return ad__dt_send(ad_mpi_ssend, "ad_mpi_ssend", buf, count, type, dest, tag, comm);
   return send_any(MPI_Ssend, "ad_mpi_ssend", buf, count, type, dest, tag, comm);
 }
 int ad_mpi_bsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_bsend", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(1, type)) return ad__dt_send(ad_mpi_bsend, "ad_mpi_bsend", buf, count, type, dest, tag, comm);
   return send_any(MPI_Bsend, "ad_mpi_bsend", buf, count, type, dest, tag, comm);
 }
 int ad_mpi_rsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_rsend", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(1, type)) return ad__dt_send(ad_mpi_rsend, "ad_mpi_rsend", buf, count, type, dest, tag, comm);
   return send_any(MPI_Rsend, "ad_mpi_rsend", buf, count, type, dest, tag, comm);
 }
 
@@ -314,10 +302,7 @@ static void recv_failed(ad__comm *c, ad_tape *seen, uint64_t post, int rc, const
 }
 
 int ad_mpi_recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status *status) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_recv", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(1, type)) return ad__dt_recv(buf, count, type, source, tag, comm, status);
   if (!is_real(type) || source == MPI_PROC_NULL)
     return MPI_Recv(buf, count, type == AD_MPI_REAL ? MPI_DOUBLE : type, source, tag, comm, status);
   if (count < 0) return MPI_ERR_COUNT;
@@ -344,10 +329,9 @@ int ad_mpi_recv(void *buf, int count, MPI_Datatype type, int source, int tag, MP
 
 int ad_mpi_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf,
                     int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status *status) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_sendrecv", 2, sendtype, recvtype);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
+                           comm, status);
   int sa = is_real(sendtype), ra = is_real(recvtype);
   if (!sa && !ra)
     return MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
@@ -413,10 +397,8 @@ int ad_mpi_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, i
 
 int ad_mpi_sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int sendtag, int source, int recvtag,
                             MPI_Comm comm, MPI_Status *status) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_sendrecv_replace", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  if (ad__dtype_any(1, type))
+    return ad__dt_sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
   if (!is_real(type)) return MPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
   if (count < 0) return MPI_ERR_COUNT;
   /* The values go out from a copy, so the buffer can take the received ones. */
@@ -462,6 +444,8 @@ typedef struct rslot {
   MPI_Message msg;
   const ad__preq_ops *pops; /* a persistent collective: how to start it */
   void *pctx;
+  void (*then[2])(void *ctx, int ok); /* see ad__req_then, run in order */
+  void *then_ctx[2];
   int next_free;
 } rslot;
 
@@ -511,6 +495,8 @@ void ad__p2p_finalize(void) {
     if (!slots[s].live) continue;
     ad__mpi_keep(slots[s].v);
     if (slots[s].ops) slots[s].ops->failed(slots[s].ctx, MPI_ERR_PENDING);
+    for (int i = 0; i < 2; i++)
+      if (slots[s].then[i]) slots[s].then[i](slots[s].then_ctx[i], 0);
   }
   free(slots);
   slots = NULL;
@@ -531,9 +517,14 @@ static void slot_free(int s) {
 }
 
 /* The request in slot s is finished: a persistent one becomes inactive,
- * anything else goes. */
-static void slot_retire(int s) {
+ * anything else goes. Then its ad__req_then actions run (after the slot is
+ * free, so that they may start requests of their own), told whether it
+ * completed (ok) or failed. */
+static void slot_retire(int s, int ok) {
   rslot *q = &slots[s];
+  void (*then[2])(void *, int) = {q->then[0], q->then[1]};
+  void *ctx[2] = {q->then_ctx[0], q->then_ctx[1]};
+  q->then[0] = q->then[1] = NULL;
   if (q->pers && !q->orphan) {
     if (q->pops) { /* its nonblocking collective is done with */
       q->ops = NULL;
@@ -545,11 +536,26 @@ static void slot_retire(int s) {
     q->start = NULL;
     q->tape = NULL;
     q->lost = 0;
-    return;
+  } else {
+    if (q->orphan) norphans--;
+    if (q->pers && q->mpi != MPI_REQUEST_NULL) MPI_Request_free(&q->mpi);
+    slot_free(s);
   }
-  if (q->orphan) norphans--;
-  if (q->pers && q->mpi != MPI_REQUEST_NULL) MPI_Request_free(&q->mpi);
-  slot_free(s);
+  for (int i = 0; i < 2; i++)
+    if (then[i]) then[i](ctx[i], ok);
+}
+
+int ad__req_then(const ad_mpi_request *request, void (*fn)(void *ctx, int ok), void *ctx) {
+  int s = request->slot;
+  if (s < 0 || s >= nslots || !slots[s].live || slots[s].gen != request->gen) {
+    fn(ctx, 1); /* nothing pending */
+    return MPI_SUCCESS;
+  }
+  int i = slots[s].then[0] ? 1 : 0;
+  if (slots[s].then[i]) return MPI_ERR_INTERN;
+  slots[s].then[i] = fn;
+  slots[s].then_ctx[i] = ctx;
+  return MPI_SUCCESS;
 }
 
 /* Sends the user freed while active (ad_mpi_request_free): their buffers go
@@ -557,14 +563,15 @@ static void slot_retire(int s) {
 static void orphans_poll(void) {
   for (int s = 0; norphans > 0 && s < nslots; s++) {
     if (!slots[s].live || !slots[s].orphan) continue;
-    int flag = 0;
+    int flag = 0, ok = 1;
     MPI_Status st;
     if (MPI_Test(&slots[s].mpi, &flag, &st) != MPI_SUCCESS) {
       ad__mpi_keep(slots[s].v); /* MPI may not be done with it */
       slots[s].v = NULL;
       flag = 1;
+      ok = 0;
     }
-    if (flag) slot_retire(s);
+    if (flag) slot_retire(s, ok);
   }
 }
 
@@ -731,6 +738,7 @@ static int isend_any(nbsend_fn fn, const char *name, int pers, const void *buf, 
 
 int ad_mpi_isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                  ad_mpi_request *request) {
+  if (ad__dtype_any(1, type)) return ad__dt_isend(buf, count, type, dest, tag, comm, request);
   return isend_any(MPI_Isend, "ad_mpi_isend", 0, buf, count, type, dest, tag, comm, request);
 }
 int ad_mpi_issend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
@@ -814,6 +822,7 @@ static int irecv_any(const char *name, int pers, void *buf, int count, MPI_Datat
 }
 
 int ad_mpi_irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, ad_mpi_request *request) {
+  if (ad__dtype_any(1, type)) return ad__dt_irecv(buf, count, type, source, tag, comm, request);
   return irecv_any("ad_mpi_irecv", 0, buf, count, type, source, tag, comm, request);
 }
 int ad_mpi_recv_init(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
@@ -860,7 +869,7 @@ static void slot_deliver(int s, const MPI_Status *st) {
 static void slot_complete(int s, const MPI_Status *st) {
   if (slots[s].pers && !slots[s].started) return;
   slot_deliver(s, st);
-  slot_retire(s);
+  slot_retire(s, 1);
 }
 
 /* The request in slot s failed with error rc and MPI has freed it (or made
@@ -875,7 +884,7 @@ static void slot_failed(int s, int rc, const MPI_Status *st) {
     ad__mpi_tape(&seen);
     recv_failed(q->c, seen, q->post, rc, st);
   }
-  slot_retire(s);
+  slot_retire(s, 0);
 }
 
 /* MPI is done with a request that failed: it freed a nonpersistent one;

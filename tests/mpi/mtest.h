@@ -63,7 +63,7 @@ static int mt_finalize(void) {
 }
 
 /* A deterministic rank-dependent value in [-1, 1]. */
-static double mt_rand(unsigned long long *s) {
+static inline double mt_rand(unsigned long long *s) {
   unsigned long long z = (*s += 0x9E3779B97F4A7C15ull);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
