@@ -69,8 +69,8 @@
  *
  * Usage: mpiexec -n P batch_gradients_mpi [-m M] [-s STEPS] [--static]
  *                                         [--write FILE] [--compare FILE]
- *   -m M       points (default 2000)
- *   -s STEPS   outer descent steps after the first batch (default 4)
+ *   -m M       points (default 1000)
+ *   -s STEPS   outer descent steps after the first batch (default 3)
  *   --static   run the descent with the static split (for comparison)
  *
  * Built with -DARIADNE_PASSIVE there is no tape: the gradients are then
@@ -487,7 +487,7 @@ int main(int argc, char **argv) {
     MPI_Abort(MPI_COMM_WORLD, 3);
   }
 
-  int m = 2000, steps = 4, split_static = 0, bad = 0;
+  int m = 1000, steps = 3, split_static = 0, bad = 0;
   const char *write_path = NULL, *compare_path = NULL;
   for (int a = 1; a < argc && !bad; a++) {
     if (!strcmp(argv[a], "-m") && a + 1 < argc)
@@ -607,7 +607,13 @@ int main(int argc, char **argv) {
     for (int p = 0; p < b.size; p++)
       printf("  rank %d: %8.0f points, %10.0f RK4 steps, busy %7.3f s\n", p, all_of[3 * p], all_of[3 * p + 1],
              all_of[3 * p + 2]);
-    printf("load imbalance (busy time, mean over the batches): %.2f\n", imb_sum / steps);
+    double work_max = 0.0, work_sum = 0.0;
+    for (int p = 0; p < b.size; p++) {
+      work_max = fmax(work_max, all_of[3 * p + 1]);
+      work_sum += all_of[3 * p + 1];
+    }
+    printf("load imbalance: busy time %.2f (mean over the batches), RK4 steps %.2f\n", imb_sum / steps,
+           work_max / (work_sum / b.size));
     printf("%d gradients in %.3f s: %.0f gradients per second on %d rank(s)\n", m * steps, t_batches,
            m * steps / t_batches, b.size);
   }
