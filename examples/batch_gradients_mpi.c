@@ -20,8 +20,8 @@
  * (from a few steps for a flat, slow throw to a few hundred for a fast lob),
  * so is the control flow, and so the tape must be recorded afresh at every
  * point. Each rank has one tape and reuses it for all its points:
- * ad_tape_reset forgets the previous point but keeps the memory, so after
- * the longest flight so far a rank allocates nothing more.
+ * ad_tape_reset forgets the previous point but keeps the tape's memory for
+ * the next one.
  *
  * The points. M starting throws sweep the angle upwards along the index
  * (from 0.1 to 1.45 rad) with scrambled speeds (5 to 25 m/s), as a parameter
@@ -43,6 +43,20 @@
  * Results go straight into their place in rank 0's arrays: they come back in
  * input order, whichever rank computed them. Only plain point-to-point MPI is
  * used (rank 0 sends with MPI_Isend, so it never waits for a busy worker).
+ * Rank 0 works too because a rank that only hands out work would leave a
+ * core idle on a small machine; answering between points costs it at most
+ * one point's time of delay, which the workers' second chunk covers.
+ *
+ * The results are the same bit for bit at every number of ranks and with
+ * either split: a point's value and gradient depend only on the point (the
+ * same code on every rank, the tape reset before each point), and nothing
+ * is summed across points in an order that depends on who computed what.
+ *
+ * The split lives in this file, not in Ariadne's MPI layer, on purpose: it
+ * is plain MPI with no ad_real in it (nothing to differentiate, no MPI twin
+ * for the passive build), and its choices belong to the application: chunk
+ * sizes, points shipped with the work or held by every rank, results
+ * wanted on one rank or on all. Copy it and adapt those.
  *
  * Why no ad_mpi_* calls: every gradient is computed on one rank from its own
  * tape, and MPI only moves inputs and finished values and gradients around.
@@ -72,6 +86,9 @@
  *   -m M       points (default 1000)
  *   -s STEPS   outer descent steps after the first batch (default 3)
  *   --static   run the descent with the static split (for comparison)
+ * It prints, among others, gradients per second over the descent's batches
+ * (wall time; the first batch and the checks not counted) and the load
+ * imbalance of each split.
  *
  * Built with -DARIADNE_PASSIVE there is no tape: the gradients are then
  * central differences, and the finite-difference check is skipped.
