@@ -99,6 +99,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define DIM 2                  /* parameters of a throw: speed / 10 m/s, angle */
 #define NRES (DIM + 2)         /* per point: f, gradient, RK4 steps */
@@ -219,6 +220,7 @@ typedef struct batch {
   ad_tape *tape;
   double *chunk_x, *chunk_res; /* a worker's chunk of points and their results */
   double busy;                 /* seconds spent evaluating points, this batch */
+  double cpu;                  /* processor seconds of those, all batches */
   double work;                 /* RK4 steps of the points evaluated, this batch */
   int evaluated;               /* points evaluated, this batch */
   int errors;                  /* points whose evaluation failed, all batches */
@@ -226,11 +228,13 @@ typedef struct batch {
 
 static void eval_range(batch *b, int count, const double *x, double *res) {
   double t0 = MPI_Wtime();
+  clock_t c0 = clock();
   for (int i = 0; i < count; i++) {
     b->errors += point_eval(b->tape, b->rank, x + (size_t)i * DIM, res + (size_t)i * NRES);
     b->work += res[(size_t)i * NRES + DIM + 1];
   }
   b->busy += MPI_Wtime() - t0;
+  b->cpu += (double)(clock() - c0) / CLOCKS_PER_SEC;
   b->evaluated += count;
 }
 
@@ -281,20 +285,21 @@ static int chunk_size(int left, int size) {
  * and evaluate points itself in between, one at a time. */
 static void dynamic_root(batch *b, const double *X, double *res) {
   int size = b->size, m = b->m, next = 0;
-  /* Per worker: messages heard, chunks sent, and the reply slots (a header
-   * and the chunk's points, one slot per request a worker may have open). */
-  int *heard = calloc((size_t)size, sizeof *heard), *sent = calloc((size_t)size, sizeof *sent);
-  int *hdr = calloc((size_t)size * PREFETCH * 2, sizeof *hdr);
+  /* Per worker: messages heard, and the reply slots (a header and the
+   * chunk's points, one slot per request a worker may have open). Every
+   * worker sends PREFETCH requests, and one more message with the results
+   * of each chunk it is sent; every message gets a reply. */
+  int *heard = calloc((size_t)size, sizeof *heard), *hdr = calloc((size_t)size * PREFETCH * 2, sizeof *hdr);
   MPI_Request *req = malloc((size_t)size * PREFETCH * 2 * sizeof *req);
-  if (!heard || !sent || !hdr || !req) MPI_Abort(b->comm, 1);
+  if (!heard || !hdr || !req) MPI_Abort(b->comm, 1);
   for (int k = 0; k < size * PREFETCH * 2; k++) req[k] = MPI_REQUEST_NULL;
   long expected = (long)(size - 1) * PREFETCH, received = 0;
 
   for (;;) {
     /* Answer whoever has asked. */
-    int flag = 1;
     while (received < expected) {
       MPI_Status st;
+      int flag;
       if (next < m) {
         MPI_Iprobe(MPI_ANY_SOURCE, TAG_ASK, b->comm, &flag, &st);
         if (!flag) break;
@@ -316,7 +321,6 @@ static void dynamic_root(batch *b, const double *X, double *res) {
       if (c > 0) {
         MPI_Isend(X + (size_t)next * DIM, c * DIM, MPI_DOUBLE, w, TAG_POINTS, b->comm, req + s + 1);
         next += c;
-        sent[w]++;
         expected++; /* its results will come back */
       }
     }
@@ -329,7 +333,6 @@ static void dynamic_root(batch *b, const double *X, double *res) {
   }
   for (int k = 0; k < size * PREFETCH * 2; k++) MPI_Wait(&req[k], MPI_STATUS_IGNORE);
   free(heard);
-  free(sent);
   free(hdr);
   free(req);
 }
@@ -578,7 +581,8 @@ int main(int argc, char **argv) {
 
   /* The descent: every step is one batch at the trial points X, then each
    * throw keeps or rejects its trial and takes its next one. */
-  double t_batches = 0.0, imb_sum = 0.0, mine[3] = {0.0, 0.0, 0.0}; /* points, RK4 steps, busy */
+  b.cpu = 0.0;                                                           /* the descent's only */
+  double t_batches = 0.0, imb_sum = 0.0, mine[4] = {0.0, 0.0, 0.0, 0.0}; /* points, RK4 steps, busy, CPU */
   for (int it = 0; it <= steps; it++) {
     double imb = imb_dynamic;
     if (it > 0) {
@@ -616,18 +620,19 @@ int main(int argc, char **argv) {
   }
 
   /* Who did how much, and how fast. */
-  double *all_of = b.rank == 0 ? malloc((size_t)b.size * 3 * sizeof *all_of) : NULL;
+  double *all_of = b.rank == 0 ? malloc((size_t)b.size * 4 * sizeof *all_of) : NULL;
   if (b.rank == 0 && !all_of) MPI_Abort(MPI_COMM_WORLD, 1);
-  MPI_Gather(mine, 3, MPI_DOUBLE, all_of, 3, MPI_DOUBLE, 0, b.comm);
+  mine[3] = b.cpu;
+  MPI_Gather(mine, 4, MPI_DOUBLE, all_of, 4, MPI_DOUBLE, 0, b.comm);
   if (b.rank == 0 && steps > 0) {
     printf("\nthe descent, %s split:\n", split_static ? "static" : "dynamic");
     for (int p = 0; p < b.size; p++)
-      printf("  rank %d: %8.0f points, %10.0f RK4 steps, busy %7.3f s\n", p, all_of[3 * p], all_of[3 * p + 1],
-             all_of[3 * p + 2]);
+      printf("  rank %d: %8.0f points, %10.0f RK4 steps, busy %7.3f s (processor %7.3f s)\n", p, all_of[4 * p],
+             all_of[4 * p + 1], all_of[4 * p + 2], all_of[4 * p + 3]);
     double work_max = 0.0, work_sum = 0.0;
     for (int p = 0; p < b.size; p++) {
-      work_max = fmax(work_max, all_of[3 * p + 1]);
-      work_sum += all_of[3 * p + 1];
+      work_max = fmax(work_max, all_of[4 * p + 1]);
+      work_sum += all_of[4 * p + 1];
     }
     printf("load imbalance: busy time %.2f (mean over the batches), RK4 steps %.2f\n", imb_sum / steps,
            work_max / (work_sum / b.size));
