@@ -30,8 +30,8 @@
  * most of the work, and it stays so during the descent, which keeps each
  * throw near its starting angle. The program measures how uneven that is
  * (load imbalance = the largest busy time of a rank over the mean busy time;
- * also the same ratio for RK4 steps, which does not depend on the machine)
- * and uses a dynamic split instead.
+ * also the same ratio for RK4 steps, which under the static split depends
+ * on the points alone) and uses a dynamic split instead.
  *
  * The dynamic split. Rank 0 owns the points and the results. It hands out
  * chunks of consecutive points on request and works on points itself in
@@ -366,8 +366,8 @@ static void batch_dynamic(batch *b, const double *X, double *res) {
 
 /* Load imbalance of the last batch: the largest busy time of a rank over
  * the mean (1 is perfect); *work gets the same for the RK4 steps each rank
- * took, which do not depend on the machine or on what else runs on it.
- * Collective; meaningful on rank 0. */
+ * took (under a static split they depend on the points alone, not on the
+ * machine or on what else runs on it). Collective; meaningful on rank 0. */
 static double imbalance(const batch *b, double *work) {
   double mine[2] = {b->busy, b->work}, mx[2], sum[2];
   MPI_Reduce(mine, mx, 2, MPI_DOUBLE, MPI_MAX, 0, b->comm);
