@@ -121,6 +121,76 @@ int ad_mpi_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, i
 int ad_mpi_sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, int sendtag, int source, int recvtag,
                             MPI_Comm comm, MPI_Status *status);
 
+/* More point to point. Issend, Ibsend and Irsend record as Isend does: any
+ * send mode's adjoint is a receive. Waitsome, Testany and Testsome complete
+ * requests of every kind, as Wait does. */
+int ad_mpi_issend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                  ad_mpi_request *request);
+int ad_mpi_ibsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                  ad_mpi_request *request);
+int ad_mpi_irsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                  ad_mpi_request *request);
+int ad_mpi_waitsome(int incount, ad_mpi_request array_of_requests[], int *outcount, int array_of_indices[],
+                    MPI_Status *array_of_statuses);
+int ad_mpi_testany(int count, ad_mpi_request array_of_requests[], int *index, int *flag, MPI_Status *status);
+int ad_mpi_testsome(int incount, ad_mpi_request array_of_requests[], int *outcount, int array_of_indices[],
+                    MPI_Status *array_of_statuses);
+/* Frees a request. An active send goes on and is differentiated (its
+ * completion is recorded here); an active receive of AD_MPI_REAL data, and
+ * the request of a nonblocking collective, give MPI_ERR_REQUEST and a
+ * sticky tape error: complete (or cancel, then complete) them first. So does
+ * a null request. */
+int ad_mpi_request_free(ad_mpi_request *request);
+/* Cancels a receive that has not matched a message yet; complete it with a
+ * wait or test as in MPI (MPI_Test_cancelled on its status). A cancelled
+ * receive leaves no record. A receive that already matched, a send of
+ * AD_MPI_REAL data, an inactive persistent request, a nonblocking collective
+ * and a null request give MPI_ERR_REQUEST and a sticky tape error. */
+int ad_mpi_cancel(ad_mpi_request *request);
+
+/* Persistent requests: set up once (no record), then every ad_mpi_start
+ * takes the buffer's current values (a send) and records one
+ * communication, exactly as the nonblocking call with these arguments
+ * would; complete each start with a wait or test. ad_mpi_request_free
+ * releases the request. Starting an active request, or a request that is
+ * not persistent (a null one included), gives MPI_ERR_REQUEST and a sticky
+ * tape error; ad_mpi_startall then starts none. */
+int ad_mpi_send_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                     ad_mpi_request *request);
+int ad_mpi_ssend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                      ad_mpi_request *request);
+int ad_mpi_bsend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                      ad_mpi_request *request);
+int ad_mpi_rsend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                      ad_mpi_request *request);
+int ad_mpi_recv_init(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+                     ad_mpi_request *request);
+int ad_mpi_start(ad_mpi_request *request);
+int ad_mpi_startall(int count, ad_mpi_request array_of_requests[]);
+
+/* Probes. Probe and Iprobe record nothing; MPI_Get_count(&status,
+ * AD_MPI_REAL, &n) counts the elements of a probed message. A matched probe
+ * fills an ad_mpi_message (MPI_Message in the passive build); receive it
+ * with ad_mpi_mrecv or ad_mpi_imrecv, which record as ad_mpi_recv and
+ * ad_mpi_irecv do. The message takes its place among the receives of its
+ * source and tag at the probe, as in MPI. A message received already (a
+ * stale copy) gives MPI_ERR_REQUEST and a sticky tape error. Matched probes
+ * set up the communicator's private duplicate on first use, whatever the
+ * type of the later receive (see ad_mpi_comm_prepare). */
+typedef struct ad_mpi_message {
+  MPI_Message mpi; /* the MPI message; MPI_MESSAGE_NULL once received */
+  int slot;        /* internal bookkeeping, -1 if none */
+  unsigned gen;
+} ad_mpi_message;
+#define AD_MPI_MESSAGE_NULL                                                                                            \
+  { MPI_MESSAGE_NULL, -1, 0u }
+int ad_mpi_probe(int source, int tag, MPI_Comm comm, MPI_Status *status);
+int ad_mpi_iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status);
+int ad_mpi_mprobe(int source, int tag, MPI_Comm comm, ad_mpi_message *message, MPI_Status *status);
+int ad_mpi_improbe(int source, int tag, MPI_Comm comm, int *flag, ad_mpi_message *message, MPI_Status *status);
+int ad_mpi_mrecv(void *buf, int count, MPI_Datatype datatype, ad_mpi_message *message, MPI_Status *status);
+int ad_mpi_imrecv(void *buf, int count, MPI_Datatype datatype, ad_mpi_message *message, ad_mpi_request *request);
+
 /* Collectives. MPI_IN_PLACE works wherever MPI allows it. Reductions on
  * AD_MPI_REAL support MPI_SUM, MPI_PROD (zeros are fine: the partials are
  * products of the other contributions, never a division), MPI_MIN and MPI_MAX
@@ -153,6 +223,143 @@ int ad_mpi_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcoun
                                 MPI_Comm comm);
 int ad_mpi_scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
 int ad_mpi_exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int ad_mpi_reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
+                          MPI_Comm comm);
+/* Alltoallw is differentiated when every datatype in use is AD_MPI_REAL
+ * (displacements in bytes, whole ad_real elements); with none it is MPI's;
+ * a mix gives MPI_ERR_TYPE. */
+int ad_mpi_alltoallw(const void *sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
+                     void *recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
+                     MPI_Comm comm);
+
+/* Nonblocking collectives: the same rules as the blocking ones, completed by
+ * any completion call (ad_mpi_wait, ad_mpi_waitall with point-to-point
+ * requests mixed in, ad_mpi_test, ...). The tangent sweep mirrors the
+ * forward call; the reverse sweep starts each adjoint collective where the
+ * forward call completed and waits for it where the forward call started,
+ * in the order MPI requires on every rank. A nonblocking MPI_PROD, MPI_MIN
+ * or MPI_MAX reduction gathers every rank's contributions (p times the data
+ * of the reduction) and reduces them at completion; MPI_SUM runs as MPI's
+ * own reduction. */
+int ad_mpi_ibarrier(MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
+                   MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                      ad_mpi_request *request);
+int ad_mpi_igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                   MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                    const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                    MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_iscatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+                     void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                     ad_mpi_request *request);
+int ad_mpi_iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                      MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                       const int displs[], MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                     MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                      void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                      ad_mpi_request *request);
+int ad_mpi_ialltoallw(const void *sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
+                      void *recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
+                      MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
+                           MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
+                                 MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_iscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                 ad_mpi_request *request);
+int ad_mpi_iexscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                   ad_mpi_request *request);
+
+/* Neighbourhood collectives on Cartesian, graph and distributed-graph
+ * communicators: the adjoint sends each received slot's adjoint back along
+ * its edge (a distributed graph's edges reversed on a private communicator
+ * made at the first sweep), and allgather(v)'s adjoint sums what comes back
+ * along every edge. Alltoallw: every datatype in use AD_MPI_REAL, or none. */
+int ad_mpi_neighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                              MPI_Datatype recvtype, MPI_Comm comm);
+int ad_mpi_neighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                               const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm);
+int ad_mpi_neighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                             MPI_Datatype recvtype, MPI_Comm comm);
+int ad_mpi_neighbor_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                              void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
+                              MPI_Comm comm);
+int ad_mpi_neighbor_alltoallw(const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
+                              const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
+                              const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm);
+int ad_mpi_ineighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                               MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_ineighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                                const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm,
+                                ad_mpi_request *request);
+int ad_mpi_ineighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                              MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_ineighbor_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                               void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
+                               MPI_Comm comm, ad_mpi_request *request);
+int ad_mpi_ineighbor_alltoallw(const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
+                               const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
+                               const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                               ad_mpi_request *request);
+
+/* ---- One-sided communication (docs/mpi-onesided.md) ----------------------
+ * Windows on ad_real memory, synchronised by fences. The window handle is
+ * MPI's own MPI_Win: a window created here is an MPI window over a private
+ * array of doubles kept next to the user's ad_real array; the fences move
+ * values between the two. Such a window counts in elements: its
+ * displacement unit is sizeof(ad_real) and its size a multiple of it (in the
+ * passive build ad_real is double, so the same source is right for both).
+ * Other displacement units or sizes give MPI_ERR_DISP / MPI_ERR_SIZE on
+ * every rank. All calls return MPI error codes; a refused call leaves a
+ * sticky error naming it on the recording tape.
+ *
+ * Access epochs are opened and closed by ad_mpi_win_fence. Inside one, only
+ * AD_MPI_REAL data with equal origin and target counts (MPI_ERR_TYPE,
+ * MPI_ERR_COUNT otherwise); a window that these calls did not create takes
+ * other data and passes it to MPI (AD_MPI_REAL there is MPI_ERR_WIN). An
+ * epoch's operations belong to one recording (MPI_ERR_RMA_SYNC otherwise),
+ * and a sweep of a tape with an epoch still open fails (AD_ERR_MPI) on every
+ * rank: close it with a fence before ad_tape_end. The results of gets are
+ * in the origin buffer after the fence, as in MPI; that buffer may not lie
+ * in a window (MPI_ERR_BUFFER). */
+/* Collective over comm. `base` holds size / sizeof(ad_real) elements. */
+int ad_mpi_win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, MPI_Win *win);
+/* Collective over comm: *(ad_real **)baseptr gets size / sizeof(ad_real)
+ * elements (zero in the active build; MPI leaves them unset in the passive
+ * one), freed by ad_mpi_win_free. */
+int ad_mpi_win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr, MPI_Win *win);
+/* Collective. MPI_ERR_RMA_SYNC on every rank if any rank has operations not
+ * yet completed by a fence. Records on tapes do not need the window: it may
+ * be freed before the sweeps. */
+int ad_mpi_win_free(MPI_Win *win);
+/* Collective over the window's ranks; closes the epoch begun by the
+ * previous fence and opens one (unless MPI_MODE_NOSUCCEED). It refuses, on
+ * every rank, with MPI_ERR_RMA_CONFLICT an epoch whose accesses MPI leaves
+ * undefined: an element written by two operations, or written and read,
+ * except accumulates with MPI_SUM (which may overlap each other), and a
+ * rank's own store into an element of its window that another operation of
+ * the epoch accessed. The sweeps run the epoch's adjoint or tangent
+ * communication at this fence's place on the tape. */
+int ad_mpi_win_fence(int assert, MPI_Win win);
+int ad_mpi_put(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+               MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win);
+int ad_mpi_get(void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+               MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win);
+/* MPI_SUM and MPI_REPLACE (MPI_ERR_OP otherwise). */
+int ad_mpi_accumulate(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+                      MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win);
+/* MPI_SUM, MPI_REPLACE and MPI_NO_OP (a get). */
+int ad_mpi_get_accumulate(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, void *result_addr,
+                          int result_count, MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp,
+                          int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win);
+/* ---- end of one-sided communication ------------------------------------- */
 
 #else /* ARIADNE_PASSIVE: every wrapper is its MPI twin. */
 
@@ -184,6 +391,29 @@ static inline int ad_mpi_ckpt_comm(struct ad_ckpt_options *o, MPI_Comm comm) {
 #define ad_mpi_testall MPI_Testall
 #define ad_mpi_sendrecv MPI_Sendrecv
 #define ad_mpi_sendrecv_replace MPI_Sendrecv_replace
+typedef MPI_Message ad_mpi_message;
+#define AD_MPI_MESSAGE_NULL MPI_MESSAGE_NULL
+#define ad_mpi_issend MPI_Issend
+#define ad_mpi_ibsend MPI_Ibsend
+#define ad_mpi_irsend MPI_Irsend
+#define ad_mpi_waitsome MPI_Waitsome
+#define ad_mpi_testany MPI_Testany
+#define ad_mpi_testsome MPI_Testsome
+#define ad_mpi_request_free MPI_Request_free
+#define ad_mpi_cancel MPI_Cancel
+#define ad_mpi_send_init MPI_Send_init
+#define ad_mpi_ssend_init MPI_Ssend_init
+#define ad_mpi_bsend_init MPI_Bsend_init
+#define ad_mpi_rsend_init MPI_Rsend_init
+#define ad_mpi_recv_init MPI_Recv_init
+#define ad_mpi_start MPI_Start
+#define ad_mpi_startall MPI_Startall
+#define ad_mpi_probe MPI_Probe
+#define ad_mpi_iprobe MPI_Iprobe
+#define ad_mpi_mprobe MPI_Mprobe
+#define ad_mpi_improbe MPI_Improbe
+#define ad_mpi_mrecv MPI_Mrecv
+#define ad_mpi_imrecv MPI_Imrecv
 #define ad_mpi_barrier MPI_Barrier
 #define ad_mpi_bcast MPI_Bcast
 #define ad_mpi_reduce MPI_Reduce
@@ -199,6 +429,45 @@ static inline int ad_mpi_ckpt_comm(struct ad_ckpt_options *o, MPI_Comm comm) {
 #define ad_mpi_reduce_scatter_block MPI_Reduce_scatter_block
 #define ad_mpi_scan MPI_Scan
 #define ad_mpi_exscan MPI_Exscan
+#define ad_mpi_reduce_scatter MPI_Reduce_scatter
+#define ad_mpi_alltoallw MPI_Alltoallw
+#define ad_mpi_ibarrier MPI_Ibarrier
+#define ad_mpi_ibcast MPI_Ibcast
+#define ad_mpi_ireduce MPI_Ireduce
+#define ad_mpi_iallreduce MPI_Iallreduce
+#define ad_mpi_igather MPI_Igather
+#define ad_mpi_igatherv MPI_Igatherv
+#define ad_mpi_iscatter MPI_Iscatter
+#define ad_mpi_iscatterv MPI_Iscatterv
+#define ad_mpi_iallgather MPI_Iallgather
+#define ad_mpi_iallgatherv MPI_Iallgatherv
+#define ad_mpi_ialltoall MPI_Ialltoall
+#define ad_mpi_ialltoallv MPI_Ialltoallv
+#define ad_mpi_ialltoallw MPI_Ialltoallw
+#define ad_mpi_ireduce_scatter MPI_Ireduce_scatter
+#define ad_mpi_ireduce_scatter_block MPI_Ireduce_scatter_block
+#define ad_mpi_iscan MPI_Iscan
+#define ad_mpi_iexscan MPI_Iexscan
+#define ad_mpi_neighbor_allgather MPI_Neighbor_allgather
+#define ad_mpi_neighbor_allgatherv MPI_Neighbor_allgatherv
+#define ad_mpi_neighbor_alltoall MPI_Neighbor_alltoall
+#define ad_mpi_neighbor_alltoallv MPI_Neighbor_alltoallv
+#define ad_mpi_neighbor_alltoallw MPI_Neighbor_alltoallw
+#define ad_mpi_ineighbor_allgather MPI_Ineighbor_allgather
+#define ad_mpi_ineighbor_allgatherv MPI_Ineighbor_allgatherv
+#define ad_mpi_ineighbor_alltoall MPI_Ineighbor_alltoall
+#define ad_mpi_ineighbor_alltoallv MPI_Ineighbor_alltoallv
+#define ad_mpi_ineighbor_alltoallw MPI_Ineighbor_alltoallw
+/* ---- One-sided communication ---- */
+#define ad_mpi_win_create MPI_Win_create
+#define ad_mpi_win_allocate MPI_Win_allocate
+#define ad_mpi_win_free MPI_Win_free
+#define ad_mpi_win_fence MPI_Win_fence
+#define ad_mpi_put MPI_Put
+#define ad_mpi_get MPI_Get
+#define ad_mpi_accumulate MPI_Accumulate
+#define ad_mpi_get_accumulate MPI_Get_accumulate
+/* ---- end of one-sided communication ---- */
 
 #endif /* ARIADNE_PASSIVE */
 

@@ -227,6 +227,8 @@ static uint64_t record_payload(const ad__mrec *r, int adjoint) {
   int me = r->c->rank, p = r->c->size;
   int64_t nown = r->nin;
   if (r->kind == AD__M_BCAST) nown = me == r->root ? r->nin : r->nout;
+  if (r->kind == AD__M_NEIGHBOR) return (uint64_t)(adjoint ? total(r->cnt2, r->rpeer) : r->count) * sizeof(double);
+  if (r->kind == AD__M_RSB && r->cnt) return (uint64_t)(r->nin - r->count) * sizeof(double);
   if (r->kind == AD__M_RSB || r->kind == AD__M_SCATTERV) nown = r->count;
   return payload(r->kind, adjoint, me, p, r->root, nown, r->cnt, r->cnt2);
 }
@@ -234,170 +236,444 @@ static uint64_t record_payload(const ad__mrec *r, int adjoint) {
 static int fwd_fail(coll *x, int rc, const char *fn) { return ad__mpi_forward_error(x->seen, rc, fn); }
 
 /* ------------------------------------------------------------------------ */
+/* Nonblocking calls                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* Every collective wrapper prepares the packed buffers and its record, runs
+ * the MPI call, and delivers what it received. A nonblocking one (req not
+ * NULL) starts the MPI call and leaves the delivery to the completion call
+ * (wait, test, ...), which also pushes the completion record: the pending
+ * state below lives in the request's slot until then. */
+typedef struct pend {
+  int kind;
+  coll x;
+  ad__mrec *r;
+  const char *fn;
+  double *sv, *rv, *all; /* packed send and receive values; every rank's contributions */
+  void *recvbuf;
+  int n;                  /* values received into recvbuf (contiguous), or */
+  int *cnt, *dsp;         /* the slots received into recvbuf (owned) */
+  int *a1, *a2, *a3, *a4; /* count and displacement arrays MPI reads while it runs (owned) */
+  int op, root, gets;
+  int nall, off; /* local reduction: contributions per rank; where this rank's result starts */
+  int nslots;    /* slots in cnt and dsp: the ranks, or a neighbourhood's sources */
+  unsigned char *nanm;
+  double *w;
+} pend;
+
+static pend *pend_new(const coll *x, int kind, const char *fn) {
+  pend *q = calloc(1, sizeof *q);
+  if (q) {
+    q->kind = kind;
+    q->x = *x;
+    q->fn = fn;
+  }
+  return q;
+}
+
+static void pend_free(pend *q) {
+  if (!q) return;
+  free(q->sv);
+  free(q->rv);
+  free(q->all);
+  free(q->cnt);
+  free(q->dsp);
+  free(q->a1);
+  free(q->a2);
+  free(q->a3);
+  free(q->a4);
+  free(q->nanm);
+  free(q->w);
+  free(q);
+}
+
+/* The result of op over every rank's contributions (all: p blocks of n
+ * values) and this rank's partials, by the rules weights() gives the
+ * blocking calls: products formed by multiplication only, in rank order;
+ * one owner of each MIN/MAX, the lowest rank with a NaN, else the lowest
+ * rank with the extremum. */
+static void local_reduce(int op, const double *all, int p, int me, int n, double *res, double *w) {
+  for (int i = 0; i < n; i++) {
+    if (op == 1) { /* PROD */
+      double pr = 1.0, po = 1.0;
+      for (int j = 0; j < p; j++) {
+        double v = all[(size_t)j * (size_t)n + (size_t)i];
+        pr *= v;
+        if (j != me) po *= v;
+      }
+      res[i] = pr;
+      w[i] = po;
+      continue;
+    }
+    int owner = -1;
+    for (int j = 0; j < p && owner < 0; j++)
+      if (isnan(all[(size_t)j * (size_t)n + (size_t)i])) owner = j;
+    if (owner < 0) {
+      owner = 0;
+      for (int j = 1; j < p; j++) {
+        double v = all[(size_t)j * (size_t)n + (size_t)i], b = all[(size_t)owner * (size_t)n + (size_t)i];
+        if (op == 2 ? v < b : v > b) owner = j;
+      }
+    }
+    res[i] = all[(size_t)owner * (size_t)n + (size_t)i];
+    w[i] = owner == me ? 1.0 : 0.0;
+  }
+}
+
+/* Deliver what a collective received (t: the recording tape, or NULL). */
+static void pend_deliver(pend *q, ad_tape *t) {
+  ad__mrec *r = t ? q->r : NULL;
+  int p = q->x.c->size, me = q->x.c->rank;
+  if (q->all) { /* a nonblocking MIN/MAX/PROD: reduce here */
+    double *res = dbuf((size_t)q->nall), *w = dbuf((size_t)q->nall);
+    if (!res || !w) {
+      free(res);
+      free(w);
+      if (q->x.seen) ad__fail(q->x.seen, AD_ERR_NOMEM, "%s: no memory", q->fn);
+      return;
+    }
+    local_reduce(q->op, q->all, p, me, q->nall, res, w);
+    memcpy(q->rv, res + q->off, (size_t)q->n * sizeof *res);
+    free(res);
+    if (r) {
+      r->w = w;
+      w = NULL;
+    }
+    free(w);
+  }
+  if (q->kind == AD__M_BCAST && q->gets && r) {
+    if (!(r->out = calloc((size_t)(q->n ? q->n : 1), sizeof *r->out))) {
+      ad__fail(t, AD_ERR_NOMEM, "%s: no memory", q->fn);
+      r = NULL;
+      t = NULL;
+    } else {
+      r->nout = q->n;
+    }
+  }
+  if (q->nanm)
+    for (int i = 0; i < q->n; i++)
+      if (q->nanm[q->off + i]) q->rv[i] = NAN;
+  if (q->cnt)
+    slot_unpack(t, q->recvbuf, q->cnt, q->dsp, q->kind == AD__M_NEIGHBOR ? q->nslots : p, q->rv, r ? r->out : NULL);
+  else if (q->gets)
+    ad__unpack(t, q->recvbuf, q->n, q->rv, r ? r->out : NULL);
+}
+
+static void pend_complete(void *ctx, ad_tape *t, ad_tape *seen, ad__mrec *start, const MPI_Status *st) {
+  pend *q = ctx;
+  (void)st;
+  (void)seen;
+  pend_deliver(q, t && start == q->r ? t : NULL);
+  if (t && start && start == q->r) {
+    ad__mrec *d = ad__mrec_push(t, AD__M_ICOLL_DONE, q->x.c, 0, 0);
+    ad__corder *o = ad__coll_order(t, q->x.c);
+    if (d && o) {
+      d->seq = o->n - 1; /* the last collective started before this completion */
+      d->link = start;
+      start->link = d;
+    }
+  }
+  pend_free(q);
+}
+
+static void pend_failed(void *ctx, int rc) {
+  pend *q = ctx;
+  (void)rc;
+  /* MPI may still read or write the buffers. */
+  ad__mpi_keep(q->sv);
+  ad__mpi_keep(q->rv);
+  ad__mpi_keep(q->all);
+  ad__mpi_keep(q->a1);
+  ad__mpi_keep(q->a2);
+  ad__mpi_keep(q->a3);
+  ad__mpi_keep(q->a4);
+  q->sv = q->rv = q->all = NULL;
+  q->a1 = q->a2 = q->a3 = q->a4 = NULL;
+  pend_free(q);
+}
+
+static const ad__req_ops pend_ops = {pend_complete, pend_failed};
+
+/* After the MPI call (started, if req): deliver now, or hand q to the
+ * request. Takes q in every case. */
+static int pend_go(pend *q, int rc, MPI_Request mq, ad_mpi_request *req) {
+  coll x = q->x;
+  if (rc != MPI_SUCCESS) {
+    const char *fn = q->fn;
+    if (mq != MPI_REQUEST_NULL)
+      pend_failed(q, rc);
+    else
+      pend_free(q);
+    return fwd_fail(&x, rc, fn);
+  }
+  if (!req) {
+    pend_deliver(q, q->r ? x.t : NULL);
+    pend_free(q);
+    return MPI_SUCCESS;
+  }
+  if (q->r) q->r->nb = 1;
+  rc = ad__req_new(req, mq, x.t, q->r, &pend_ops, q);
+  if (rc != MPI_SUCCESS) {
+    /* Cannot track it: wait here (it was started) and deliver. */
+    MPI_Wait(&mq, MPI_STATUS_IGNORE);
+    if (q->r) q->r->nb = 0;
+    pend_deliver(q, q->r ? x.t : NULL);
+    pend_free(q);
+    req->mpi = MPI_REQUEST_NULL;
+    req->slot = -1;
+  }
+  return MPI_SUCCESS;
+}
+
+/* A nonblocking call on passive data: MPI's own request in a slot. */
+static int passive_req(int rc, MPI_Request *mq, ad_mpi_request *req) {
+  if (rc != MPI_SUCCESS) return rc;
+  rc = ad__req_new(req, *mq, NULL, NULL, NULL, NULL);
+  if (rc != MPI_SUCCESS) MPI_Wait(mq, MPI_STATUS_IGNORE);
+  return rc;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Barrier, Bcast                                                            */
 /* ------------------------------------------------------------------------ */
 
-int ad_mpi_barrier(MPI_Comm comm) {
+static int barrier_any(MPI_Comm comm, ad_mpi_request *req, const char *fn) {
   coll x;
   int rc = coll_begin(&x, comm);
   if (rc != MPI_SUCCESS) return rc;
-  if (x.t) ad__mrec_push(x.t, AD__M_BARRIER, x.c, 0, 0);
-  rc = MPI_Barrier(comm);
-  return rc == MPI_SUCCESS ? rc : fwd_fail(&x, rc, "ad_mpi_barrier");
+  pend *q = pend_new(&x, AD__M_BARRIER, fn);
+  if (!q) return MPI_ERR_NO_MEM;
+  if (x.t) q->r = ad__mrec_push(x.t, AD__M_BARRIER, x.c, 0, 0);
+  MPI_Request mq = MPI_REQUEST_NULL;
+  rc = req ? MPI_Ibarrier(comm, &mq) : MPI_Barrier(comm);
+  return pend_go(q, rc, mq, req);
 }
 
-int ad_mpi_bcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_bcast", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
+int ad_mpi_barrier(MPI_Comm comm) { return barrier_any(comm, NULL, "ad_mpi_barrier"); }
+int ad_mpi_ibarrier(MPI_Comm comm, ad_mpi_request *request) { return barrier_any(comm, request, "ad_mpi_ibarrier"); }
+
+static int bcast_any(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm, ad_mpi_request *req,
+                     const char *fn) {
+  int e_ = ad__types_refuse(fn, 1, type);
+  if (e_ != MPI_SUCCESS) return e_;
+  if (!is_real(type)) {
+    if (!req) return MPI_Bcast(buffer, count, type, root, comm);
+    MPI_Request mq;
+    return passive_req(MPI_Ibcast(buffer, count, type, root, comm, &mq), &mq, req);
   }
-  if (!is_real(type)) return MPI_Bcast(buffer, count, type, root, comm);
   if (count < 0) return MPI_ERR_COUNT;
   coll x;
   int rc = coll_begin(&x, comm);
   if (rc != MPI_SUCCESS) return rc;
   int me = x.c->rank == root;
-  double *v = dbuf((size_t)count);
-  if (!v) return MPI_ERR_NO_MEM;
-  ad__mrec *r = x.t ? ad__mrec_push(x.t, AD__M_BCAST, x.c, me ? count : 0, 0) : NULL;
+  pend *q = pend_new(&x, AD__M_BCAST, fn);
+  if (!q || !(q->rv = dbuf((size_t)count))) {
+    pend_free(q);
+    return MPI_ERR_NO_MEM;
+  }
+  q->recvbuf = buffer;
+  q->n = count;
+  q->gets = !me;
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, AD__M_BCAST, x.c, me ? count : 0, 0) : NULL;
   if (r) r->root = root;
   if (me) {
-    ad__pack(buffer, count, v);
-    if (r) ad__handles(x.t, buffer, count, r->in, "ad_mpi_bcast");
+    ad__pack(buffer, count, q->rv);
+    if (r) ad__handles(x.t, buffer, count, r->in, fn);
   }
-  rc = MPI_Bcast(v, count, MPI_DOUBLE, root, comm);
+  MPI_Request mq = MPI_REQUEST_NULL;
+  rc = req ? MPI_Ibcast(q->rv, count, MPI_DOUBLE, root, comm, &mq) : MPI_Bcast(q->rv, count, MPI_DOUBLE, root, comm);
   ad__mpi_counters.forward_bytes += payload(AD__M_BCAST, 0, x.c->rank, x.c->size, root, count, NULL, NULL);
-  if (rc == MPI_SUCCESS && !me) {
-    if (r && !(r->out = calloc((size_t)(count ? count : 1), sizeof *r->out)))
-      ad__fail(x.t, AD_ERR_NOMEM, "ad_mpi_bcast: no memory");
-    if (r && r->out) r->nout = count;
-    ad__unpack(r && r->out ? x.t : NULL, buffer, count, v, r && r->out ? r->out : NULL);
-  }
-  free(v);
-  return rc == MPI_SUCCESS ? rc : fwd_fail(&x, rc, "ad_mpi_bcast");
+  return pend_go(q, rc, mq, req);
+}
+
+int ad_mpi_bcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  return bcast_any(buffer, count, type, root, comm, NULL, "ad_mpi_bcast");
+}
+int ad_mpi_ibcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm, ad_mpi_request *request) {
+  return bcast_any(buffer, count, type, root, comm, request, "ad_mpi_ibcast");
 }
 
 /* ------------------------------------------------------------------------ */
 /* Reductions                                                                */
 /* ------------------------------------------------------------------------ */
 
-static int reduce_any(const void *sendbuf, void *recvbuf, int count, MPI_Op op, int root, MPI_Comm comm, int all,
-                      const char *fn) {
+/* Reduce, Allreduce, Reduce_scatter(_block): counts NULL for the block
+ * variant (block values per rank) and for the plain reductions (kind says
+ * which). A nonblocking MIN, MAX or PROD gathers every rank's contributions
+ * and reduces locally at completion (the blocking calls find the
+ * partials with extra collectives first, which a nonblocking call cannot
+ * wait for): p times the data, documented. */
+static int reduce_any(const void *sendbuf, void *recvbuf, int count, const int *counts, MPI_Op op, int root,
+                      MPI_Comm comm, int kind, ad_mpi_request *req, const char *fn) {
   if (count < 0) return MPI_ERR_COUNT;
   coll x;
   int rc = coll_begin(&x, comm);
   if (rc != MPI_SUCCESS) return rc;
   if (!op_ok(op)) return bad_op(&x, fn);
-  int gets = all || x.c->rank == root;
-  int inplace = sendbuf == MPI_IN_PLACE;
-  const ad_real *src = inplace ? recvbuf : sendbuf;
-  double *v = dbuf((size_t)count), *res = dbuf((size_t)count), *w = NULL;
-  if (!v || !res) {
-    free(v);
-    free(res);
+  int p = x.c->size, me = x.c->rank;
+  int scatter = kind == AD__M_RSB;
+  int *dsp = NULL;
+  if (counts) {
+    for (int j = 0; j < p; j++)
+      if (counts[j] < 0) return MPI_ERR_COUNT;
+    if (!(dsp = malloc((size_t)p * sizeof *dsp))) return MPI_ERR_NO_MEM;
+    for (int j = 0, s = 0; j < p; s += counts[j], j++) dsp[j] = s;
+  }
+  /* n: this rank's contributions; m: the values it receives */
+  int n = scatter ? (counts ? total(counts, p) : count * p) : count;
+  int m = scatter ? (counts ? counts[me] : count) : count;
+  int gets = scatter || kind == AD__M_ALLREDUCE || me == root;
+  const ad_real *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  pend *q = pend_new(&x, kind, fn);
+  if (!q || !(q->sv = dbuf((size_t)n)) || !(q->rv = dbuf((size_t)m))) {
+    pend_free(q);
+    free(dsp);
     return MPI_ERR_NO_MEM;
   }
-  ad__pack(src, count, v);
-  unsigned char *nanm = NULL;
-  if ((rc = weights(&x, op, v, count, &w, &nanm)) != MPI_SUCCESS) {
-    free(v);
-    free(res);
+  q->a2 = dsp;
+  q->recvbuf = recvbuf;
+  q->n = m;
+  q->gets = gets;
+  q->op = op_code(op);
+  q->nall = n;
+  q->off = scatter ? (counts ? dsp[me] : me * count) : 0;
+  ad__pack(src, n, q->sv);
+  int local = req && op != MPI_SUM && n > 0;
+  if (!local && (rc = weights(&x, op, q->sv, n, &q->w, &q->nanm)) != MPI_SUCCESS) {
+    pend_free(q);
     return fwd_fail(&x, rc, fn);
   }
-  ad__mrec *r = x.t ? ad__mrec_push(x.t, all ? AD__M_ALLREDUCE : AD__M_REDUCE, x.c, count, gets ? count : 0) : NULL;
+  if (local && !(q->all = dbuf((size_t)n * (size_t)p))) {
+    pend_free(q);
+    return MPI_ERR_NO_MEM;
+  }
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, kind, x.c, n, gets ? m : 0) : NULL;
   if (r) {
     r->root = root;
-    r->op = op_code(op);
-    r->w = w;
-    w = NULL;
-    ad__handles(x.t, src, count, r->in, fn);
+    r->op = q->op;
+    r->w = q->w;
+    q->w = NULL;
+    r->count = m;
+    if (counts && (!(r->cnt = icopy(counts, p)) || !(r->dsp = icopy(dsp, p))))
+      ad__fail(x.t, AD_ERR_NOMEM, "%s: no memory", fn);
+    ad__handles(x.t, src, n, r->in, fn);
   }
-  if (all)
-    rc = MPI_Allreduce(v, res, count, MPI_DOUBLE, op, comm);
+  MPI_Request mq = MPI_REQUEST_NULL;
+  if (local) {
+    rc = MPI_Iallgather(q->sv, n, MPI_DOUBLE, q->all, n, MPI_DOUBLE, comm, &mq);
+  } else if (kind == AD__M_ALLREDUCE) {
+    rc = req ? MPI_Iallreduce(q->sv, q->rv, n, MPI_DOUBLE, op, comm, &mq)
+             : MPI_Allreduce(q->sv, q->rv, n, MPI_DOUBLE, op, comm);
+  } else if (kind == AD__M_REDUCE) {
+    double *rv = gets ? q->rv : NULL;
+    rc = req ? MPI_Ireduce(q->sv, rv, n, MPI_DOUBLE, op, root, comm, &mq)
+             : MPI_Reduce(q->sv, rv, n, MPI_DOUBLE, op, root, comm);
+  } else if (counts) {
+    if (!(q->a1 = icopy(counts, p))) {
+      pend_free(q);
+      return MPI_ERR_NO_MEM;
+    }
+    rc = req ? MPI_Ireduce_scatter(q->sv, q->rv, q->a1, MPI_DOUBLE, op, comm, &mq)
+             : MPI_Reduce_scatter(q->sv, q->rv, q->a1, MPI_DOUBLE, op, comm);
+  } else {
+    rc = req ? MPI_Ireduce_scatter_block(q->sv, q->rv, count, MPI_DOUBLE, op, comm, &mq)
+             : MPI_Reduce_scatter_block(q->sv, q->rv, count, MPI_DOUBLE, op, comm);
+  }
+  if (counts) /* to each other rank its block */
+    ad__mpi_counters.forward_bytes += (uint64_t)(n - m) * sizeof(double);
   else
-    rc = MPI_Reduce(v, gets ? res : NULL, count, MPI_DOUBLE, op, root, comm);
-  ad__mpi_counters.forward_bytes +=
-      payload(all ? AD__M_ALLREDUCE : AD__M_REDUCE, 0, x.c->rank, x.c->size, root, count, NULL, NULL);
-  if (rc == MPI_SUCCESS && gets && nanm)
-    for (int i = 0; i < count; i++)
-      if (nanm[i]) res[i] = NAN;
-  if (rc == MPI_SUCCESS && gets) ad__unpack(r ? x.t : NULL, recvbuf, count, res, r ? r->out : NULL);
-  free(v);
-  free(res);
-  free(w);
-  free(nanm);
-  return rc == MPI_SUCCESS ? rc : fwd_fail(&x, rc, fn);
+    ad__mpi_counters.forward_bytes += payload(kind, 0, me, p, root, scatter ? count : n, NULL, NULL);
+  return pend_go(q, rc, mq, req);
 }
 
 int ad_mpi_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                   MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_reduce", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  int e_ = ad__types_refuse("ad_mpi_reduce", 1, type);
+  if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) return MPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
-  return reduce_any(sendbuf, recvbuf, count, op, root, comm, 0, "ad_mpi_reduce");
+  return reduce_any(sendbuf, recvbuf, count, NULL, op, root, comm, AD__M_REDUCE, NULL, "ad_mpi_reduce");
+}
+
+int ad_mpi_ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,
+                   ad_mpi_request *request) {
+  int e_ = ad__types_refuse("ad_mpi_ireduce", 1, type);
+  if (e_ != MPI_SUCCESS) return e_;
+  if (!is_real(type)) {
+    MPI_Request mq;
+    return passive_req(MPI_Ireduce(sendbuf, recvbuf, count, type, op, root, comm, &mq), &mq, request);
+  }
+  return reduce_any(sendbuf, recvbuf, count, NULL, op, root, comm, AD__M_REDUCE, request, "ad_mpi_ireduce");
 }
 
 int ad_mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_allreduce", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  int e_ = ad__types_refuse("ad_mpi_allreduce", 1, type);
+  if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) return MPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
-  return reduce_any(sendbuf, recvbuf, count, op, 0, comm, 1, "ad_mpi_allreduce");
+  return reduce_any(sendbuf, recvbuf, count, NULL, op, 0, comm, AD__M_ALLREDUCE, NULL, "ad_mpi_allreduce");
+}
+
+int ad_mpi_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                      ad_mpi_request *request) {
+  int e_ = ad__types_refuse("ad_mpi_iallreduce", 1, type);
+  if (e_ != MPI_SUCCESS) return e_;
+  if (!is_real(type)) {
+    MPI_Request mq;
+    return passive_req(MPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, &mq), &mq, request);
+  }
+  return reduce_any(sendbuf, recvbuf, count, NULL, op, 0, comm, AD__M_ALLREDUCE, request, "ad_mpi_iallreduce");
 }
 
 int ad_mpi_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
                                 MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_reduce_scatter_block", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+  int e_ = ad__types_refuse("ad_mpi_reduce_scatter_block", 1, type);
+  if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) return MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
-  if (recvcount < 0) return MPI_ERR_COUNT;
-  coll x;
-  int rc = coll_begin(&x, comm);
-  if (rc != MPI_SUCCESS) return rc;
-  if (!op_ok(op)) return bad_op(&x, "ad_mpi_reduce_scatter_block");
-  int n = recvcount * x.c->size;
-  const ad_real *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-  double *v = dbuf((size_t)n), *res = dbuf((size_t)recvcount), *w = NULL;
-  if (!v || !res) {
-    free(v);
-    free(res);
-    return MPI_ERR_NO_MEM;
-  }
-  ad__pack(src, n, v);
-  unsigned char *nanm = NULL;
-  if ((rc = weights(&x, op, v, n, &w, &nanm)) == MPI_SUCCESS) {
-    ad__mrec *r = x.t ? ad__mrec_push(x.t, AD__M_RSB, x.c, n, recvcount) : NULL;
-    if (r) {
-      r->op = op_code(op);
-      r->w = w;
-      w = NULL;
-      r->count = recvcount;
-      ad__handles(x.t, src, n, r->in, "ad_mpi_reduce_scatter_block");
-    }
-    rc = MPI_Reduce_scatter_block(v, res, recvcount, MPI_DOUBLE, op, comm);
-    ad__mpi_counters.forward_bytes += payload(AD__M_RSB, 0, x.c->rank, x.c->size, 0, recvcount, NULL, NULL);
-    if (rc == MPI_SUCCESS && nanm)
-      for (int j = 0; j < recvcount; j++)
-        if (nanm[(size_t)x.c->rank * (size_t)recvcount + (size_t)j]) res[j] = NAN;
-    if (rc == MPI_SUCCESS) ad__unpack(r ? x.t : NULL, recvbuf, recvcount, res, r ? r->out : NULL);
-  }
-  free(v);
-  free(res);
-  free(w);
-  free(nanm);
-  return rc == MPI_SUCCESS ? rc : fwd_fail(&x, rc, "ad_mpi_reduce_scatter_block");
+  return reduce_any(sendbuf, recvbuf, recvcount, NULL, op, 0, comm, AD__M_RSB, NULL, "ad_mpi_reduce_scatter_block");
 }
 
-static int scan_any(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
-                    int ex) {
-  const char *fn = ex ? "ad_mpi_exscan" : "ad_mpi_scan";
-  if (!is_real(type))
-    return ex ? MPI_Exscan(sendbuf, recvbuf, count, type, op, comm) : MPI_Scan(sendbuf, recvbuf, count, type, op, comm);
+int ad_mpi_ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
+                                 MPI_Comm comm, ad_mpi_request *request) {
+  int e_ = ad__types_refuse("ad_mpi_ireduce_scatter_block", 1, type);
+  if (e_ != MPI_SUCCESS) return e_;
+  if (!is_real(type)) {
+    MPI_Request mq;
+    return passive_req(MPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm, &mq), &mq, request);
+  }
+  return reduce_any(sendbuf, recvbuf, recvcount, NULL, op, 0, comm, AD__M_RSB, request, "ad_mpi_ireduce_scatter_block");
+}
+
+int ad_mpi_reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
+                          MPI_Comm comm) {
+  int e_ = ad__types_refuse("ad_mpi_reduce_scatter", 1, type);
+  if (e_ != MPI_SUCCESS) return e_;
+  if (!is_real(type)) return MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
+  return reduce_any(sendbuf, recvbuf, 0, recvcounts, op, 0, comm, AD__M_RSB, NULL, "ad_mpi_reduce_scatter");
+}
+
+int ad_mpi_ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
+                           MPI_Comm comm, ad_mpi_request *request) {
+  int e_ = ad__types_refuse("ad_mpi_ireduce_scatter", 1, type);
+  if (e_ != MPI_SUCCESS) return e_;
+  if (!is_real(type)) {
+    MPI_Request mq;
+    return passive_req(MPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm, &mq), &mq, request);
+  }
+  return reduce_any(sendbuf, recvbuf, 0, recvcounts, op, 0, comm, AD__M_RSB, request, "ad_mpi_ireduce_scatter");
+}
+
+static int scan_any(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, int ex,
+                    ad_mpi_request *req, const char *fn) {
+  int e_ = ad__types_refuse(fn, 1, type);
+  if (e_ != MPI_SUCCESS) return e_;
+  if (!is_real(type)) {
+    if (!req)
+      return ex ? MPI_Exscan(sendbuf, recvbuf, count, type, op, comm)
+                : MPI_Scan(sendbuf, recvbuf, count, type, op, comm);
+    MPI_Request mq;
+    int rc = ex ? MPI_Iexscan(sendbuf, recvbuf, count, type, op, comm, &mq)
+                : MPI_Iscan(sendbuf, recvbuf, count, type, op, comm, &mq);
+    return passive_req(rc, &mq, req);
+  }
   if (count < 0) return MPI_ERR_COUNT;
   coll x;
   int rc = coll_begin(&x, comm);
@@ -408,36 +684,41 @@ static int scan_any(const void *sendbuf, void *recvbuf, int count, MPI_Datatype 
   }
   const ad_real *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
   int gets = !(ex && x.c->rank == 0); /* Exscan leaves rank 0's buffer undefined: we leave it alone */
-  double *v = dbuf((size_t)count), *res = dbuf((size_t)count);
-  if (!v || !res) {
-    free(v);
-    free(res);
+  pend *q = pend_new(&x, ex ? AD__M_EXSCAN : AD__M_SCAN, fn);
+  if (!q || !(q->sv = dbuf((size_t)count)) || !(q->rv = dbuf((size_t)count))) {
+    pend_free(q);
     return MPI_ERR_NO_MEM;
   }
-  ad__pack(src, count, v);
-  ad__mrec *r = x.t ? ad__mrec_push(x.t, ex ? AD__M_EXSCAN : AD__M_SCAN, x.c, count, gets ? count : 0) : NULL;
+  q->recvbuf = recvbuf;
+  q->n = count;
+  q->gets = gets;
+  ad__pack(src, count, q->sv);
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, ex ? AD__M_EXSCAN : AD__M_SCAN, x.c, count, gets ? count : 0) : NULL;
   if (r) ad__handles(x.t, src, count, r->in, fn);
-  rc = ex ? MPI_Exscan(v, res, count, MPI_DOUBLE, MPI_SUM, comm) : MPI_Scan(v, res, count, MPI_DOUBLE, MPI_SUM, comm);
+  MPI_Request mq = MPI_REQUEST_NULL;
+  if (req)
+    rc = ex ? MPI_Iexscan(q->sv, q->rv, count, MPI_DOUBLE, MPI_SUM, comm, &mq)
+            : MPI_Iscan(q->sv, q->rv, count, MPI_DOUBLE, MPI_SUM, comm, &mq);
+  else
+    rc = ex ? MPI_Exscan(q->sv, q->rv, count, MPI_DOUBLE, MPI_SUM, comm)
+            : MPI_Scan(q->sv, q->rv, count, MPI_DOUBLE, MPI_SUM, comm);
   ad__mpi_counters.forward_bytes += payload(AD__M_SCAN, 0, x.c->rank, x.c->size, 0, count, NULL, NULL);
-  if (rc == MPI_SUCCESS && gets) ad__unpack(r ? x.t : NULL, recvbuf, count, res, r ? r->out : NULL);
-  free(v);
-  free(res);
-  return rc == MPI_SUCCESS ? rc : fwd_fail(&x, rc, fn);
+  return pend_go(q, rc, mq, req);
 }
 
 int ad_mpi_scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_scan", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
-  return scan_any(sendbuf, recvbuf, count, type, op, comm, 0);
+  return scan_any(sendbuf, recvbuf, count, type, op, comm, 0, NULL, "ad_mpi_scan");
 }
 int ad_mpi_exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_exscan", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
-  return scan_any(sendbuf, recvbuf, count, type, op, comm, 1);
+  return scan_any(sendbuf, recvbuf, count, type, op, comm, 1, NULL, "ad_mpi_exscan");
+}
+int ad_mpi_iscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                 ad_mpi_request *request) {
+  return scan_any(sendbuf, recvbuf, count, type, op, comm, 0, request, "ad_mpi_iscan");
+}
+int ad_mpi_iexscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                   ad_mpi_request *request) {
+  return scan_any(sendbuf, recvbuf, count, type, op, comm, 1, request, "ad_mpi_iexscan");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -450,8 +731,24 @@ static int both_real(coll *x, MPI_Datatype a, MPI_Datatype b, int a_used, int b_
   return 0;
 }
 
+/* Regular counts: n per rank, packed in rank order. */
+static int regular(int size, int n, int **cnt, int **dsp) {
+  *cnt = malloc((size_t)size * sizeof **cnt);
+  *dsp = malloc((size_t)size * sizeof **dsp);
+  if (!*cnt || !*dsp) {
+    free(*cnt);
+    free(*dsp);
+    return MPI_ERR_NO_MEM;
+  }
+  for (int j = 0; j < size; j++) {
+    (*cnt)[j] = n;
+    (*dsp)[j] = j * n;
+  }
+  return MPI_SUCCESS;
+}
+
 static int gatherv_any(const void *sendbuf, int sendcount, void *recvbuf, const int *recvcounts, const int *displs,
-                       int root, MPI_Comm comm, const char *fn) {
+                       int root, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
   coll x;
   int rc = coll_begin(&x, comm);
   if (rc != MPI_SUCCESS) return rc;
@@ -459,15 +756,16 @@ static int gatherv_any(const void *sendbuf, int sendcount, void *recvbuf, const 
   int nin = inplace ? recvcounts[root] : sendcount;
   const ad_real *src = inplace ? (const ad_real *)recvbuf + displs[root] : sendbuf;
   int ext = me ? extent(recvcounts, displs, p) : 0, tot = me ? total(recvcounts, p) : 0;
-  double *sv = dbuf((size_t)nin), *rv = dbuf((size_t)ext);
-  if (!sv || !rv) {
-    free(sv);
-    free(rv);
+  pend *q = pend_new(&x, AD__M_GATHERV, fn);
+  if (!q || !(q->sv = dbuf((size_t)nin)) || !(q->rv = dbuf((size_t)ext)) ||
+      (me && (!(q->cnt = icopy(recvcounts, p)) || !(q->dsp = icopy(displs, p))))) {
+    pend_free(q);
     return MPI_ERR_NO_MEM;
   }
-  ad__pack(src, nin, sv);
-  if (inplace) memcpy(rv + displs[root], sv, (size_t)nin * sizeof(double));
-  ad__mrec *r = x.t ? ad__mrec_push(x.t, AD__M_GATHERV, x.c, nin, tot) : NULL;
+  q->recvbuf = recvbuf;
+  ad__pack(src, nin, q->sv);
+  if (inplace) memcpy(q->rv + displs[root], q->sv, (size_t)nin * sizeof(double));
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, AD__M_GATHERV, x.c, nin, tot) : NULL;
   if (r) {
     r->root = root;
     r->inplace = inplace;
@@ -475,87 +773,105 @@ static int gatherv_any(const void *sendbuf, int sendcount, void *recvbuf, const 
     if (me && (!(r->cnt = icopy(recvcounts, p)) || !(r->dsp = icopy(displs, p))))
       ad__fail(x.t, AD_ERR_NOMEM, "%s: no memory", fn);
   }
-  rc = MPI_Gatherv(inplace ? MPI_IN_PLACE : sv, sendcount, MPI_DOUBLE, rv, recvcounts, displs, MPI_DOUBLE, root, comm);
+  const void *sb = inplace ? MPI_IN_PLACE : q->sv;
+  MPI_Request mq = MPI_REQUEST_NULL;
+  rc = req ? MPI_Igatherv(sb, sendcount, MPI_DOUBLE, q->rv, q->cnt, q->dsp, MPI_DOUBLE, root, comm, &mq)
+           : MPI_Gatherv(sb, sendcount, MPI_DOUBLE, q->rv, recvcounts, displs, MPI_DOUBLE, root, comm);
   ad__mpi_counters.forward_bytes += payload(AD__M_GATHERV, 0, x.c->rank, p, root, nin, recvcounts, NULL);
-  if (rc == MPI_SUCCESS && me) slot_unpack(r ? x.t : NULL, recvbuf, recvcounts, displs, p, rv, r ? r->out : NULL);
-  free(sv);
-  free(rv);
-  return rc == MPI_SUCCESS ? rc : fwd_fail(&x, rc, fn);
+  return pend_go(q, rc, mq, req);
+}
+
+static int gather_check(const void *sendbuf, MPI_Datatype sendtype, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                        const char *fn, int *active) {
+  int e_ = ad__types_refuse(fn, 2, sendtype, recvtype);
+  if (e_ != MPI_SUCCESS) return e_;
+  int rank;
+  MPI_Comm_rank(comm, &rank);
+  int use_send = !(rank == root && sendbuf == MPI_IN_PLACE);
+  *active = (use_send ? is_real(sendtype) : is_real(recvtype)) || (rank == root && is_real(recvtype));
+  if (!*active) return MPI_SUCCESS;
+  coll chk = {0};
+  ad__mpi_tape(&chk.seen);
+  return both_real(&chk, sendtype, recvtype, use_send, rank == root, fn) ? MPI_SUCCESS : MPI_ERR_TYPE;
 }
 
 int ad_mpi_gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                    const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_gatherv", 2, sendtype, recvtype);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
-  int rank;
-  MPI_Comm_rank(comm, &rank);
-  int use_send = !(rank == root && sendbuf == MPI_IN_PLACE);
-  if (!(use_send ? is_real(sendtype) : is_real(recvtype)) && (rank != root || !is_real(recvtype)))
-    return MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
-  coll chk = {0};
-  ad__mpi_tape(&chk.seen);
-  if (!both_real(&chk, sendtype, recvtype, use_send, rank == root, "ad_mpi_gatherv")) return MPI_ERR_TYPE;
-  return gatherv_any(sendbuf, sendcount, recvbuf, recvcounts, displs, root, comm, "ad_mpi_gatherv");
+  int active, rc = gather_check(sendbuf, sendtype, recvtype, root, comm, "ad_mpi_gatherv", &active);
+  if (rc != MPI_SUCCESS) return rc;
+  if (!active) return MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
+  return gatherv_any(sendbuf, sendcount, recvbuf, recvcounts, displs, root, comm, NULL, "ad_mpi_gatherv");
 }
 
-int ad_mpi_gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                  MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_gather", 2, sendtype, recvtype);
-    if (e_ != MPI_SUCCESS) return e_;
+int ad_mpi_igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                    const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *request) {
+  int active, rc = gather_check(sendbuf, sendtype, recvtype, root, comm, "ad_mpi_igatherv", &active);
+  if (rc != MPI_SUCCESS) return rc;
+  if (!active) {
+    MPI_Request mq;
+    rc = MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, &mq);
+    return passive_req(rc, &mq, request);
   }
-  int rank, size;
-  MPI_Comm_rank(comm, &rank);
+  return gatherv_any(sendbuf, sendcount, recvbuf, recvcounts, displs, root, comm, request, "ad_mpi_igatherv");
+}
+
+static int gather_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                      MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
+  int active, rc = gather_check(sendbuf, sendtype, recvtype, root, comm, fn, &active);
+  if (rc != MPI_SUCCESS) return rc;
+  if (!active) {
+    if (!req) return MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    MPI_Request mq;
+    rc = MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, &mq);
+    return passive_req(rc, &mq, req);
+  }
+  int size, *cnt, *dsp;
   MPI_Comm_size(comm, &size);
-  int use_send = !(rank == root && sendbuf == MPI_IN_PLACE);
-  if (!(use_send ? is_real(sendtype) : is_real(recvtype)) && (rank != root || !is_real(recvtype)))
-    return MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-  coll chk = {0};
-  ad__mpi_tape(&chk.seen);
-  if (!both_real(&chk, sendtype, recvtype, use_send, rank == root, "ad_mpi_gather")) return MPI_ERR_TYPE;
-  int *cnt = malloc((size_t)size * sizeof *cnt), *dsp = malloc((size_t)size * sizeof *dsp);
-  if (!cnt || !dsp) {
-    free(cnt);
-    free(dsp);
-    return MPI_ERR_NO_MEM;
-  }
-  for (int j = 0; j < size; j++) {
-    cnt[j] = recvcount;
-    dsp[j] = j * recvcount;
-  }
-  int rc = gatherv_any(sendbuf, sendcount, recvbuf, cnt, dsp, root, comm, "ad_mpi_gather");
+  if ((rc = regular(size, recvcount, &cnt, &dsp)) != MPI_SUCCESS) return rc;
+  rc = gatherv_any(sendbuf, sendcount, recvbuf, cnt, dsp, root, comm, req, fn);
   free(cnt);
   free(dsp);
   return rc;
 }
 
+int ad_mpi_gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                  MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  return gather_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, NULL, "ad_mpi_gather");
+}
+int ad_mpi_igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                   MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *request) {
+  return gather_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, "ad_mpi_igather");
+}
+
 static int scatterv_any(const void *sendbuf, const int *sendcounts, const int *displs, void *recvbuf, int recvcount,
-                        int root, MPI_Comm comm, const char *fn) {
+                        int root, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
   coll x;
   int rc = coll_begin(&x, comm);
   if (rc != MPI_SUCCESS) return rc;
   int p = x.c->size, me = x.c->rank == root, inplace = me && recvbuf == MPI_IN_PLACE;
   int ext = me ? extent(sendcounts, displs, p) : 0;
   int nin = 0;
+  pend *q = pend_new(&x, AD__M_SCATTERV, fn);
+  if (!q || !(q->sv = dbuf((size_t)ext)) || !(q->rv = dbuf((size_t)recvcount)) ||
+      (me && (!(q->a1 = icopy(sendcounts, p)) || !(q->a2 = icopy(displs, p))))) {
+    pend_free(q);
+    return MPI_ERR_NO_MEM;
+  }
   int *cnt = NULL;
   if (me) {
     /* An in-place root keeps its own slot where it is, handles and all. */
-    if (!(cnt = icopy(sendcounts, p))) return MPI_ERR_NO_MEM;
+    if (!(cnt = icopy(sendcounts, p))) {
+      pend_free(q);
+      return MPI_ERR_NO_MEM;
+    }
     if (inplace) cnt[root] = 0;
     nin = total(cnt, p);
   }
-  int nout = inplace ? 0 : recvcount;
-  double *sv = dbuf((size_t)ext), *rv = dbuf((size_t)recvcount);
-  if (!sv || !rv) {
-    free(sv);
-    free(rv);
-    free(cnt);
-    return MPI_ERR_NO_MEM;
-  }
-  if (me) ad__pack(sendbuf, ext, sv);
-  ad__mrec *r = x.t ? ad__mrec_push(x.t, AD__M_SCATTERV, x.c, nin, nout) : NULL;
+  q->recvbuf = recvbuf;
+  q->n = recvcount;
+  q->gets = !inplace;
+  if (me) ad__pack(sendbuf, ext, q->sv);
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, AD__M_SCATTERV, x.c, nin, inplace ? 0 : recvcount) : NULL;
   if (r) {
     r->root = root;
     r->inplace = inplace;
@@ -569,65 +885,81 @@ static int scatterv_any(const void *sendbuf, const int *sendcounts, const int *d
         slot_handles(x.t, sendbuf, r->cnt, r->dsp, p, r->in, fn);
     }
   }
-  rc = MPI_Scatterv(sv, sendcounts, displs, MPI_DOUBLE, inplace ? MPI_IN_PLACE : rv, recvcount, MPI_DOUBLE, root, comm);
-  ad__mpi_counters.forward_bytes += payload(AD__M_SCATTERV, 0, x.c->rank, p, root, recvcount, sendcounts, NULL);
-  if (rc == MPI_SUCCESS && !inplace) ad__unpack(r ? x.t : NULL, recvbuf, recvcount, rv, r ? r->out : NULL);
-  free(sv);
-  free(rv);
   free(cnt);
-  return rc == MPI_SUCCESS ? rc : fwd_fail(&x, rc, fn);
+  void *rb = inplace ? MPI_IN_PLACE : q->rv;
+  MPI_Request mq = MPI_REQUEST_NULL;
+  rc = req ? MPI_Iscatterv(q->sv, q->a1, q->a2, MPI_DOUBLE, rb, recvcount, MPI_DOUBLE, root, comm, &mq)
+           : MPI_Scatterv(q->sv, sendcounts, displs, MPI_DOUBLE, rb, recvcount, MPI_DOUBLE, root, comm);
+  ad__mpi_counters.forward_bytes += payload(AD__M_SCATTERV, 0, x.c->rank, p, root, recvcount, sendcounts, NULL);
+  return pend_go(q, rc, mq, req);
+}
+
+static int scatter_check(MPI_Datatype sendtype, void *recvbuf, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                         const char *fn, int *active) {
+  int e_ = ad__types_refuse(fn, 2, sendtype, recvtype);
+  if (e_ != MPI_SUCCESS) return e_;
+  int rank;
+  MPI_Comm_rank(comm, &rank);
+  int use_recv = !(rank == root && recvbuf == MPI_IN_PLACE);
+  *active = (use_recv ? is_real(recvtype) : is_real(sendtype)) || (rank == root && is_real(sendtype));
+  if (!*active) return MPI_SUCCESS;
+  coll chk = {0};
+  ad__mpi_tape(&chk.seen);
+  return both_real(&chk, sendtype, recvtype, rank == root, use_recv, fn) ? MPI_SUCCESS : MPI_ERR_TYPE;
 }
 
 int ad_mpi_scatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
                     void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_scatterv", 2, sendtype, recvtype);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
-  int rank;
-  MPI_Comm_rank(comm, &rank);
-  int use_recv = !(rank == root && recvbuf == MPI_IN_PLACE);
-  if (!(use_recv ? is_real(recvtype) : is_real(sendtype)) && (rank != root || !is_real(sendtype)))
-    return MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
-  coll chk = {0};
-  ad__mpi_tape(&chk.seen);
-  if (!both_real(&chk, sendtype, recvtype, rank == root, use_recv, "ad_mpi_scatterv")) return MPI_ERR_TYPE;
-  return scatterv_any(sendbuf, sendcounts, displs, recvbuf, recvcount, root, comm, "ad_mpi_scatterv");
+  int active, rc = scatter_check(sendtype, recvbuf, recvtype, root, comm, "ad_mpi_scatterv", &active);
+  if (rc != MPI_SUCCESS) return rc;
+  if (!active) return MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
+  return scatterv_any(sendbuf, sendcounts, displs, recvbuf, recvcount, root, comm, NULL, "ad_mpi_scatterv");
 }
 
-int ad_mpi_scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                   MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_scatter", 2, sendtype, recvtype);
-    if (e_ != MPI_SUCCESS) return e_;
+int ad_mpi_iscatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+                     void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                     ad_mpi_request *request) {
+  int active, rc = scatter_check(sendtype, recvbuf, recvtype, root, comm, "ad_mpi_iscatterv", &active);
+  if (rc != MPI_SUCCESS) return rc;
+  if (!active) {
+    MPI_Request mq;
+    rc = MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, &mq);
+    return passive_req(rc, &mq, request);
   }
-  int rank, size;
-  MPI_Comm_rank(comm, &rank);
+  return scatterv_any(sendbuf, sendcounts, displs, recvbuf, recvcount, root, comm, request, "ad_mpi_iscatterv");
+}
+
+static int scatter_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                       MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
+  int active, rc = scatter_check(sendtype, recvbuf, recvtype, root, comm, fn, &active);
+  if (rc != MPI_SUCCESS) return rc;
+  if (!active) {
+    if (!req) return MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    MPI_Request mq;
+    rc = MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, &mq);
+    return passive_req(rc, &mq, req);
+  }
+  int size, *cnt, *dsp;
   MPI_Comm_size(comm, &size);
-  int use_recv = !(rank == root && recvbuf == MPI_IN_PLACE);
-  if (!(use_recv ? is_real(recvtype) : is_real(sendtype)) && (rank != root || !is_real(sendtype)))
-    return MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-  coll chk = {0};
-  ad__mpi_tape(&chk.seen);
-  if (!both_real(&chk, sendtype, recvtype, rank == root, use_recv, "ad_mpi_scatter")) return MPI_ERR_TYPE;
-  int *cnt = malloc((size_t)size * sizeof *cnt), *dsp = malloc((size_t)size * sizeof *dsp);
-  if (!cnt || !dsp) {
-    free(cnt);
-    free(dsp);
-    return MPI_ERR_NO_MEM;
-  }
-  for (int j = 0; j < size; j++) {
-    cnt[j] = sendcount;
-    dsp[j] = j * sendcount;
-  }
-  int rc = scatterv_any(sendbuf, cnt, dsp, recvbuf, recvcount, root, comm, "ad_mpi_scatter");
+  if ((rc = regular(size, sendcount, &cnt, &dsp)) != MPI_SUCCESS) return rc;
+  rc = scatterv_any(sendbuf, cnt, dsp, recvbuf, recvcount, root, comm, req, fn);
   free(cnt);
   free(dsp);
   return rc;
 }
 
+int ad_mpi_scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                   MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  return scatter_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, NULL, "ad_mpi_scatter");
+}
+int ad_mpi_iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                    MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *request) {
+  return scatter_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request,
+                     "ad_mpi_iscatter");
+}
+
 static int allgatherv_any(const void *sendbuf, int sendcount, void *recvbuf, const int *recvcounts, const int *displs,
-                          MPI_Comm comm, const char *fn) {
+                          MPI_Comm comm, ad_mpi_request *req, const char *fn) {
   coll x;
   int rc = coll_begin(&x, comm);
   if (rc != MPI_SUCCESS) return rc;
@@ -635,80 +967,95 @@ static int allgatherv_any(const void *sendbuf, int sendcount, void *recvbuf, con
   int nin = inplace ? recvcounts[me] : sendcount;
   const ad_real *src = inplace ? (const ad_real *)recvbuf + displs[me] : sendbuf;
   int ext = extent(recvcounts, displs, p), tot = total(recvcounts, p);
-  double *sv = dbuf((size_t)nin), *rv = dbuf((size_t)ext);
-  if (!sv || !rv) {
-    free(sv);
-    free(rv);
+  pend *q = pend_new(&x, AD__M_ALLGATHERV, fn);
+  if (!q || !(q->sv = dbuf((size_t)nin)) || !(q->rv = dbuf((size_t)ext)) || !(q->cnt = icopy(recvcounts, p)) ||
+      !(q->dsp = icopy(displs, p))) {
+    pend_free(q);
     return MPI_ERR_NO_MEM;
   }
-  ad__pack(src, nin, sv);
+  q->recvbuf = recvbuf;
+  ad__pack(src, nin, q->sv);
   /* The own contribution always goes in place: by MPI's definition the same
    * operation, and some MPI libraries (MPICH 4.0) put a separate one at
    * displacement 0 instead of displs[rank] on a one-rank communicator. A
    * count that does not match recvcounts[rank] is left to MPI to report. */
   int own = inplace || sendcount == recvcounts[me];
-  if (own) memcpy(rv + displs[me], sv, (size_t)nin * sizeof(double));
-  ad__mrec *r = x.t ? ad__mrec_push(x.t, AD__M_ALLGATHERV, x.c, nin, tot) : NULL;
+  if (own) memcpy(q->rv + displs[me], q->sv, (size_t)nin * sizeof(double));
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, AD__M_ALLGATHERV, x.c, nin, tot) : NULL;
   if (r) {
     ad__handles(x.t, src, nin, r->in, fn);
     if (!(r->cnt = icopy(recvcounts, p)) || !(r->dsp = icopy(displs, p)))
       ad__fail(x.t, AD_ERR_NOMEM, "%s: no memory", fn);
   }
-  rc = MPI_Allgatherv(own ? MPI_IN_PLACE : sv, sendcount, MPI_DOUBLE, rv, recvcounts, displs, MPI_DOUBLE, comm);
+  const void *sb = own ? MPI_IN_PLACE : q->sv;
+  MPI_Request mq = MPI_REQUEST_NULL;
+  rc = req ? MPI_Iallgatherv(sb, sendcount, MPI_DOUBLE, q->rv, q->cnt, q->dsp, MPI_DOUBLE, comm, &mq)
+           : MPI_Allgatherv(sb, sendcount, MPI_DOUBLE, q->rv, recvcounts, displs, MPI_DOUBLE, comm);
   ad__mpi_counters.forward_bytes += payload(AD__M_ALLGATHERV, 0, me, p, 0, nin, recvcounts, NULL);
-  if (rc == MPI_SUCCESS) slot_unpack(r ? x.t : NULL, recvbuf, recvcounts, displs, p, rv, r ? r->out : NULL);
-  free(sv);
-  free(rv);
-  return rc == MPI_SUCCESS ? rc : fwd_fail(&x, rc, fn);
+  return pend_go(q, rc, mq, req);
+}
+
+/* Allgather(v) and alltoall(v): active when a buffer in use is AD_MPI_REAL. */
+static int all_check(const void *sendbuf, MPI_Datatype sendtype, MPI_Datatype recvtype, const char *fn, int *active) {
+  int e_ = ad__types_refuse(fn, 2, sendtype, recvtype);
+  if (e_ != MPI_SUCCESS) return e_;
+  int use_send = sendbuf != MPI_IN_PLACE;
+  *active = is_real(recvtype) || (use_send && is_real(sendtype));
+  if (!*active) return MPI_SUCCESS;
+  coll chk = {0};
+  ad__mpi_tape(&chk.seen);
+  return both_real(&chk, sendtype, recvtype, use_send, 1, fn) ? MPI_SUCCESS : MPI_ERR_TYPE;
 }
 
 int ad_mpi_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                       const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_allgatherv", 2, sendtype, recvtype);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
-  int use_send = sendbuf != MPI_IN_PLACE;
-  if (!is_real(recvtype) && !(use_send && is_real(sendtype)))
-    return MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
-  coll chk = {0};
-  ad__mpi_tape(&chk.seen);
-  if (!both_real(&chk, sendtype, recvtype, use_send, 1, "ad_mpi_allgatherv")) return MPI_ERR_TYPE;
-  return allgatherv_any(sendbuf, sendcount, recvbuf, recvcounts, displs, comm, "ad_mpi_allgatherv");
+  int active, rc = all_check(sendbuf, sendtype, recvtype, "ad_mpi_allgatherv", &active);
+  if (rc != MPI_SUCCESS) return rc;
+  if (!active) return MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+  return allgatherv_any(sendbuf, sendcount, recvbuf, recvcounts, displs, comm, NULL, "ad_mpi_allgatherv");
 }
 
-int ad_mpi_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                     MPI_Datatype recvtype, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_allgather", 2, sendtype, recvtype);
-    if (e_ != MPI_SUCCESS) return e_;
+int ad_mpi_iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                       const int displs[], MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request) {
+  int active, rc = all_check(sendbuf, sendtype, recvtype, "ad_mpi_iallgatherv", &active);
+  if (rc != MPI_SUCCESS) return rc;
+  if (!active) {
+    MPI_Request mq;
+    rc = MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, &mq);
+    return passive_req(rc, &mq, request);
   }
-  int use_send = sendbuf != MPI_IN_PLACE;
-  if (!is_real(recvtype) && !(use_send && is_real(sendtype)))
-    return MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-  coll chk = {0};
-  ad__mpi_tape(&chk.seen);
-  if (!both_real(&chk, sendtype, recvtype, use_send, 1, "ad_mpi_allgather")) return MPI_ERR_TYPE;
-  int size;
+  return allgatherv_any(sendbuf, sendcount, recvbuf, recvcounts, displs, comm, request, "ad_mpi_iallgatherv");
+}
+
+static int allgather_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                         MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
+  int active, rc = all_check(sendbuf, sendtype, recvtype, fn, &active);
+  if (rc != MPI_SUCCESS) return rc;
+  if (!active) {
+    if (!req) return MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    MPI_Request mq;
+    return passive_req(MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &mq), &mq, req);
+  }
+  int size, *cnt, *dsp;
   MPI_Comm_size(comm, &size);
-  int *cnt = malloc((size_t)size * sizeof *cnt), *dsp = malloc((size_t)size * sizeof *dsp);
-  if (!cnt || !dsp) {
-    free(cnt);
-    free(dsp);
-    return MPI_ERR_NO_MEM;
-  }
-  for (int j = 0; j < size; j++) {
-    cnt[j] = recvcount;
-    dsp[j] = j * recvcount;
-  }
-  int rc = allgatherv_any(sendbuf, sendcount, recvbuf, cnt, dsp, comm, "ad_mpi_allgather");
+  if ((rc = regular(size, recvcount, &cnt, &dsp)) != MPI_SUCCESS) return rc;
+  rc = allgatherv_any(sendbuf, sendcount, recvbuf, cnt, dsp, comm, req, fn);
   free(cnt);
   free(dsp);
   return rc;
 }
 
+int ad_mpi_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                     MPI_Datatype recvtype, MPI_Comm comm) {
+  return allgather_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, NULL, "ad_mpi_allgather");
+}
+int ad_mpi_iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                      MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request) {
+  return allgather_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, "ad_mpi_iallgather");
+}
+
 static int alltoallv_any(const void *sendbuf, const int *scnt, const int *sdsp, void *recvbuf, const int *rcnt,
-                         const int *rdsp, MPI_Comm comm, const char *fn) {
+                         const int *rdsp, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
   coll x;
   int rc = coll_begin(&x, comm);
   if (rc != MPI_SUCCESS) return rc;
@@ -720,14 +1067,15 @@ static int alltoallv_any(const void *sendbuf, const int *scnt, const int *sdsp, 
   }
   int sext = extent(scnt, sdsp, p), rext = extent(rcnt, rdsp, p);
   int nin = total(scnt, p), nout = total(rcnt, p);
-  double *sv = dbuf((size_t)sext), *rv = dbuf((size_t)rext);
-  if (!sv || !rv) {
-    free(sv);
-    free(rv);
+  pend *q = pend_new(&x, AD__M_ALLTOALLV, fn);
+  if (!q || !(q->sv = dbuf((size_t)sext)) || !(q->rv = dbuf((size_t)rext)) || !(q->cnt = icopy(rcnt, p)) ||
+      !(q->dsp = icopy(rdsp, p)) || !(q->a1 = icopy(scnt, p)) || !(q->a2 = icopy(sdsp, p))) {
+    pend_free(q);
     return MPI_ERR_NO_MEM;
   }
-  ad__pack(sendbuf, sext, sv);
-  ad__mrec *r = x.t ? ad__mrec_push(x.t, AD__M_ALLTOALLV, x.c, nin, nout) : NULL;
+  q->recvbuf = recvbuf;
+  ad__pack(sendbuf, sext, q->sv);
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, AD__M_ALLTOALLV, x.c, nin, nout) : NULL;
   if (r) {
     if (!(r->cnt = icopy(scnt, p)) || !(r->dsp = icopy(sdsp, p)) || !(r->cnt2 = icopy(rcnt, p)) ||
         !(r->dsp2 = icopy(rdsp, p)))
@@ -735,115 +1083,446 @@ static int alltoallv_any(const void *sendbuf, const int *scnt, const int *sdsp, 
     else
       slot_handles(x.t, sendbuf, scnt, sdsp, p, r->in, fn);
   }
-  rc = MPI_Alltoallv(sv, scnt, sdsp, MPI_DOUBLE, rv, rcnt, rdsp, MPI_DOUBLE, comm);
+  MPI_Request mq = MPI_REQUEST_NULL;
+  rc = req ? MPI_Ialltoallv(q->sv, q->a1, q->a2, MPI_DOUBLE, q->rv, q->cnt, q->dsp, MPI_DOUBLE, comm, &mq)
+           : MPI_Alltoallv(q->sv, scnt, sdsp, MPI_DOUBLE, q->rv, rcnt, rdsp, MPI_DOUBLE, comm);
   ad__mpi_counters.forward_bytes += payload(AD__M_ALLTOALLV, 0, x.c->rank, p, 0, 0, scnt, rcnt);
-  if (rc == MPI_SUCCESS) slot_unpack(r ? x.t : NULL, recvbuf, rcnt, rdsp, p, rv, r ? r->out : NULL);
-  free(sv);
-  free(rv);
-  return rc == MPI_SUCCESS ? rc : fwd_fail(&x, rc, fn);
+  return pend_go(q, rc, mq, req);
 }
 
 int ad_mpi_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
                      void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_alltoallv", 2, sendtype, recvtype);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
-  int use_send = sendbuf != MPI_IN_PLACE;
-  if (!is_real(recvtype) && !(use_send && is_real(sendtype)))
+  int active, rc = all_check(sendbuf, sendtype, recvtype, "ad_mpi_alltoallv", &active);
+  if (rc != MPI_SUCCESS) return rc;
+  if (!active)
     return MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
-  coll chk = {0};
-  ad__mpi_tape(&chk.seen);
-  if (!both_real(&chk, sendtype, recvtype, use_send, 1, "ad_mpi_alltoallv")) return MPI_ERR_TYPE;
-  return alltoallv_any(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, comm, "ad_mpi_alltoallv");
+  return alltoallv_any(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, comm, NULL, "ad_mpi_alltoallv");
+}
+
+int ad_mpi_ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                      void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                      ad_mpi_request *request) {
+  int active, rc = all_check(sendbuf, sendtype, recvtype, "ad_mpi_ialltoallv", &active);
+  if (rc != MPI_SUCCESS) return rc;
+  if (!active) {
+    MPI_Request mq;
+    rc = MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, &mq);
+    return passive_req(rc, &mq, request);
+  }
+  return alltoallv_any(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, comm, request, "ad_mpi_ialltoallv");
+}
+
+static int alltoall_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                        MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
+  int active, rc = all_check(sendbuf, sendtype, recvtype, fn, &active);
+  if (rc != MPI_SUCCESS) return rc;
+  if (!active) {
+    if (!req) return MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    MPI_Request mq;
+    return passive_req(MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &mq), &mq, req);
+  }
+  int size, *sc, *sd, *rcn, *rd;
+  MPI_Comm_size(comm, &size);
+  if ((rc = regular(size, sendcount, &sc, &sd)) != MPI_SUCCESS) return rc;
+  if ((rc = regular(size, recvcount, &rcn, &rd)) == MPI_SUCCESS) {
+    rc = alltoallv_any(sendbuf, sc, sd, recvbuf, rcn, rd, comm, req, fn);
+    free(rcn);
+    free(rd);
+  }
+  free(sc);
+  free(sd);
+  return rc;
 }
 
 int ad_mpi_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                     MPI_Datatype recvtype, MPI_Comm comm) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_alltoall", 2, sendtype, recvtype);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
-  int use_send = sendbuf != MPI_IN_PLACE;
-  if (!is_real(recvtype) && !(use_send && is_real(sendtype)))
-    return MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-  coll chk = {0};
-  ad__mpi_tape(&chk.seen);
-  if (!both_real(&chk, sendtype, recvtype, use_send, 1, "ad_mpi_alltoall")) return MPI_ERR_TYPE;
+  return alltoall_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, NULL, "ad_mpi_alltoall");
+}
+int ad_mpi_ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                     MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request) {
+  return alltoall_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, "ad_mpi_ialltoall");
+}
+
+/* Alltoallw: per-rank datatypes and displacements in bytes. Differentiated
+ * when every type in use is AD_MPI_REAL (then it is an alltoallv with the
+ * displacements in elements), passed to MPI when none is; a mix is refused. */
+static int alltoallw_any(const void *sendbuf, const int *scnt, const int *sdsp, const MPI_Datatype *stypes,
+                         void *recvbuf, const int *rcnt, const int *rdsp, const MPI_Datatype *rtypes, MPI_Comm comm,
+                         ad_mpi_request *req, const char *fn) {
   int size;
   MPI_Comm_size(comm, &size);
-  int *a = malloc(4 * (size_t)size * sizeof *a);
-  if (!a) return MPI_ERR_NO_MEM;
-  int *sc = a, *sd = a + size, *rc_ = a + 2 * size, *rd = a + 3 * size;
-  for (int j = 0; j < size; j++) {
-    sc[j] = sendcount;
-    sd[j] = j * sendcount;
-    rc_[j] = recvcount;
-    rd[j] = j * recvcount;
+  int inplace = sendbuf == MPI_IN_PLACE, nreal = 0, nused = 0, rc = MPI_SUCCESS;
+  for (int j = 0; j < size && rc == MPI_SUCCESS; j++) {
+    if (!inplace && scnt[j]) {
+      nused++;
+      nreal += is_real(stypes[j]);
+      rc = ad__types_refuse(fn, 1, stypes[j]);
+    }
+    if (rc == MPI_SUCCESS && rcnt[j]) {
+      nused++;
+      nreal += is_real(rtypes[j]);
+      rc = ad__types_refuse(fn, 1, rtypes[j]);
+    }
   }
-  int rc = alltoallv_any(sendbuf, sc, sd, recvbuf, rc_, rd, comm, "ad_mpi_alltoall");
+  if (rc != MPI_SUCCESS) return rc;
+  if (nreal == 0) {
+    if (!req) return MPI_Alltoallw(sendbuf, scnt, sdsp, stypes, recvbuf, rcnt, rdsp, rtypes, comm);
+    MPI_Request mq;
+    return passive_req(MPI_Ialltoallw(sendbuf, scnt, sdsp, stypes, recvbuf, rcnt, rdsp, rtypes, comm, &mq), &mq, req);
+  }
+  int *a = malloc(2 * (size_t)size * sizeof *a);
+  if (!a) return MPI_ERR_NO_MEM;
+  int *sd = a, *rd = a + size;
+  int bad = nreal != nused;
+  for (int j = 0; j < size; j++) {
+    sd[j] = inplace ? 0 : sdsp[j] / (int)sizeof(ad_real);
+    rd[j] = rdsp[j] / (int)sizeof(ad_real);
+    if ((!inplace && scnt[j] && sdsp[j] % (int)sizeof(ad_real)) || (rcnt[j] && rdsp[j] % (int)sizeof(ad_real))) bad = 1;
+  }
+  if (bad) {
+    free(a);
+    ad_tape *seen;
+    ad__mpi_tape(&seen);
+    if (seen)
+      ad__fail(seen, AD_ERR_MPI,
+               "%s: every datatype in use must be AD_MPI_REAL, with displacements in whole ad_real elements", fn);
+    return MPI_ERR_TYPE;
+  }
+  rc = alltoallv_any(sendbuf, inplace ? rcnt : scnt, inplace ? rd : sd, recvbuf, rcnt, rd, comm, req, fn);
   free(a);
   return rc;
+}
+
+int ad_mpi_alltoallw(const void *sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
+                     void *recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
+                     MPI_Comm comm) {
+  return alltoallw_any(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, NULL,
+                       "ad_mpi_alltoallw");
+}
+int ad_mpi_ialltoallw(const void *sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
+                      void *recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
+                      MPI_Comm comm, ad_mpi_request *request) {
+  return alltoallw_any(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request,
+                       "ad_mpi_ialltoallw");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Neighbourhood collectives                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* A topology's sources (indeg) and destinations (outdeg). */
+static int degrees(MPI_Comm comm, int *indeg, int *outdeg) {
+  int topo = MPI_UNDEFINED, rc = MPI_Topo_test(comm, &topo), w;
+  if (rc != MPI_SUCCESS) return rc;
+  if (topo == MPI_CART) {
+    int nd;
+    rc = MPI_Cartdim_get(comm, &nd);
+    *indeg = *outdeg = 2 * nd;
+  } else if (topo == MPI_GRAPH) {
+    int me;
+    MPI_Comm_rank(comm, &me);
+    rc = MPI_Graph_neighbors_count(comm, me, indeg);
+    *outdeg = *indeg;
+  } else if (topo == MPI_DIST_GRAPH) {
+    rc = MPI_Dist_graph_neighbors_count(comm, indeg, outdeg, &w);
+  } else {
+    rc = MPI_ERR_TOPOLOGY;
+  }
+  return rc;
+}
+
+/* Every neighbourhood collective on AD_MPI_REAL is an alltoallv over the
+ * edges: allgather(v) sends the same slot along every edge. */
+static int neighbor_any(const void *sendbuf, const int *scnt, const int *sdsp, void *recvbuf, const int *rcnt,
+                        const int *rdsp, int indeg, int outdeg, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
+  coll x;
+  int rc = coll_begin(&x, comm);
+  if (rc != MPI_SUCCESS) return rc;
+  /* Open MPI 4.1 mixes up a neighbourhood collective started while the
+   * communicator's duplicate is still being made: finish that first (every
+   * rank has started it, in this same call). */
+  if (ad__mpi_comm_ready(NULL, x.c) != AD_OK) return MPI_ERR_OTHER;
+  int sext = extent(scnt, sdsp, outdeg), rext = extent(rcnt, rdsp, indeg);
+  pend *q = pend_new(&x, AD__M_NEIGHBOR, fn);
+  if (!q || !(q->sv = dbuf((size_t)sext)) || !(q->rv = dbuf((size_t)rext)) || !(q->cnt = icopy(rcnt, indeg)) ||
+      !(q->dsp = icopy(rdsp, indeg)) || !(q->a1 = icopy(scnt, outdeg)) || !(q->a2 = icopy(sdsp, outdeg)) ||
+      !(q->a3 = icopy(rcnt, indeg)) || !(q->a4 = icopy(rdsp, indeg))) {
+    pend_free(q);
+    return MPI_ERR_NO_MEM;
+  }
+  /* A Cartesian slot of MPI_PROC_NULL receives nothing: its buffer, and
+   * its handles, stay as they are. */
+  int topo = MPI_UNDEFINED;
+  MPI_Topo_test(comm, &topo);
+  int nin = total(scnt, outdeg), nsend = nin;
+  if (topo == MPI_CART)
+    for (int d = 0; 2 * d < indeg; d++) {
+      int lo, hi;
+      MPI_Cart_shift(comm, d, 1, &lo, &hi);
+      if (lo == MPI_PROC_NULL) {
+        q->cnt[2 * d] = 0;
+        nsend -= scnt[2 * d];
+      }
+      if (hi == MPI_PROC_NULL) {
+        q->cnt[2 * d + 1] = 0;
+        nsend -= scnt[2 * d + 1];
+      }
+    }
+  int nout = total(q->cnt, indeg);
+  q->recvbuf = recvbuf;
+  q->nslots = indeg;
+  ad__pack(sendbuf, sext, q->sv);
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, AD__M_NEIGHBOR, x.c, nin, nout) : NULL;
+  if (r) {
+    r->peer = outdeg;
+    r->rpeer = indeg;
+    r->count = nsend; /* values that leave this rank (not to MPI_PROC_NULL) */
+    if (!(r->cnt = icopy(scnt, outdeg)) || !(r->dsp = icopy(sdsp, outdeg)) || !(r->cnt2 = icopy(q->cnt, indeg)) ||
+        !(r->dsp2 = icopy(rdsp, indeg)))
+      ad__fail(x.t, AD_ERR_NOMEM, "%s: no memory", fn);
+    else
+      slot_handles(x.t, sendbuf, scnt, sdsp, outdeg, r->in, fn);
+  }
+  /* Always MPI's nonblocking alltoallv, which the sweeps use too: where a
+   * rank is the same neighbour twice (a periodic Cartesian dimension of one
+   * or two ranks, repeated graph edges) MPI libraries disagree, even between
+   * their own blocking and nonblocking calls, on which slot receives which
+   * message; the forward call and the sweeps must route alike. */
+  MPI_Request mq = MPI_REQUEST_NULL;
+  rc = MPI_Ineighbor_alltoallv(q->sv, q->a1, q->a2, MPI_DOUBLE, q->rv, q->a3, q->a4, MPI_DOUBLE, comm, &mq);
+  if (rc == MPI_SUCCESS && !req) rc = MPI_Wait(&mq, MPI_STATUS_IGNORE);
+  ad__mpi_counters.forward_bytes += (uint64_t)nsend * sizeof(double);
+  return pend_go(q, rc, mq, req);
+}
+
+/* kind: 0 alltoall, 1 alltoallv, 2 allgather, 3 allgatherv. Counts and
+ * displacements the call does not take are made here. */
+static int neighbor_kind(int kind, const void *sendbuf, int sendcount, const int *scnt, const int *sdsp,
+                         MPI_Datatype sendtype, void *recvbuf, int recvcount, const int *rcnt, const int *rdsp,
+                         MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
+  int active, rc = all_check(sendbuf, sendtype, recvtype, fn, &active);
+  if (rc != MPI_SUCCESS) return rc;
+  if (sendbuf == MPI_IN_PLACE) return MPI_ERR_BUFFER; /* MPI allows no MPI_IN_PLACE here */
+  int indeg, outdeg;
+  if ((rc = degrees(comm, &indeg, &outdeg)) != MPI_SUCCESS) return rc;
+  int *a = malloc(sizeof(int) * (size_t)(2 * (indeg + outdeg) + 1));
+  if (!a) return MPI_ERR_NO_MEM;
+  int *sc = a, *sd = a + outdeg, *rc_ = a + 2 * outdeg, *rd = a + 2 * outdeg + indeg;
+  for (int j = 0; j < outdeg; j++) {
+    sc[j] = kind == 1 ? scnt[j] : sendcount;
+    sd[j] = kind == 1 ? sdsp[j] : kind == 0 ? j * sendcount : 0;
+  }
+  for (int j = 0; j < indeg; j++) {
+    rc_[j] = kind == 1 || kind == 3 ? rcnt[j] : recvcount;
+    rd[j] = kind == 1 || kind == 3 ? rdsp[j] : j * recvcount;
+  }
+  if (active) {
+    rc = neighbor_any(sendbuf, sc, sd, recvbuf, rc_, rd, indeg, outdeg, comm, req, fn);
+  } else {
+    MPI_Request mq = MPI_REQUEST_NULL;
+    switch (kind) {
+    case 0:
+      rc = req ? MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &mq)
+               : MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+      break;
+    case 1:
+      rc = req ? MPI_Ineighbor_alltoallv(sendbuf, scnt, sdsp, sendtype, recvbuf, rcnt, rdsp, recvtype, comm, &mq)
+               : MPI_Neighbor_alltoallv(sendbuf, scnt, sdsp, sendtype, recvbuf, rcnt, rdsp, recvtype, comm);
+      break;
+    case 2:
+      rc = req ? MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &mq)
+               : MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+      break;
+    default:
+      rc = req ? MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, rcnt, rdsp, recvtype, comm, &mq)
+               : MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, rcnt, rdsp, recvtype, comm);
+      break;
+    }
+    if (req) rc = passive_req(rc, &mq, req);
+  }
+  free(a);
+  return rc;
+}
+
+int ad_mpi_neighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                              MPI_Datatype recvtype, MPI_Comm comm) {
+  return neighbor_kind(2, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, recvcount, NULL, NULL, recvtype, comm,
+                       NULL, "ad_mpi_neighbor_allgather");
+}
+int ad_mpi_neighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                               const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
+  return neighbor_kind(3, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, 0, recvcounts, displs, recvtype, comm,
+                       NULL, "ad_mpi_neighbor_allgatherv");
+}
+int ad_mpi_neighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                             MPI_Datatype recvtype, MPI_Comm comm) {
+  return neighbor_kind(0, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, recvcount, NULL, NULL, recvtype, comm,
+                       NULL, "ad_mpi_neighbor_alltoall");
+}
+int ad_mpi_neighbor_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                              void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
+                              MPI_Comm comm) {
+  return neighbor_kind(1, sendbuf, 0, sendcounts, sdispls, sendtype, recvbuf, 0, recvcounts, rdispls, recvtype, comm,
+                       NULL, "ad_mpi_neighbor_alltoallv");
+}
+int ad_mpi_ineighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                               MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request) {
+  return neighbor_kind(2, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, recvcount, NULL, NULL, recvtype, comm,
+                       request, "ad_mpi_ineighbor_allgather");
+}
+int ad_mpi_ineighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                                const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm,
+                                ad_mpi_request *request) {
+  return neighbor_kind(3, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, 0, recvcounts, displs, recvtype, comm,
+                       request, "ad_mpi_ineighbor_allgatherv");
+}
+int ad_mpi_ineighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                              MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request) {
+  return neighbor_kind(0, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, recvcount, NULL, NULL, recvtype, comm,
+                       request, "ad_mpi_ineighbor_alltoall");
+}
+int ad_mpi_ineighbor_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                               void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
+                               MPI_Comm comm, ad_mpi_request *request) {
+  return neighbor_kind(1, sendbuf, 0, sendcounts, sdispls, sendtype, recvbuf, 0, recvcounts, rdispls, recvtype, comm,
+                       request, "ad_mpi_ineighbor_alltoallv");
+}
+
+/* Alltoallw over a neighbourhood: as alltoallw (every type in use
+ * AD_MPI_REAL, or none). Its displacements are MPI_Aint bytes. */
+static int neighbor_w(const void *sendbuf, const int *scnt, const MPI_Aint *sdsp, const MPI_Datatype *stypes,
+                      void *recvbuf, const int *rcnt, const MPI_Aint *rdsp, const MPI_Datatype *rtypes, MPI_Comm comm,
+                      ad_mpi_request *req, const char *fn) {
+  int indeg, outdeg, rc = degrees(comm, &indeg, &outdeg);
+  if (rc != MPI_SUCCESS) return rc;
+  int nreal = 0, nused = 0, bad = 0;
+  for (int j = 0; j < outdeg && rc == MPI_SUCCESS; j++)
+    if (scnt[j]) {
+      nused++;
+      nreal += is_real(stypes[j]);
+      bad |= sdsp[j] % (MPI_Aint)sizeof(ad_real) != 0;
+      rc = ad__types_refuse(fn, 1, stypes[j]);
+    }
+  for (int j = 0; j < indeg && rc == MPI_SUCCESS; j++)
+    if (rcnt[j]) {
+      nused++;
+      nreal += is_real(rtypes[j]);
+      bad |= rdsp[j] % (MPI_Aint)sizeof(ad_real) != 0;
+      rc = ad__types_refuse(fn, 1, rtypes[j]);
+    }
+  if (rc != MPI_SUCCESS) return rc;
+  if (nreal == 0) {
+    if (!req) return MPI_Neighbor_alltoallw(sendbuf, scnt, sdsp, stypes, recvbuf, rcnt, rdsp, rtypes, comm);
+    MPI_Request mq;
+    rc = MPI_Ineighbor_alltoallw(sendbuf, scnt, sdsp, stypes, recvbuf, rcnt, rdsp, rtypes, comm, &mq);
+    return passive_req(rc, &mq, req);
+  }
+  if (bad || nreal != nused) {
+    ad_tape *seen;
+    ad__mpi_tape(&seen);
+    if (seen)
+      ad__fail(seen, AD_ERR_MPI,
+               "%s: every datatype in use must be AD_MPI_REAL, with displacements in whole ad_real elements", fn);
+    return MPI_ERR_TYPE;
+  }
+  int *a = malloc(sizeof(int) * (size_t)(indeg + outdeg + 1));
+  if (!a) return MPI_ERR_NO_MEM;
+  for (int j = 0; j < outdeg; j++) a[j] = (int)(sdsp[j] / (MPI_Aint)sizeof(ad_real));
+  for (int j = 0; j < indeg; j++) a[outdeg + j] = (int)(rdsp[j] / (MPI_Aint)sizeof(ad_real));
+  rc = neighbor_any(sendbuf, scnt, a, recvbuf, rcnt, a + outdeg, indeg, outdeg, comm, req, fn);
+  free(a);
+  return rc;
+}
+
+int ad_mpi_neighbor_alltoallw(const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
+                              const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
+                              const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm) {
+  return neighbor_w(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, NULL,
+                    "ad_mpi_neighbor_alltoallw");
+}
+int ad_mpi_ineighbor_alltoallw(const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
+                               const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
+                               const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                               ad_mpi_request *request) {
+  return neighbor_w(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request,
+                    "ad_mpi_ineighbor_alltoallw");
 }
 
 /* ------------------------------------------------------------------------ */
 /* Sweep actions                                                             */
 /* ------------------------------------------------------------------------ */
 
-static int nbwait(ad_tape *t, int e, MPI_Request *q, const char *what) {
-  if (e != MPI_SUCCESS) return ad__mpi_fail(t, e, what);
-  return ad__mpi_wait(t, q, MPI_STATUS_IGNORE, what);
-}
+/* Each collective's sweep action is a start (prepare the buffers, start
+ * the nonblocking collective on the private duplicate, r->sreq) and a finish
+ * (wait with the sweep timeout, then accumulate or set). A blocking
+ * collective runs both at its record. A nonblocking one mirrors its forward
+ * call: the tangent starts at the start record and finishes at the
+ * completion record; the adjoint starts at the completion record and
+ * finishes at the start record, so every rank's adjoint is under way before
+ * any rank waits for it (as with point-to-point requests). */
 
 static void scale(double *b, const double *w, int n) {
   if (w)
     for (int i = 0; i < n; i++) b[i] *= w[i];
 }
 
-int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
+/* The buffers of a start; 0 if one could not be had. */
+static int bufs(ad__mrec *r, size_t na, size_t nb) {
+  r->sbuf = dbuf(na);
+  r->sbuf2 = dbuf(nb);
+  return r->sbuf && r->sbuf2;
+}
+
+static void bufs_free(ad__mrec *r) {
+  free(r->sbuf);
+  free(r->sbuf2);
+  free(r->keep);
+  r->sbuf = r->sbuf2 = NULL;
+  r->keep = NULL;
+}
+
+static int rev_start(ad_tape *t, ad__mrec *r) {
   MPI_Comm pc = r->c->priv;
   ad__mpi_counters.adjoint_bytes += record_payload(r, 1);
-  int p = r->c->size, me = r->c->rank, rc = AD_OK, e;
-  MPI_Request q = MPI_REQUEST_NULL, q2 = MPI_REQUEST_NULL;
-  double *a = NULL, *b = NULL;
+  int p = r->c->size, me = r->c->rank, e = MPI_SUCCESS;
+  int root = me == r->root;
+  double *a;
   switch (r->kind) {
   case AD__M_BARRIER:
-    return nbwait(t, MPI_Ibarrier(pc, &q), &q, "the adjoint of a barrier");
+    e = MPI_Ibarrier(pc, &r->sreq);
+    break;
   case AD__M_BCAST: {
-    int n = me == r->root ? r->nin : r->nout;
-    if (!(a = dbuf((size_t)n))) return AD_ERR_NOMEM;
-    if (me == r->root) {
-      rc = nbwait(t, MPI_Ireduce(MPI_IN_PLACE, a, n, MPI_DOUBLE, MPI_SUM, r->root, pc, &q), &q,
-                  "the adjoint of a bcast");
-      if (rc == AD_OK) ad__adj_add(t, r->in, n, a, NULL);
+    int n = root ? r->nin : r->nout;
+    if (!bufs(r, (size_t)n, 0)) return AD_ERR_NOMEM;
+    a = r->sbuf;
+    if (root) {
+      e = MPI_Ireduce(MPI_IN_PLACE, a, n, MPI_DOUBLE, MPI_SUM, r->root, pc, &r->sreq);
     } else {
       ad__adj_take(t, r->out, n, a);
-      rc = nbwait(t, MPI_Ireduce(a, NULL, n, MPI_DOUBLE, MPI_SUM, r->root, pc, &q), &q, "the adjoint of a bcast");
+      e = MPI_Ireduce(a, NULL, n, MPI_DOUBLE, MPI_SUM, r->root, pc, &r->sreq);
     }
     break;
   }
   case AD__M_REDUCE:
   case AD__M_ALLREDUCE: {
     int n = r->nin;
-    if (!(a = dbuf((size_t)n))) return AD_ERR_NOMEM;
+    if (!bufs(r, (size_t)n, 0)) return AD_ERR_NOMEM;
+    a = r->sbuf;
     if (r->nout) ad__adj_take(t, r->out, n, a);
-    if (r->kind == AD__M_REDUCE) {
-      e = MPI_Ibcast(a, n, MPI_DOUBLE, r->root, pc, &q);
-    } else {
-      e = MPI_Iallreduce(MPI_IN_PLACE, a, n, MPI_DOUBLE, MPI_SUM, pc, &q);
-    }
-    rc = nbwait(t, e, &q, "the adjoint of a reduction");
-    if (rc == AD_OK) ad__adj_add(t, r->in, n, a, r->w);
+    if (r->kind == AD__M_REDUCE)
+      e = MPI_Ibcast(a, n, MPI_DOUBLE, r->root, pc, &r->sreq);
+    else
+      e = MPI_Iallreduce(MPI_IN_PLACE, a, n, MPI_DOUBLE, MPI_SUM, pc, &r->sreq);
     break;
   }
-  case AD__M_RSB: {
-    if (!(a = dbuf((size_t)r->count)) || !(b = dbuf((size_t)r->nin))) break;
-    ad__adj_take(t, r->out, r->count, a);
-    rc = nbwait(t, MPI_Iallgather(a, r->count, MPI_DOUBLE, b, r->count, MPI_DOUBLE, pc, &q), &q,
-                "the adjoint of a reduce_scatter_block");
-    if (rc == AD_OK) ad__adj_add(t, r->in, r->nin, b, r->w);
+  case AD__M_RSB:
+    if (!bufs(r, (size_t)r->count, (size_t)r->nin)) return AD_ERR_NOMEM;
+    ad__adj_take(t, r->out, r->count, r->sbuf);
+    if (r->cnt)
+      e = MPI_Iallgatherv(r->sbuf, r->count, MPI_DOUBLE, r->sbuf2, r->cnt, r->dsp, MPI_DOUBLE, pc, &r->sreq);
+    else
+      e = MPI_Iallgather(r->sbuf, r->count, MPI_DOUBLE, r->sbuf2, r->count, MPI_DOUBLE, pc, &r->sreq);
     break;
-  }
   case AD__M_SCAN:
   case AD__M_EXSCAN: {
     /* x_i's adjoint: the sum of y_k's adjoints over k >= i (scan) or k > i
@@ -851,243 +1530,399 @@ int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
      * minus a prefix would cancel (1e16 + 1 + 1 - 1e16). */
     int n = r->nin;
     MPI_Comm rev;
-    if (!(a = dbuf((size_t)n)) || !(b = dbuf((size_t)n))) break;
-    if (r->nout) ad__adj_take(t, r->out, n, a);
+    if (!bufs(r, (size_t)n, (size_t)n)) return AD_ERR_NOMEM;
+    if (r->nout) ad__adj_take(t, r->out, n, r->sbuf);
     e = ad__mpi_comm_reversed(r->c, &rev);
     if (e == MPI_SUCCESS)
-      e = r->kind == AD__M_SCAN ? MPI_Iscan(a, b, n, MPI_DOUBLE, MPI_SUM, rev, &q)
-                                : MPI_Iexscan(a, b, n, MPI_DOUBLE, MPI_SUM, rev, &q);
-    rc = nbwait(t, e, &q, "the adjoint of a scan");
-    if (rc == AD_OK) {
-      /* Exscan leaves the first rank's result undefined: the last rank
-       * (first in reverse order) has nothing after it. */
-      if (r->kind == AD__M_EXSCAN && me == p - 1)
-        for (int i = 0; i < n; i++) b[i] = 0.0;
-      ad__adj_add(t, r->in, n, b, NULL);
-    }
+      e = r->kind == AD__M_SCAN ? MPI_Iscan(r->sbuf, r->sbuf2, n, MPI_DOUBLE, MPI_SUM, rev, &r->sreq)
+                                : MPI_Iexscan(r->sbuf, r->sbuf2, n, MPI_DOUBLE, MPI_SUM, rev, &r->sreq);
     break;
   }
   case AD__M_GATHERV: {
     /* Scatter the adjoints of the gathered slots back to their owners. */
-    int root = me == r->root, ext = root ? extent(r->cnt, r->dsp, p) : 0;
-    if (!(a = dbuf((size_t)ext)) || !(b = dbuf((size_t)r->nin))) break;
+    int ext = root ? extent(r->cnt, r->dsp, p) : 0;
+    if (!bufs(r, (size_t)ext, (size_t)r->nin)) return AD_ERR_NOMEM;
     if (root) {
       double *pk = dbuf((size_t)r->nout);
-      if (!pk) break;
+      if (!pk) return AD_ERR_NOMEM;
       ad__adj_take(t, r->out, r->nout, pk);
-      to_layout(pk, r->cnt, r->dsp, p, a);
+      to_layout(pk, r->cnt, r->dsp, p, r->sbuf);
       free(pk);
     }
-    rc = nbwait(t, MPI_Iscatterv(a, r->cnt, r->dsp, MPI_DOUBLE, b, r->nin, MPI_DOUBLE, r->root, pc, &q), &q,
-                "the adjoint of a gather");
-    if (rc == AD_OK) ad__adj_add(t, r->in, r->nin, b, NULL);
+    e = MPI_Iscatterv(r->sbuf, r->cnt, r->dsp, MPI_DOUBLE, r->sbuf2, r->nin, MPI_DOUBLE, r->root, pc, &r->sreq);
     break;
   }
   case AD__M_SCATTERV: {
-    int root = me == r->root, ext = root ? extent(r->cnt, r->dsp, p) : 0;
-    int *rcnt = NULL;
-    if (!(a = dbuf((size_t)r->nout)) || !(b = dbuf((size_t)ext))) break;
-    ad__adj_take(t, r->out, r->nout, a);
-    if (root) {
-      /* The in-place root's own slot has count 0 in r->cnt but MPI still
-       * expects the original layout: send nothing for it. */
-      rcnt = icopy(r->cnt, p);
-      if (!rcnt) break;
-    }
-    e = MPI_Igatherv(r->inplace ? MPI_IN_PLACE : a, r->nout, MPI_DOUBLE, b, rcnt, r->dsp, MPI_DOUBLE, r->root, pc, &q);
-    rc = nbwait(t, e, &q, "the adjoint of a scatter");
-    if (rc == AD_OK && root) {
-      double *pk = dbuf((size_t)r->nin);
-      if (pk) {
-        to_packed(b, r->cnt, r->dsp, p, pk);
-        ad__adj_add(t, r->in, r->nin, pk, NULL);
-        free(pk);
-      }
-    }
-    if (q == MPI_REQUEST_NULL)
-      free(rcnt);
-    else
-      ad__mpi_keep(rcnt); /* MPI may still read it (see below) */
+    int ext = root ? extent(r->cnt, r->dsp, p) : 0;
+    if (!bufs(r, (size_t)r->nout, (size_t)ext)) return AD_ERR_NOMEM;
+    ad__adj_take(t, r->out, r->nout, r->sbuf);
+    /* The in-place root's own slot has count 0 in r->cnt but MPI still
+     * expects the original layout: send nothing for it. MPI reads the
+     * counts while the gather runs. */
+    if (root && !(r->keep = icopy(r->cnt, p))) return AD_ERR_NOMEM;
+    e = MPI_Igatherv(r->inplace ? MPI_IN_PLACE : r->sbuf, r->nout, MPI_DOUBLE, r->sbuf2, r->keep, r->dsp, MPI_DOUBLE,
+                     r->root, pc, &r->sreq);
     break;
   }
-  case AD__M_ALLGATHERV: {
-    if (!(a = dbuf((size_t)r->nout)) || !(b = dbuf((size_t)r->nin))) break;
-    ad__adj_take(t, r->out, r->nout, a); /* packed in rank order: what reduce_scatter wants */
-    rc = nbwait(t, MPI_Ireduce_scatter(a, b, r->cnt, MPI_DOUBLE, MPI_SUM, pc, &q), &q, "the adjoint of an allgather");
-    if (rc == AD_OK) ad__adj_add(t, r->in, r->nin, b, NULL);
+  case AD__M_ALLGATHERV:
+    if (!bufs(r, (size_t)r->nout, (size_t)r->nin)) return AD_ERR_NOMEM;
+    ad__adj_take(t, r->out, r->nout, r->sbuf); /* packed in rank order: what reduce_scatter wants */
+    e = MPI_Ireduce_scatter(r->sbuf, r->sbuf2, r->cnt, MPI_DOUBLE, MPI_SUM, pc, &r->sreq);
     break;
-  }
   case AD__M_ALLTOALLV: {
     int sext = extent(r->cnt, r->dsp, p), rext = extent(r->cnt2, r->dsp2, p);
-    double *pk = dbuf((size_t)(r->nout > r->nin ? r->nout : r->nin));
-    if (!pk || !(a = dbuf((size_t)rext)) || !(b = dbuf((size_t)sext))) {
+    double *pk = dbuf((size_t)r->nout);
+    if (!pk || !bufs(r, (size_t)rext, (size_t)sext)) {
       free(pk);
-      break;
+      return AD_ERR_NOMEM;
     }
     ad__adj_take(t, r->out, r->nout, pk);
-    to_layout(pk, r->cnt2, r->dsp2, p, a);
-    rc = nbwait(t, MPI_Ialltoallv(a, r->cnt2, r->dsp2, MPI_DOUBLE, b, r->cnt, r->dsp, MPI_DOUBLE, pc, &q), &q,
-                "the adjoint of an alltoall");
-    if (rc == AD_OK) {
-      to_packed(b, r->cnt, r->dsp, p, pk);
-      ad__adj_add(t, r->in, r->nin, pk, NULL);
-    }
+    to_layout(pk, r->cnt2, r->dsp2, p, r->sbuf);
     free(pk);
+    e = MPI_Ialltoallv(r->sbuf, r->cnt2, r->dsp2, MPI_DOUBLE, r->sbuf2, r->cnt, r->dsp, MPI_DOUBLE, pc, &r->sreq);
+    break;
+  }
+  case AD__M_NEIGHBOR: {
+    /* Send the received slots' adjoints back along the edges they came
+     * by; receive packed (allgather's send slots overlap) into keep's
+     * displacements. */
+    int rext = extent(r->cnt2, r->dsp2, r->rpeer);
+    MPI_Comm tc;
+    double *pk = dbuf((size_t)r->nout);
+    if (!pk || !bufs(r, (size_t)rext, (size_t)r->nin) || !(r->keep = malloc(sizeof(int) * (size_t)(r->peer + 1)))) {
+      free(pk);
+      return AD_ERR_NOMEM;
+    }
+    for (int j = 0, d = 0; j < r->peer; d += r->cnt[j], j++) r->keep[j] = d;
+    ad__adj_take(t, r->out, r->nout, pk);
+    to_layout(pk, r->cnt2, r->dsp2, r->rpeer, r->sbuf);
+    free(pk);
+    e = ad__mpi_comm_transposed(r->c, &tc);
+    if (e == MPI_SUCCESS)
+      e = MPI_Ineighbor_alltoallv(r->sbuf, r->cnt2, r->dsp2, MPI_DOUBLE, r->sbuf2, r->cnt, r->keep, MPI_DOUBLE, tc,
+                                  &r->sreq);
     break;
   }
   default:
     return AD_ERR_STATE;
   }
-  if (rc == AD_OK && (!a || (!b && r->kind != AD__M_BCAST && r->kind != AD__M_REDUCE && r->kind != AD__M_ALLREDUCE)))
-    rc = AD_ERR_NOMEM;
-  /* A collective that timed out is still pending and MPI may still use its
-   * buffers when the other ranks arrive: they are given up for good. */
-  if (!ad__mpi_abandon(&q, 0) || !ad__mpi_abandon(&q2, 0)) {
-    ad__mpi_keep(a);
-    ad__mpi_keep(b);
-    a = b = NULL;
+  return e == MPI_SUCCESS ? AD_OK : ad__mpi_fail(t, e, "starting the adjoint of a collective");
+}
+
+/* Wait for a sweep's collective. One that timed out is still pending, and
+ * MPI may still use its buffers when the other ranks arrive: they are given
+ * up for good. */
+static int sweep_wait(ad_tape *t, ad__mrec *r, const char *what) {
+  int rc = ad__mpi_wait(t, &r->sreq, MPI_STATUS_IGNORE, what);
+  if (!ad__mpi_abandon(&r->sreq, 0)) {
+    ad__mpi_keep(r->sbuf);
+    ad__mpi_keep(r->sbuf2);
+    ad__mpi_keep(r->keep);
+    r->sbuf = r->sbuf2 = NULL;
+    r->keep = NULL;
+    r->sreq = MPI_REQUEST_NULL; /* given up: MPI completes it when it can */
   }
-  free(a);
-  free(b);
+  if (r->nb) {
+    ad__corder *o = ad__coll_order(t, r->c);
+    if (o && o->inflight > 0) o->inflight--;
+  }
   return rc;
 }
 
-int ad__coll_forward(ad_tape *t, ad__mrec *r) {
+static int rev_finish(ad_tape *t, ad__mrec *r) {
+  int p = r->c->size, me = r->c->rank;
+  int rc = sweep_wait(t, r, "the adjoint of a collective");
+  if (rc == AD_OK) {
+    switch (r->kind) {
+    case AD__M_BCAST:
+      if (me == r->root) ad__adj_add(t, r->in, r->nin, r->sbuf, NULL);
+      break;
+    case AD__M_REDUCE:
+    case AD__M_ALLREDUCE:
+      ad__adj_add(t, r->in, r->nin, r->sbuf, r->w);
+      break;
+    case AD__M_RSB:
+      ad__adj_add(t, r->in, r->nin, r->sbuf2, r->w);
+      break;
+    case AD__M_SCAN:
+    case AD__M_EXSCAN:
+      /* Exscan leaves the first rank's result undefined: the last rank
+       * (first in reverse order) has nothing after it. */
+      if (r->kind == AD__M_EXSCAN && me == p - 1)
+        for (int i = 0; i < r->nin; i++) r->sbuf2[i] = 0.0;
+      ad__adj_add(t, r->in, r->nin, r->sbuf2, NULL);
+      break;
+    case AD__M_GATHERV:
+    case AD__M_ALLGATHERV:
+    case AD__M_NEIGHBOR:
+      ad__adj_add(t, r->in, r->nin, r->sbuf2, NULL);
+      break;
+    case AD__M_SCATTERV:
+      if (me == r->root) {
+        double *pk = dbuf((size_t)r->nin);
+        if (!pk) {
+          rc = AD_ERR_NOMEM;
+          break;
+        }
+        to_packed(r->sbuf2, r->cnt, r->dsp, p, pk);
+        ad__adj_add(t, r->in, r->nin, pk, NULL);
+        free(pk);
+      }
+      break;
+    case AD__M_ALLTOALLV: {
+      double *pk = dbuf((size_t)r->nin);
+      if (!pk) {
+        rc = AD_ERR_NOMEM;
+        break;
+      }
+      to_packed(r->sbuf2, r->cnt, r->dsp, p, pk);
+      ad__adj_add(t, r->in, r->nin, pk, NULL);
+      free(pk);
+      break;
+    }
+    default:
+      break;
+    }
+  }
+  bufs_free(r);
+  return rc;
+}
+
+static int fwd_start(ad_tape *t, ad__mrec *r) {
   MPI_Comm pc = r->c->priv;
   ad__mpi_counters.tangent_bytes += record_payload(r, 0);
-  int p = r->c->size, me = r->c->rank, rc = AD_OK, e;
-  MPI_Request q = MPI_REQUEST_NULL;
-  double *a = NULL, *b = NULL;
+  int p = r->c->size, me = r->c->rank, e = MPI_SUCCESS;
+  int root = me == r->root;
   switch (r->kind) {
   case AD__M_BARRIER:
-    return nbwait(t, MPI_Ibarrier(pc, &q), &q, "the tangent of a barrier");
+    e = MPI_Ibarrier(pc, &r->sreq);
+    break;
   case AD__M_BCAST: {
-    int n = me == r->root ? r->nin : r->nout;
-    if (!(a = dbuf((size_t)n))) return AD_ERR_NOMEM;
-    if (me == r->root) {
-      ad__tan_get(t, r->in, n, a);
-    }
-    rc = nbwait(t, MPI_Ibcast(a, n, MPI_DOUBLE, r->root, pc, &q), &q, "the tangent of a bcast");
-    if (rc == AD_OK && me != r->root) ad__tan_set(t, r->out, n, a);
-    if (ad__mpi_abandon(&q, 0))
-      free(a);
-    else
-      ad__mpi_keep(a); /* still pending: see the end of this function */
-    return rc;
+    int n = root ? r->nin : r->nout;
+    if (!bufs(r, (size_t)n, 0)) return AD_ERR_NOMEM;
+    if (root) ad__tan_get(t, r->in, n, r->sbuf);
+    e = MPI_Ibcast(r->sbuf, n, MPI_DOUBLE, r->root, pc, &r->sreq);
+    break;
   }
   case AD__M_REDUCE:
   case AD__M_ALLREDUCE: {
     int n = r->nin;
-    if (!(a = dbuf((size_t)n)) || !(b = dbuf((size_t)n))) break;
-    ad__tan_get(t, r->in, n, a);
-    scale(a, r->w, n);
+    if (!bufs(r, (size_t)n, (size_t)n)) return AD_ERR_NOMEM;
+    ad__tan_get(t, r->in, n, r->sbuf);
+    scale(r->sbuf, r->w, n);
     if (r->kind == AD__M_REDUCE)
-      e = MPI_Ireduce(a, b, n, MPI_DOUBLE, MPI_SUM, r->root, pc, &q);
+      e = MPI_Ireduce(r->sbuf, r->sbuf2, n, MPI_DOUBLE, MPI_SUM, r->root, pc, &r->sreq);
     else
-      e = MPI_Iallreduce(a, b, n, MPI_DOUBLE, MPI_SUM, pc, &q);
-    rc = nbwait(t, e, &q, "the tangent of a reduction");
-    if (rc == AD_OK && r->nout) ad__tan_set(t, r->out, n, b);
+      e = MPI_Iallreduce(r->sbuf, r->sbuf2, n, MPI_DOUBLE, MPI_SUM, pc, &r->sreq);
     break;
   }
-  case AD__M_RSB: {
-    if (!(a = dbuf((size_t)r->nin)) || !(b = dbuf((size_t)r->count))) break;
-    ad__tan_get(t, r->in, r->nin, a);
-    scale(a, r->w, r->nin);
-    rc = nbwait(t, MPI_Ireduce_scatter_block(a, b, r->count, MPI_DOUBLE, MPI_SUM, pc, &q), &q,
-                "the tangent of a reduce_scatter_block");
-    if (rc == AD_OK) ad__tan_set(t, r->out, r->count, b);
+  case AD__M_RSB:
+    if (!bufs(r, (size_t)r->nin, (size_t)r->count)) return AD_ERR_NOMEM;
+    ad__tan_get(t, r->in, r->nin, r->sbuf);
+    scale(r->sbuf, r->w, r->nin);
+    if (r->cnt)
+      e = MPI_Ireduce_scatter(r->sbuf, r->sbuf2, r->cnt, MPI_DOUBLE, MPI_SUM, pc, &r->sreq);
+    else
+      e = MPI_Ireduce_scatter_block(r->sbuf, r->sbuf2, r->count, MPI_DOUBLE, MPI_SUM, pc, &r->sreq);
     break;
-  }
   case AD__M_SCAN:
   case AD__M_EXSCAN: {
     int n = r->nin;
-    if (!(a = dbuf((size_t)n)) || !(b = dbuf((size_t)n))) break;
-    ad__tan_get(t, r->in, n, a);
-    e = r->kind == AD__M_SCAN ? MPI_Iscan(a, b, n, MPI_DOUBLE, MPI_SUM, pc, &q)
-                              : MPI_Iexscan(a, b, n, MPI_DOUBLE, MPI_SUM, pc, &q);
-    rc = nbwait(t, e, &q, "the tangent of a scan");
-    if (rc == AD_OK && r->nout) ad__tan_set(t, r->out, n, b);
+    if (!bufs(r, (size_t)n, (size_t)n)) return AD_ERR_NOMEM;
+    ad__tan_get(t, r->in, n, r->sbuf);
+    e = r->kind == AD__M_SCAN ? MPI_Iscan(r->sbuf, r->sbuf2, n, MPI_DOUBLE, MPI_SUM, pc, &r->sreq)
+                              : MPI_Iexscan(r->sbuf, r->sbuf2, n, MPI_DOUBLE, MPI_SUM, pc, &r->sreq);
     break;
   }
   case AD__M_GATHERV: {
-    int root = me == r->root, ext = root ? extent(r->cnt, r->dsp, p) : 0;
-    if (!(a = dbuf((size_t)r->nin)) || !(b = dbuf((size_t)ext))) break;
-    ad__tan_get(t, r->in, r->nin, a);
-    rc = nbwait(t, MPI_Igatherv(a, r->nin, MPI_DOUBLE, b, r->cnt, r->dsp, MPI_DOUBLE, r->root, pc, &q), &q,
-                "the tangent of a gather");
-    if (rc == AD_OK && root) {
-      double *pk = dbuf((size_t)r->nout);
-      if (pk) {
-        to_packed(b, r->cnt, r->dsp, p, pk);
-        ad__tan_set(t, r->out, r->nout, pk);
-        free(pk);
-      }
-    }
+    int ext = root ? extent(r->cnt, r->dsp, p) : 0;
+    if (!bufs(r, (size_t)r->nin, (size_t)ext)) return AD_ERR_NOMEM;
+    ad__tan_get(t, r->in, r->nin, r->sbuf);
+    e = MPI_Igatherv(r->sbuf, r->nin, MPI_DOUBLE, r->sbuf2, r->cnt, r->dsp, MPI_DOUBLE, r->root, pc, &r->sreq);
     break;
   }
   case AD__M_SCATTERV: {
-    int root = me == r->root, ext = root ? extent(r->cnt, r->dsp, p) : 0;
-    if (!(a = dbuf((size_t)ext)) || !(b = dbuf((size_t)r->count))) break;
+    int ext = root ? extent(r->cnt, r->dsp, p) : 0;
+    if (!bufs(r, (size_t)ext, (size_t)r->count)) return AD_ERR_NOMEM;
     if (root) {
       double *pk = dbuf((size_t)r->nin);
-      if (!pk) break;
+      if (!pk) return AD_ERR_NOMEM;
       ad__tan_get(t, r->in, r->nin, pk);
-      to_layout(pk, r->cnt, r->dsp, p, a);
+      to_layout(pk, r->cnt, r->dsp, p, r->sbuf);
       free(pk);
     }
-    e = MPI_Iscatterv(a, r->cnt, r->dsp, MPI_DOUBLE, r->inplace ? MPI_IN_PLACE : b, r->count, MPI_DOUBLE, r->root, pc,
-                      &q);
-    rc = nbwait(t, e, &q, "the tangent of a scatter");
-    if (rc == AD_OK && !r->inplace) ad__tan_set(t, r->out, r->nout, b);
+    e = MPI_Iscatterv(r->sbuf, r->cnt, r->dsp, MPI_DOUBLE, r->inplace ? MPI_IN_PLACE : r->sbuf2, r->count, MPI_DOUBLE,
+                      r->root, pc, &r->sreq);
     break;
   }
   case AD__M_ALLGATHERV: {
     int ext = extent(r->cnt, r->dsp, p);
-    if (!(a = dbuf((size_t)r->nin)) || !(b = dbuf((size_t)ext))) break;
-    ad__tan_get(t, r->in, r->nin, a);
-    memcpy(b + r->dsp[me], a, (size_t)r->nin * sizeof(double)); /* in place, as in the forward call */
-    rc = nbwait(t, MPI_Iallgatherv(MPI_IN_PLACE, r->nin, MPI_DOUBLE, b, r->cnt, r->dsp, MPI_DOUBLE, pc, &q), &q,
-                "the tangent of an allgather");
-    if (rc == AD_OK) {
-      double *pk = dbuf((size_t)r->nout);
-      if (pk) {
-        to_packed(b, r->cnt, r->dsp, p, pk);
-        ad__tan_set(t, r->out, r->nout, pk);
-        free(pk);
-      }
-    }
+    if (!bufs(r, (size_t)ext, 0)) return AD_ERR_NOMEM;
+    ad__tan_get(t, r->in, r->nin, r->sbuf + r->dsp[me]); /* in place, as in the forward call */
+    e = MPI_Iallgatherv(MPI_IN_PLACE, r->nin, MPI_DOUBLE, r->sbuf, r->cnt, r->dsp, MPI_DOUBLE, pc, &r->sreq);
     break;
   }
   case AD__M_ALLTOALLV: {
     int sext = extent(r->cnt, r->dsp, p), rext = extent(r->cnt2, r->dsp2, p);
-    double *pk = dbuf((size_t)(r->nout > r->nin ? r->nout : r->nin));
-    if (!pk || !(a = dbuf((size_t)sext)) || !(b = dbuf((size_t)rext))) {
+    double *pk = dbuf((size_t)r->nin);
+    if (!pk || !bufs(r, (size_t)sext, (size_t)rext)) {
       free(pk);
-      break;
+      return AD_ERR_NOMEM;
     }
     ad__tan_get(t, r->in, r->nin, pk);
-    to_layout(pk, r->cnt, r->dsp, p, a);
-    rc = nbwait(t, MPI_Ialltoallv(a, r->cnt, r->dsp, MPI_DOUBLE, b, r->cnt2, r->dsp2, MPI_DOUBLE, pc, &q), &q,
-                "the tangent of an alltoall");
-    if (rc == AD_OK) {
-      to_packed(b, r->cnt2, r->dsp2, p, pk);
-      ad__tan_set(t, r->out, r->nout, pk);
-    }
+    to_layout(pk, r->cnt, r->dsp, p, r->sbuf);
     free(pk);
+    e = MPI_Ialltoallv(r->sbuf, r->cnt, r->dsp, MPI_DOUBLE, r->sbuf2, r->cnt2, r->dsp2, MPI_DOUBLE, pc, &r->sreq);
+    break;
+  }
+  case AD__M_NEIGHBOR: {
+    int sext = extent(r->cnt, r->dsp, r->peer), rext = extent(r->cnt2, r->dsp2, r->rpeer);
+    double *pk = dbuf((size_t)r->nin);
+    if (!pk || !bufs(r, (size_t)sext, (size_t)rext)) {
+      free(pk);
+      return AD_ERR_NOMEM;
+    }
+    ad__tan_get(t, r->in, r->nin, pk);
+    to_layout(pk, r->cnt, r->dsp, r->peer, r->sbuf);
+    free(pk);
+    e = MPI_Ineighbor_alltoallv(r->sbuf, r->cnt, r->dsp, MPI_DOUBLE, r->sbuf2, r->cnt2, r->dsp2, MPI_DOUBLE, pc,
+                                &r->sreq);
     break;
   }
   default:
     return AD_ERR_STATE;
   }
-  if (rc == AD_OK && (!a || !b)) rc = AD_ERR_NOMEM;
-  /* A collective that timed out is still pending and MPI may still use its
-   * buffers when the other ranks arrive: they are given up for good. */
-  if (!ad__mpi_abandon(&q, 0)) {
-    ad__mpi_keep(a);
-    ad__mpi_keep(b);
-    a = b = NULL;
+  return e == MPI_SUCCESS ? AD_OK : ad__mpi_fail(t, e, "starting the tangent of a collective");
+}
+
+/* Set packed values v of the slots (cnt, dsp) laid out in `laid`. */
+static int tan_set_slots(ad_tape *t, ad__mrec *r, const double *laid, const int *cnt, const int *dsp) {
+  double *pk = dbuf((size_t)r->nout);
+  if (!pk) return AD_ERR_NOMEM;
+  to_packed(laid, cnt, dsp, r->kind == AD__M_NEIGHBOR ? r->rpeer : r->c->size, pk);
+  ad__tan_set(t, r->out, r->nout, pk);
+  free(pk);
+  return AD_OK;
+}
+
+static int fwd_finish(ad_tape *t, ad__mrec *r) {
+  int me = r->c->rank;
+  int rc = sweep_wait(t, r, "the tangent of a collective");
+  if (rc == AD_OK) {
+    switch (r->kind) {
+    case AD__M_BCAST:
+      if (me != r->root) ad__tan_set(t, r->out, r->nout, r->sbuf);
+      break;
+    case AD__M_REDUCE:
+    case AD__M_ALLREDUCE:
+    case AD__M_SCAN:
+    case AD__M_EXSCAN:
+      if (r->nout) ad__tan_set(t, r->out, r->nout, r->sbuf2);
+      break;
+    case AD__M_RSB:
+      ad__tan_set(t, r->out, r->count, r->sbuf2);
+      break;
+    case AD__M_GATHERV:
+      if (me == r->root) rc = tan_set_slots(t, r, r->sbuf2, r->cnt, r->dsp);
+      break;
+    case AD__M_SCATTERV:
+      if (!r->inplace) ad__tan_set(t, r->out, r->nout, r->sbuf2);
+      break;
+    case AD__M_ALLGATHERV:
+      rc = tan_set_slots(t, r, r->sbuf, r->cnt, r->dsp);
+      break;
+    case AD__M_ALLTOALLV:
+    case AD__M_NEIGHBOR:
+      rc = tan_set_slots(t, r, r->sbuf2, r->cnt2, r->dsp2);
+      break;
+    default:
+      break;
+    }
   }
-  free(a);
-  free(b);
+  bufs_free(r);
   return rc;
+}
+
+/* Reverse order of adjoint collectives on one communicator (see ad__corder):
+ * a record numbered s whose completion record says the last number started
+ * before it completed was hi may start once every number in (s, hi] has:
+ * those started while it was pending, so they start before it in the
+ * reverse sweep on every rank. A blocking collective has nothing in between
+ * and always may. Returns AD_OK or the first failure. */
+static int may_start(const ad__corder *o, const ad__mrec *s, int hi) {
+  for (int j = s->seq + 1; j <= hi && j < o->n; j++)
+    if (!o->started[j]) return 0;
+  return 1;
+}
+
+static int pump(ad_tape *t, ad__corder *o) {
+  for (int again = 1; again;) {
+    again = 0;
+    for (int i = 0; i < o->nready; i++) {
+      ad__mrec *d = o->ready[i], *s = d->link;
+      if (!may_start(o, s, d->seq)) continue;
+      o->ready[i] = o->ready[--o->nready];
+      o->started[s->seq] = 1;
+      int rc = rev_start(t, s);
+      if (rc != AD_OK) return rc;
+      o->inflight++;
+      again = 1;
+      break;
+    }
+  }
+  return AD_OK;
+}
+
+static int order_fail(ad_tape *t, const char *why) {
+  ad__pending(t, AD_ERR_MPI, "a nonblocking collective %s", why);
+  return AD_ERR_MPI;
+}
+
+int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
+  ad__corder *o = ad__coll_order(t, r->c);
+  if (r->kind == AD__M_ICOLL_DONE) {
+    ad__mrec *s = r->link;
+    if (!s) return order_fail(t, "completed on this tape but its start is gone (ad_tape_reset_to?)");
+    if (!o || s->seq < 0 || s->seq >= o->n) return order_fail(t, "record has no number");
+    if (o->nready == o->capready) {
+      int ncap = o->capready ? 2 * o->capready : 8;
+      ad__mrec **n = realloc(o->ready, (size_t)ncap * sizeof *n);
+      if (!n) return AD_ERR_NOMEM;
+      o->ready = n;
+      o->capready = ncap;
+    }
+    o->ready[o->nready++] = r;
+    return pump(t, o);
+  }
+  if (r->kind == AD__M_CANCELLED) return AD_OK;
+  if (r->nb) {
+    if (!r->link) return order_fail(t, "recorded on this tape was never completed (wait or test) while recording");
+    if (!o || r->seq < 0 || r->seq >= o->n || !o->started[r->seq])
+      return order_fail(t, "was not started when the sweep reached its start (a sweep over part of its request?)");
+    return rev_finish(t, r);
+  }
+  int rc = rev_start(t, r);
+  if (rc == AD_OK)
+    rc = rev_finish(t, r);
+  else
+    bufs_free(r); /* nothing was started */
+  if (o && r->seq >= 0 && r->seq < o->n) o->started[r->seq] = 1;
+  return rc == AD_OK && o ? pump(t, o) : rc;
+}
+
+int ad__coll_forward(ad_tape *t, ad__mrec *r) {
+  if (r->kind == AD__M_CANCELLED) return AD_OK;
+  if (r->kind == AD__M_ICOLL_DONE) {
+    ad__mrec *s = r->link;
+    if (!s) return order_fail(t, "completed on this tape but its start is gone (ad_tape_reset_to?)");
+    return fwd_finish(t, s);
+  }
+  int rc = fwd_start(t, r);
+  if (rc != AD_OK && r->sreq == MPI_REQUEST_NULL) bufs_free(r);
+  if (rc == AD_OK && r->nb) {
+    ad__corder *o = ad__coll_order(t, r->c);
+    if (o) o->inflight++;
+  }
+  if (rc != AD_OK || r->nb) return rc;
+  return fwd_finish(t, r);
 }

@@ -43,6 +43,7 @@ static void free_dups(ad__comm *c) {
   if (c->settling || c->idup != MPI_REQUEST_NULL) return;
   if (c->priv != MPI_COMM_NULL) drain(c->priv);
   if (c->rev != MPI_COMM_NULL) MPI_Comm_free(&c->rev);
+  if (c->tposed != MPI_COMM_NULL) MPI_Comm_free(&c->tposed);
   if (c->priv != MPI_COMM_NULL) MPI_Comm_free(&c->priv);
 }
 
@@ -370,6 +371,7 @@ static ad__comm *comm_info(MPI_Comm comm, int *err) {
   c->user = comm;
   c->priv = MPI_COMM_NULL;
   c->rev = MPI_COMM_NULL;
+  c->tposed = MPI_COMM_NULL;
   MPI_Comm_rank(comm, &c->rank);
   MPI_Comm_size(comm, &c->size);
   if ((*err = MPI_Comm_idup(comm, &c->priv, &c->idup)) != MPI_SUCCESS ||
@@ -564,6 +566,9 @@ typedef struct peer_note {
    * one: both sides count the same tapes, so a rank that sweeps another of
    * its tapes than the partner does is found out. */
   int serial;
+  /* Collectively (peer -1): the collective records' numbers, and the
+   * reverse sweep's order of adjoint collectives (see coll.c). */
+  ad__corder order;
 } peer_note;
 
 typedef struct tape_ctx {
@@ -777,10 +782,24 @@ static int handshake(ad_tape *t, tape_ctx *x, int status, int reverse, int *peer
   return rc;
 }
 
+static void order_free(ad__corder *o) {
+  free(o->started);
+  free(o->ready);
+  memset(o, 0, sizeof *o);
+}
+
 static int ctx_sweep_begin(ad_tape *t, void *ctx, int reverse, int err) {
   tape_ctx *x = ctx;
   x->nlazy = 0;
+  for (size_t i = 0; i < x->n; i++) {
+    ad__corder *o = &x->notes[i].order;
+    if (o->started) memset(o->started, 0, (size_t)o->n);
+    o->nready = 0;
+  }
   int peer_status = AD_OK, peer_rank = -1;
+  /* One-sided operations of an epoch that was not closed on this tape are
+   * missing from it: the partners learn of it through the handshake. */
+  if (err == AD_OK && ad__rma_sweep_check(t)) err = ad__driver_check(t);
   for (size_t i = 0; i < x->n; i++)
     if (x->notes[i].c->tainted) {
       tell_partners(x, err != AD_OK ? err : AD_ERR_MPI);
@@ -810,6 +829,14 @@ static int ctx_sweep_begin(ad_tape *t, void *ctx, int reverse, int err) {
 
 static int ctx_sweep_end(ad_tape *t, void *ctx, int reverse, int rc) {
   (void)reverse;
+  tape_ctx *x = ctx;
+  /* A sweep that stopped between a nonblocking collective's start and its
+   * finish leaves it running on the private communicator. */
+  for (size_t i = 0; i < x->n; i++)
+    if (x->notes[i].order.inflight > 0) {
+      x->notes[i].order.inflight = 0;
+      left_pending = 1;
+    }
   lazy_finish(t, ctx, &rc);
   taint(t, ctx);
   return rc;
@@ -821,6 +848,7 @@ static void ctx_reset(ad_tape *t, void *ctx) {
   for (size_t i = 0; i < x->n; i++) {
     free(x->notes[i].tags[0]);
     free(x->notes[i].tags[1]);
+    order_free(&x->notes[i].order);
   }
   x->n = 0;
 }
@@ -831,6 +859,7 @@ static void ctx_destroy(void *ctx) {
   for (size_t i = 0; i < x->n; i++) {
     free(x->notes[i].tags[0]);
     free(x->notes[i].tags[1]);
+    order_free(&x->notes[i].order);
   }
   free(x->lazy);
   free(x->lazy_buf);
@@ -992,6 +1021,30 @@ static void note(ad_tape *t, ad__comm *c, int peer, int recv, int tag, int count
 
 void ad__mpi_note_coll(ad_tape *t, ad__comm *c) {
   if (t) note(t, c, -1, 0, 0, 0, -1);
+}
+
+ad__corder *ad__coll_order(ad_tape *t, ad__comm *c) {
+  tape_ctx *x = t->ext_ops == &ctx_ops ? t->ext_ctx : NULL;
+  for (size_t i = 0; x && i < x->n; i++)
+    if (x->notes[i].c == c && x->notes[i].peer < 0) return &x->notes[i].order;
+  return NULL;
+}
+
+int ad__coll_number(ad_tape *t, ad__comm *c) {
+  ad__corder *o = ad__coll_order(t, c);
+  if (!o) return -1;
+  if (o->n == o->cap) {
+    int ncap = o->cap ? 2 * o->cap : 16;
+    unsigned char *n = realloc(o->started, (size_t)ncap);
+    if (!n) {
+      ad__fail(t, AD_ERR_NOMEM, "cannot number a collective record");
+      return -1;
+    }
+    o->started = n;
+    o->cap = ncap;
+  }
+  o->started[o->n] = 0;
+  return o->n++;
 }
 void ad__mpi_note_peer(ad_tape *t, ad__comm *c, int peer, int recv, int tag, int count, int k) {
   if (t && peer >= 0) note(t, c, peer, recv, tag, count, k);
@@ -1203,10 +1256,21 @@ static void mrec_destroy(void *data) {
   ad__mrec *r = data;
   /* A sweep that failed half-way left a receive behind: cancel it before
    * its buffer goes. */
-  ad__mpi_abandon(&r->sreq, 1);
-  if (r->kind == AD__M_ISEND || r->kind == AD__M_IRECV) ad__p2p_forget(r);
+  int coll = (r->kind >= AD__M_BARRIER && r->kind <= AD__M_EXSCAN) || r->kind == AD__M_NEIGHBOR, was = left_pending;
+  if (!ad__mpi_abandon(&r->sreq, !coll)) { /* a collective MPI may still use: its communicator is retired */
+    r->c->tainted = 1;
+    left_pending = was;
+    ad__mpi_keep(r->sbuf);
+    ad__mpi_keep(r->sbuf2);
+    ad__mpi_keep(r->keep);
+    r->sbuf = r->sbuf2 = NULL;
+    r->keep = NULL;
+  }
+  if (r->kind == AD__M_ISEND || r->kind == AD__M_IRECV || r->nb) ad__p2p_forget(r);
   if (r->link) r->link->link = NULL;
   free(r->sbuf);
+  free(r->sbuf2);
+  free(r->keep);
   free(r->in);
   free(r->out);
   free(r->w);
@@ -1214,6 +1278,7 @@ static void mrec_destroy(void *data) {
   free(r->dsp);
   free(r->cnt2);
   free(r->dsp2);
+  ad__rma_free(r->rma);
   free(r);
 }
 
@@ -1223,7 +1288,8 @@ static int mrec_reverse(ad_tape *t, void *data) {
     ad__pending(t, AD_ERR_MPI, "a communicator recorded on this tape was freed before the sweep");
     return AD_ERR_MPI;
   }
-  int rc = ad__p2p_reverse(t, r);
+  int rc = ad__rma_reverse(t, r);
+  if (rc == -1) rc = ad__p2p_reverse(t, r);
   return rc == -1 ? ad__coll_reverse(t, r) : rc;
 }
 
@@ -1233,7 +1299,8 @@ static int mrec_forward(ad_tape *t, void *data) {
     ad__pending(t, AD_ERR_MPI, "a communicator recorded on this tape was freed before the sweep");
     return AD_ERR_MPI;
   }
-  int rc = ad__p2p_forward(t, r);
+  int rc = ad__rma_forward(t, r);
+  if (rc == -1) rc = ad__p2p_forward(t, r);
   return rc == -1 ? ad__coll_forward(t, r) : rc;
 }
 
@@ -1256,10 +1323,48 @@ ad__mrec *ad__mrec_push(ad_tape *t, int kind, ad__comm *c, int nin, int nout) {
     ad__fail(t, AD_ERR_NOMEM, "no memory for an MPI communication record");
     return NULL;
   }
+  if (((kind >= AD__M_BARRIER && kind <= AD__M_EXSCAN) || kind == AD__M_NEIGHBOR) &&
+      (r->seq = ad__coll_number(t, c)) < 0) {
+    mrec_destroy(r);
+    return NULL;
+  }
   size_t bytes = sizeof *r + (size_t)(nin + nout) * sizeof(ad_index);
   if (ad__record_push(t, &mrec_ops, r, bytes) != AD_OK) return NULL;
   ad__mpi_counters.records++;
   return r;
+}
+
+int ad__mpi_comm_transposed(ad__comm *c, MPI_Comm *out) {
+  int topo = MPI_UNDEFINED, rc = MPI_Topo_test(c->priv, &topo);
+  if (rc != MPI_SUCCESS) return rc;
+  if (topo != MPI_DIST_GRAPH) { /* Cartesian and graph neighbourhoods are symmetric */
+    *out = c->priv;
+    return MPI_SUCCESS;
+  }
+  if (c->tposed == MPI_COMM_NULL) {
+    int indeg, outdeg, weighted;
+    rc = MPI_Dist_graph_neighbors_count(c->priv, &indeg, &outdeg, &weighted);
+    if (rc != MPI_SUCCESS) return rc;
+    int *src = malloc(sizeof(int) * (size_t)(indeg + 1)), *dst = malloc(sizeof(int) * (size_t)(outdeg + 1));
+    if (!src || !dst) {
+      free(src);
+      free(dst);
+      return MPI_ERR_NO_MEM;
+    }
+    rc = MPI_Dist_graph_neighbors(c->priv, indeg, src, MPI_UNWEIGHTED, outdeg, dst, MPI_UNWEIGHTED);
+    if (rc == MPI_SUCCESS)
+      rc = MPI_Dist_graph_create_adjacent(c->priv, outdeg, dst, MPI_UNWEIGHTED, indeg, src, MPI_UNWEIGHTED,
+                                          MPI_INFO_NULL, 0, &c->tposed);
+    free(src);
+    free(dst);
+    if (rc != MPI_SUCCESS) {
+      c->tposed = MPI_COMM_NULL;
+      return rc;
+    }
+    MPI_Comm_set_errhandler(c->tposed, MPI_ERRORS_RETURN);
+  }
+  *out = c->tposed;
+  return MPI_SUCCESS;
 }
 
 int ad__mpi_comm_reversed(ad__comm *c, MPI_Comm *rev) {

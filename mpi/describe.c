@@ -25,7 +25,10 @@ static const char *const kind_names[] = {"?",
                                          "alltoallv",
                                          "reduce_scatter_block",
                                          "scan",
-                                         "exscan"};
+                                         "exscan",
+                                         "icoll_wait",
+                                         "neighbor_alltoallv",
+                                         "cancelled"};
 static const char *const op_names[] = {"sum", "prod", "min", "max"};
 
 /* The communicator as its MPI name (spaces made '_') and size. */
@@ -46,8 +49,8 @@ static void comm_field(ad__line *l, const ad__comm *c) {
 int ad__mrec_describe(const void *data, char *buf, size_t size) {
   const ad__mrec *r = data;
   ad__line l = {buf, size, 0};
-  int kind = r->kind >= AD__M_SEND && r->kind <= AD__M_EXSCAN ? r->kind : 0;
-  ad__line_printf(&l, "%s", kind_names[kind]);
+  int kind = r->kind >= AD__M_SEND && r->kind <= AD__M_CANCELLED ? r->kind : 0;
+  ad__line_printf(&l, "%s%s", r->nb ? "i" : "", kind_names[kind]);
   int count = r->count ? r->count : (r->nin > r->nout ? r->nin : r->nout);
   switch (r->kind) {
   case AD__M_SEND:

@@ -32,6 +32,7 @@ typedef struct ad__rentry {
 typedef struct ad__comm {
   MPI_Comm user, priv; /* priv: private duplicate for adjoint and tangent traffic */
   MPI_Comm rev;        /* priv with the ranks reversed, for suffix scans; made on first use */
+  MPI_Comm tposed;     /* a distributed graph's priv with its edges reversed; made on first use */
   MPI_Request idup;    /* pending MPI_Comm_idup, MPI_REQUEST_NULL once done */
   int rank, size;
   int freed;        /* the user freed the communicator */
@@ -55,6 +56,12 @@ ad__comm *ad__mpi_comm(MPI_Comm comm, int *err);
 /* The private communicator with the ranks in reverse order (collective
  * over c's ranks: call it where they all are, in a sweep). */
 int ad__mpi_comm_reversed(ad__comm *c, MPI_Comm *rev);
+/* The communicator whose neighbourhood collectives run a topology's edges
+ * backwards: priv itself for Cartesian and graph topologies (symmetric, and
+ * the k-th neighbour of one side is matched with the k-th of the other), a
+ * distributed graph with sources and destinations swapped otherwise
+ * (collective over c's ranks, as above). */
+int ad__mpi_comm_transposed(ad__comm *c, MPI_Comm *out);
 /* Wait for the private duplicate (used before sweep traffic); a failure is
  * left on t (if not NULL) as a pending error with its message. */
 int ad__mpi_comm_ready(ad_tape *t, ad__comm *c);
@@ -87,6 +94,24 @@ int ad__sweep_tag(ad_tape *t, ad__comm *c, int peer, int tag, int k, int was_rec
  * recording with no error; NULL otherwise. `*seen` is set to the current
  * tape even if it is in error, so that its sweep can tell the peers. */
 ad_tape *ad__mpi_tape(ad_tape **seen);
+/* The collective records of a tape on one communicator are numbered in the
+ * order they started. MPI wants nonblocking collectives started in one
+ * order on all ranks of a communicator, but a reverse sweep reaches the
+ * completion records (where the adjoints of nonblocking collectives start)
+ * in each rank's own order: it starts them in descending number instead
+ * (coll.c). */
+typedef struct ad__corder {
+  int n, cap;              /* records numbered so far */
+  unsigned char *started;  /* reverse sweep: adjoint started, per number */
+  struct ad__mrec **ready; /* reverse sweep: completion reached, waiting for its turn */
+  int nready, capready;
+  int inflight; /* a sweep's nonblocking collectives started and not finished */
+} ad__corder;
+/* The state of (t, c), NULL if t has no collective on c. */
+ad__corder *ad__coll_order(ad_tape *t, ad__comm *c);
+/* The next number for a collective record on (t, c); -1 on failure (a
+ * sticky error on t). Call after ad__mpi_note_coll. */
+int ad__coll_number(ad_tape *t, ad__comm *c);
 /* Note that tape t communicated on c collectively, or with a peer. */
 void ad__mpi_note_coll(ad_tape *t, ad__comm *c);
 /* ... a message of `count` elements (-1: unknown), sequence number k (-1:
@@ -151,6 +176,14 @@ typedef struct ad__mrec {
   int root, op, inplace;
   double *w;                    /* reduction weights (NULL: all ones) */
   int *cnt, *dsp, *cnt2, *dsp2; /* v-variants: counts and displacements */
+  /* Collectives: the record's number on (tape, comm) (see ad__corder); a
+   * nonblocking one (nb) has a completion record (AD__M_ICOLL_DONE, linked)
+   * whose `seq` is the last number started before it completed; a sweep's
+   * second buffer and an array MPI may read while its operation runs. */
+  int seq, nb;
+  double *sbuf2;
+  int *keep;
+  void *rma;                    /* one-sided epochs: their description (rma.c) */
 } ad__mrec;
 
 enum {
@@ -171,7 +204,16 @@ enum {
   AD__M_ALLTOALLV,
   AD__M_RSB,
   AD__M_SCAN,
-  AD__M_EXSCAN
+  AD__M_EXSCAN,
+  AD__M_ICOLL_DONE, /* completion of a nonblocking collective */
+  AD__M_NEIGHBOR,   /* neighbourhood alltoallv (allgather(v) as one with every send slot the same) */
+  AD__M_CANCELLED   /* a start record whose request was cancelled: no action */
+};
+
+/* One-sided communication (rma.c): kinds from 80 up. */
+enum {
+  AD__M_RMA_FENCE = 80, /* a fence, with the epoch it closed */
+  AD__M_RMA_OPEN        /* the first access of an epoch on this tape */
 };
 
 /* A new record of `kind` on t with room for nin/nout handles (NULL, and a
@@ -186,7 +228,28 @@ void ad__p2p_forget(const ad__mrec *r);
 void ad__p2p_finalize(void);
 int ad__p2p_forward(ad_tape *t, ad__mrec *r);
 int ad__coll_reverse(ad_tape *t, ad__mrec *r);
+/* Requests of other kinds than point to point (nonblocking collectives)
+ * live in p2p.c's slots too, so that every completion call takes them. At
+ * completion, `complete` delivers the results and pushes the completion
+ * record on t (NULL if the start was not recorded there; `seen` is the
+ * current tape, to report errors on); `failed` is called instead when MPI
+ * freed the request after an error, or at MPI_Finalize with it pending: its
+ * buffers may still be MPI's and are handed to ad__mpi_keep. */
+typedef struct ad__req_ops {
+  void (*complete)(void *ctx, ad_tape *t, ad_tape *seen, ad__mrec *start, const MPI_Status *st);
+  void (*failed)(void *ctx, int rc);
+} ad__req_ops;
+int ad__req_new(ad_mpi_request *request, MPI_Request mpi, ad_tape *t, ad__mrec *start, const ad__req_ops *ops,
+                void *ctx);
 int ad__coll_forward(ad_tape *t, ad__mrec *r);
+/* One-sided communication (rma.c): sweep actions of its records (-1 if the
+ * kind is not theirs), freeing what a record's `rma` holds, and the check at
+ * a sweep's start that every epoch with operations recorded on t was closed
+ * on t (1, with a sticky error on t, if not). */
+int ad__rma_reverse(ad_tape *t, ad__mrec *r);
+int ad__rma_forward(ad_tape *t, ad__mrec *r);
+void ad__rma_free(void *data);
+int ad__rma_sweep_check(ad_tape *t);
 /* The record's line for ad_tape_dump (describe.c). */
 int ad__mrec_describe(const void *data, char *buf, size_t size);
 

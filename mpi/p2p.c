@@ -8,7 +8,15 @@
  * sweep posts the adjoint operation (a nonblocking send, or a receive), and at
  * the start record it completes the receive and accumulates. Adjoint sends are
  * completed lazily at the end of the sweep, so a sweep never relies on MPI
- * buffering. */
+ * buffering.
+ *
+ * The other nonblocking send modes, persistent requests and matched probes
+ * use the same records: every start of a persistent request is an isend or
+ * irecv start record, an mrecv is a receive record and an imrecv an irecv.
+ * A cancelled receive's start record becomes AD__M_CANCELLED (no action),
+ * and an active send freed by ad_mpi_request_free records its completion at
+ * the free. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -425,7 +433,11 @@ int ad_mpi_sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, i
 /* ------------------------------------------------------------------------ */
 
 /* Every request lives in a slot; the user's ad_mpi_request names the slot and
- * its generation, so a stale copy of a completed request is caught. */
+ * its generation, so a stale copy of a completed request is caught. A
+ * persistent request's slot stays live from its init call to
+ * ad_mpi_request_free, inactive between a completion and the next start. A
+ * message of ad_mpi_mprobe (is_msg) lives in a slot too, until it is
+ * received. */
 typedef struct rslot {
   int live;
   unsigned gen;
@@ -439,14 +451,25 @@ typedef struct rslot {
   ad_tape *tape; /* the tape that recorded the start, if any */
   uint32_t epoch;
   ad__mrec *start;
-  int lost; /* its start record was discarded (ad_tape_reset_to) */
+  int lost;               /* its start record was discarded (ad_tape_reset_to) */
+  const ad__req_ops *ops; /* another kind of request (a nonblocking collective): its actions */
+  void *ctx;
+  int pers, started; /* persistent, and started since its last completion */
+  int peer, tag;     /* persistent: destination, or source pattern, and tag */
+  int orphan;        /* a send the user freed while active: goes when MPI is done with it */
+  int is_msg;        /* a probed message not yet received */
+  int cancelled;     /* a receive cancelled, waiting for its completion call */
+  MPI_Message msg;
   int next_free;
 } rslot;
 
 static rslot *slots;
-static int nslots, capslots, free_slot = -1;
+static int nslots, capslots, free_slot = -1, norphans;
+
+static void orphans_poll(void);
 
 static int slot_new(void) {
+  orphans_poll();
   int s = free_slot;
   if (s >= 0) {
     free_slot = slots[s].next_free;
@@ -466,6 +489,7 @@ static int slot_new(void) {
   slots[s].gen = gen;
   slots[s].live = 1;
   slots[s].mpi = MPI_REQUEST_NULL;
+  slots[s].msg = MPI_MESSAGE_NULL;
   return s;
 }
 
@@ -481,12 +505,16 @@ void ad__p2p_forget(const ad__mrec *r) {
 /* At MPI_Finalize: the table. The buffer of a request never completed may
  * still be MPI's, so it is kept (reachable) rather than freed. */
 void ad__p2p_finalize(void) {
-  for (int s = 0; s < nslots; s++)
-    if (slots[s].live) ad__mpi_keep(slots[s].v);
+  for (int s = 0; s < nslots; s++) {
+    if (!slots[s].live) continue;
+    ad__mpi_keep(slots[s].v);
+    if (slots[s].ops) slots[s].ops->failed(slots[s].ctx, MPI_ERR_PENDING);
+  }
   free(slots);
   slots = NULL;
   nslots = capslots = 0;
   free_slot = -1;
+  norphans = 0;
 }
 
 static void slot_free(int s) {
@@ -496,6 +524,39 @@ static void slot_free(int s) {
   slots[s].gen++;
   slots[s].next_free = free_slot;
   free_slot = s;
+}
+
+/* The request in slot s is finished: a persistent one becomes inactive,
+ * anything else goes. */
+static void slot_retire(int s) {
+  rslot *q = &slots[s];
+  if (q->pers && !q->orphan) {
+    q->started = 0;
+    q->cancelled = 0;
+    q->start = NULL;
+    q->tape = NULL;
+    q->lost = 0;
+    return;
+  }
+  if (q->orphan) norphans--;
+  if (q->pers && q->mpi != MPI_REQUEST_NULL) MPI_Request_free(&q->mpi);
+  slot_free(s);
+}
+
+/* Sends the user freed while active (ad_mpi_request_free): their buffers go
+ * once MPI has finished with them. */
+static void orphans_poll(void) {
+  for (int s = 0; norphans > 0 && s < nslots; s++) {
+    if (!slots[s].live || !slots[s].orphan) continue;
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Test(&slots[s].mpi, &flag, &st) != MPI_SUCCESS) {
+      ad__mpi_keep(slots[s].v); /* MPI may not be done with it */
+      slots[s].v = NULL;
+      flag = 1;
+    }
+    if (flag) slot_retire(s);
+  }
 }
 
 static void req_set(ad_mpi_request *q, int s) {
@@ -510,10 +571,21 @@ static void req_clear(ad_mpi_request *q) {
   q->gen = 0;
 }
 
+/* After a completion of the request in slot s: the user's request names the
+ * slot still if it is persistent, and is null otherwise. */
+static void req_after(ad_mpi_request *q, int s) {
+  if (s >= 0 && slots[s].live && slots[s].gen == q->gen && !slots[s].is_msg)
+    q->mpi = slots[s].mpi;
+  else
+    req_clear(q);
+}
+
 /* 1 live slot, 0 a null request, -1 a request used after it completed. */
 static int req_check(const ad_mpi_request *q) {
   if (q->slot < 0) return q->mpi == MPI_REQUEST_NULL ? 0 : -1;
-  if (q->slot >= nslots || !slots[q->slot].live || slots[q->slot].gen != q->gen) return -1;
+  if (q->slot >= nslots || !slots[q->slot].live || slots[q->slot].gen != q->gen || slots[q->slot].is_msg ||
+      slots[q->slot].orphan)
+    return -1;
   return 1;
 }
 
@@ -522,29 +594,98 @@ MPI_Request ad__p2p_request(int slot, unsigned gen) {
   return slots[slot].mpi;
 }
 
-static int req_misuse(const char *fn) {
+/* Bad input: a sticky error on the recording tape (or the thread's error if
+ * none records) with the message, and the MPI error code for the caller. */
+static int refuse(int mpicode, const char *fmt, ...) {
+  char msg[320];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
   ad_tape *seen;
   ad__mpi_tape(&seen);
   if (seen)
-    ad__fail(seen, AD_ERR_MPI, "%s: request was already completed (a copy used twice?) or never started", fn);
+    ad__fail(seen, AD_ERR_MPI, "%s", msg);
   else
-    ad__fail_notape(AD_ERR_MPI, "%s: request was already completed (a copy used twice?) or never started", fn);
-  return MPI_ERR_REQUEST;
+    ad__fail_notape(AD_ERR_MPI, "%s", msg);
+  return mpicode;
 }
 
-int ad_mpi_isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                 ad_mpi_request *request) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_isend", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
+static int req_misuse(const char *fn) {
+  return refuse(MPI_ERR_REQUEST, "%s: request was already completed or freed (a copy used twice?) or never started",
+                fn);
+}
+
+int ad__req_new(ad_mpi_request *request, MPI_Request mpi, ad_tape *t, ad__mrec *start, const ad__req_ops *ops,
+                void *ctx) {
+  int s = slot_new();
+  if (s < 0) return MPI_ERR_NO_MEM;
+  rslot *q = &slots[s];
+  q->mpi = mpi;
+  q->active = ops != NULL; /* without ops: a passive request, nothing to do at completion */
+  q->ops = ops;
+  q->ctx = ctx;
+  if (t && start) {
+    q->tape = t;
+    q->epoch = t->rec.epoch;
+    q->start = start;
   }
+  req_set(request, s);
+  return MPI_SUCCESS;
+}
+
+/* An active send from slot q starts: pack the values of buf, number the
+ * message and record its start. */
+static void send_start(rslot *q, const ad_real *buf, int dest, int tag, const char *fn) {
+  ad_tape *seen, *t = ad__mpi_tape(&seen);
+  ad__pack(buf, q->count, q->v);
+  if (dest == MPI_PROC_NULL) return;
+  int k = ad__send_seq(q->c, dest, tag);
+  ad__mpi_note_peer(seen, q->c, dest, 0, tag, q->count, k);
+  ad__mrec *r = t ? ad__mrec_push(t, AD__M_ISEND, q->c, q->count, 0) : NULL;
+  if (r) {
+    r->peer = dest;
+    r->tag = tag;
+    r->k = k;
+    ad__handles(t, buf, q->count, r->in, fn);
+    q->tape = t;
+    q->epoch = t->rec.epoch;
+    q->start = r;
+  }
+}
+
+/* An active receive into slot s starts: its place in the receive order
+ * (post, unless it has one already: an ad_mpi_imrecv), and its start
+ * record. */
+static void recv_start(int s, int source, int tag, int posted) {
+  rslot *q = &slots[s];
+  ad_tape *seen, *t = ad__mpi_tape(&seen);
+  if (!posted) q->post = ad__recv_post(q->c, source, tag);
+  ad__recv_attach(q->c, q->post, s, q->gen);
+  ad__mrec *r = t ? ad__mrec_push(t, AD__M_IRECV, q->c, 0, 0) : NULL;
+  if (r) {
+    q->tape = t;
+    q->epoch = t->rec.epoch;
+    q->start = r;
+  }
+}
+
+/* MPI_Isend, MPI_Issend, MPI_Ibsend, MPI_Irsend, and the persistent
+ * MPI_Send_init family, which has the same arguments. */
+typedef int (*nbsend_fn)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+
+/* A nonblocking send (pers 0) or a persistent send's set-up (pers 1). */
+static int isend_any(nbsend_fn fn, const char *name, int pers, const void *buf, int count, MPI_Datatype type, int dest,
+                     int tag, MPI_Comm comm, ad_mpi_request *request) {
+  int rc = ad__types_refuse(name, 1, type);
+  if (rc != MPI_SUCCESS) return rc;
   if (count < 0) return MPI_ERR_COUNT;
   int s = slot_new();
   if (s < 0) return MPI_ERR_NO_MEM;
   rslot *q = &slots[s];
-  int rc;
+  q->pers = pers;
   if (!is_real(type)) {
-    rc = MPI_Isend(buf, count, type, dest, tag, comm, &q->mpi);
+    rc = fn(buf, count, type, dest, tag, comm, &q->mpi);
   } else {
     int err;
     ad__comm *c = ad__mpi_comm(comm, &err);
@@ -552,32 +693,23 @@ int ad_mpi_isend(const void *buf, int count, MPI_Datatype type, int dest, int ta
       slot_free(s);
       return err;
     }
-    ad_tape *seen, *t = ad__mpi_tape(&seen);
+    ad_tape *seen;
+    ad__mpi_tape(&seen);
     q->active = 1;
     q->c = c;
+    q->count = count;
+    q->ubuf = (ad_real *)buf;
+    q->peer = dest;
+    q->tag = tag;
     if (!(q->v = scratch(count))) {
       slot_free(s);
       return MPI_ERR_NO_MEM;
     }
-    ad__pack(buf, count, q->v);
-    if (dest != MPI_PROC_NULL) {
-      int k = ad__send_seq(c, dest, tag);
-      ad__mpi_note_peer(seen, c, dest, 0, tag, count, k);
-      ad__mrec *r = t ? ad__mrec_push(t, AD__M_ISEND, c, count, 0) : NULL;
-      if (r) {
-        r->peer = dest;
-        r->tag = tag;
-        r->k = k;
-        ad__handles(t, buf, count, r->in, "ad_mpi_isend");
-        q->tape = t;
-        q->epoch = t->rec.epoch;
-        q->start = r;
-      }
-    }
-    rc = MPI_Isend(q->v, count, MPI_DOUBLE, dest, tag, comm, &q->mpi);
+    if (!pers) send_start(q, buf, dest, tag, name);
+    rc = fn(q->v, count, MPI_DOUBLE, dest, tag, comm, &q->mpi);
     if (rc != MPI_SUCCESS)
-      ad__mpi_forward_error(seen, rc, "ad_mpi_isend");
-    else if (dest != MPI_PROC_NULL)
+      ad__mpi_forward_error(seen, rc, name);
+    else if (!pers && dest != MPI_PROC_NULL)
       ad__mpi_counters.forward_bytes += (uint64_t)count * sizeof(double);
   }
   if (rc != MPI_SUCCESS) {
@@ -588,18 +720,53 @@ int ad_mpi_isend(const void *buf, int count, MPI_Datatype type, int dest, int ta
   return MPI_SUCCESS;
 }
 
-int ad_mpi_irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, ad_mpi_request *request) {
-  {
-    int e_ = ad__types_refuse("ad_mpi_irecv", 1, type);
-    if (e_ != MPI_SUCCESS) return e_;
-  }
+int ad_mpi_isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                 ad_mpi_request *request) {
+  return isend_any(MPI_Isend, "ad_mpi_isend", 0, buf, count, type, dest, tag, comm, request);
+}
+int ad_mpi_issend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                  ad_mpi_request *request) {
+  return isend_any(MPI_Issend, "ad_mpi_issend", 0, buf, count, type, dest, tag, comm, request);
+}
+int ad_mpi_ibsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                  ad_mpi_request *request) {
+  return isend_any(MPI_Ibsend, "ad_mpi_ibsend", 0, buf, count, type, dest, tag, comm, request);
+}
+int ad_mpi_irsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                  ad_mpi_request *request) {
+  return isend_any(MPI_Irsend, "ad_mpi_irsend", 0, buf, count, type, dest, tag, comm, request);
+}
+int ad_mpi_send_init(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                     ad_mpi_request *request) {
+  return isend_any(MPI_Send_init, "ad_mpi_send_init", 1, buf, count, type, dest, tag, comm, request);
+}
+int ad_mpi_ssend_init(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                      ad_mpi_request *request) {
+  return isend_any(MPI_Ssend_init, "ad_mpi_ssend_init", 1, buf, count, type, dest, tag, comm, request);
+}
+int ad_mpi_bsend_init(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                      ad_mpi_request *request) {
+  return isend_any(MPI_Bsend_init, "ad_mpi_bsend_init", 1, buf, count, type, dest, tag, comm, request);
+}
+int ad_mpi_rsend_init(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                      ad_mpi_request *request) {
+  return isend_any(MPI_Rsend_init, "ad_mpi_rsend_init", 1, buf, count, type, dest, tag, comm, request);
+}
+
+/* A nonblocking receive (pers 0) or a persistent receive's set-up (1). */
+static int irecv_any(const char *name, int pers, void *buf, int count, MPI_Datatype type, int source, int tag,
+                     MPI_Comm comm, ad_mpi_request *request) {
+  int rc = ad__types_refuse(name, 1, type);
+  if (rc != MPI_SUCCESS) return rc;
   if (count < 0) return MPI_ERR_COUNT;
   int s = slot_new();
   if (s < 0) return MPI_ERR_NO_MEM;
   rslot *q = &slots[s];
-  int rc;
+  q->pers = pers;
+  MPI_Datatype mt = is_real(type) ? MPI_DOUBLE : type;
   if (!is_real(type) || source == MPI_PROC_NULL) {
-    rc = MPI_Irecv(buf, count, is_real(type) ? MPI_DOUBLE : type, source, tag, comm, &q->mpi);
+    rc = pers ? MPI_Recv_init(buf, count, mt, source, tag, comm, &q->mpi)
+              : MPI_Irecv(buf, count, mt, source, tag, comm, &q->mpi);
   } else {
     int err;
     ad__comm *c = ad__mpi_comm(comm, &err);
@@ -607,29 +774,27 @@ int ad_mpi_irecv(void *buf, int count, MPI_Datatype type, int source, int tag, M
       slot_free(s);
       return err;
     }
-    ad_tape *seen, *t = ad__mpi_tape(&seen);
+    ad_tape *seen;
+    ad__mpi_tape(&seen);
     q->active = 1;
     q->is_recv = 1;
     q->c = c;
     q->ubuf = buf;
     q->count = count;
+    q->peer = source;
+    q->tag = tag;
     if (!(q->v = scratch(count))) {
       slot_free(s);
       return MPI_ERR_NO_MEM;
     }
-    q->post = ad__recv_post(c, source, tag);
-    ad__recv_attach(c, q->post, s, q->gen);
-    ad__mrec *r = t ? ad__mrec_push(t, AD__M_IRECV, c, 0, 0) : NULL;
-    if (r) {
-      q->tape = t;
-      q->epoch = t->rec.epoch;
-      q->start = r;
+    if (pers) {
+      rc = MPI_Recv_init(q->v, count, MPI_DOUBLE, source, tag, comm, &q->mpi);
+    } else {
+      recv_start(s, source, tag, 0);
+      rc = MPI_Irecv(q->v, count, MPI_DOUBLE, source, tag, comm, &q->mpi);
+      if (rc != MPI_SUCCESS) ad__recv_complete(c, q->post, -2, -2);
     }
-    rc = MPI_Irecv(q->v, count, MPI_DOUBLE, source, tag, comm, &q->mpi);
-    if (rc != MPI_SUCCESS) {
-      ad__recv_complete(c, q->post, -2, -2);
-      ad__mpi_forward_error(seen, rc, "ad_mpi_irecv");
-    }
+    if (rc != MPI_SUCCESS) ad__mpi_forward_error(seen, rc, name);
   }
   if (rc != MPI_SUCCESS) {
     slot_free(s);
@@ -639,51 +804,74 @@ int ad_mpi_irecv(void *buf, int count, MPI_Datatype type, int source, int tag, M
   return MPI_SUCCESS;
 }
 
-/* The request in slot s has completed with status st: deliver received
- * values and push the completion record. */
-static void slot_complete(int s, const MPI_Status *st) {
-  rslot *q = &slots[s];
-  if (q->active) {
-    ad_tape *seen, *t = ad__mpi_tape(&seen);
-    int recorded = q->start && q->tape == t && t && t->rec.epoch == q->epoch;
-    if (q->lost && seen) {
-      ad__fail(seen, AD_ERR_MPI,
-               "a request started while recording completed after ad_tape_reset_to discarded its start; the "
-               "recording cannot be differentiated");
-    } else if (q->start && !recorded) {
-      ad_tape *victim = seen ? seen : NULL;
-      if (victim)
-        ad__fail(victim, AD_ERR_MPI, "a request started while recording completed on another tape or recording");
-    }
-    if (q->is_recv) {
-      ad__mrec *d = NULL;
-      recv_finish(q->c, recorded ? t : NULL, seen, q->post, st, q->ubuf, q->v, received(st), AD__M_IRECV_DONE, &d);
-      if (d && recorded) {
-        d->link = q->start;
-        q->start->link = d;
-      }
-    } else if (recorded) {
-      ad__mrec *d = ad__mrec_push(t, AD__M_ISEND_DONE, q->c, 0, 0);
-      if (d) {
-        d->link = q->start;
-        q->start->link = d;
-      }
-    }
-  }
-  slot_free(s);
+int ad_mpi_irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, ad_mpi_request *request) {
+  return irecv_any("ad_mpi_irecv", 0, buf, count, type, source, tag, comm, request);
+}
+int ad_mpi_recv_init(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                     ad_mpi_request *request) {
+  return irecv_any("ad_mpi_recv_init", 1, buf, count, type, source, tag, comm, request);
 }
 
-/* The request in slot s failed with error rc and MPI has freed it: retire
- * the slot (see recv_failed). */
+/* The request in slot s has completed with status st: deliver received
+ * values and push the completion record (nothing for a receive that was
+ * cancelled: its start record becomes no action). */
+static void slot_deliver(int s, const MPI_Status *st) {
+  rslot *q = &slots[s];
+  if (!q->active) return;
+  ad_tape *seen, *t = ad__mpi_tape(&seen);
+  int recorded = q->start && q->tape == t && t && t->rec.epoch == q->epoch;
+  if (q->cancelled) return; /* see ad_mpi_cancel */
+  if (q->lost && seen) {
+    ad__fail(seen, AD_ERR_MPI,
+             "a request started while recording completed after ad_tape_reset_to discarded its start; the "
+             "recording cannot be differentiated");
+  } else if (q->start && !recorded) {
+    if (seen) ad__fail(seen, AD_ERR_MPI, "a request started while recording completed on another tape or recording");
+  }
+  if (q->ops) {
+    q->ops->complete(q->ctx, recorded ? t : NULL, seen, recorded ? q->start : NULL, st);
+  } else if (q->is_recv) {
+    ad__mrec *d = NULL;
+    recv_finish(q->c, recorded ? t : NULL, seen, q->post, st, q->ubuf, q->v, received(st), AD__M_IRECV_DONE, &d);
+    if (d && recorded) {
+      d->link = q->start;
+      q->start->link = d;
+    }
+  } else if (recorded) {
+    ad__mrec *d = ad__mrec_push(t, AD__M_ISEND_DONE, q->c, 0, 0);
+    if (d) {
+      d->link = q->start;
+      q->start->link = d;
+    }
+  }
+}
+
+/* The request in slot s has completed: deliver and retire it. An inactive
+ * persistent request completes at once with an empty status and no record. */
+static void slot_complete(int s, const MPI_Status *st) {
+  if (slots[s].pers && !slots[s].started) return;
+  slot_deliver(s, st);
+  slot_retire(s);
+}
+
+/* The request in slot s failed with error rc and MPI has freed it (or made
+ * a persistent one inactive): retire the slot (see recv_failed). */
 static void slot_failed(int s, int rc, const MPI_Status *st) {
   rslot *q = &slots[s];
-  if (q->active && q->is_recv) {
+  if (q->pers && !q->started) return;
+  if (q->ops) {
+    q->ops->failed(q->ctx, rc);
+  } else if (q->active && q->is_recv) {
     ad_tape *seen;
     ad__mpi_tape(&seen);
     recv_failed(q->c, seen, q->post, rc, st);
   }
-  slot_free(s);
+  slot_retire(s);
 }
+
+/* MPI is done with a request that failed: it freed a nonpersistent one;
+ * a persistent one stays, inactive. */
+static int done_after_error(int s, MPI_Request mr) { return mr == MPI_REQUEST_NULL || slots[s].pers; }
 
 /* A completion call failed for the single request q in slot s: report it on
  * the tape, and retire the slot if MPI is done with the request. */
@@ -691,9 +879,9 @@ static int single_failed(ad_mpi_request *q, int s, int rc, const MPI_Status *st,
   ad_tape *seen;
   ad__mpi_tape(&seen);
   ad__mpi_forward_error(seen, rc, fn);
-  if (slots[s].mpi == MPI_REQUEST_NULL) {
+  if (done_after_error(s, slots[s].mpi)) {
     slot_failed(s, rc, st);
-    req_clear(q);
+    req_after(q, s);
   }
   return rc;
 }
@@ -708,7 +896,7 @@ int ad_mpi_wait(ad_mpi_request *request, MPI_Status *status) {
   int rc = MPI_Wait(&slots[s].mpi, &st);
   if (rc != MPI_SUCCESS) return single_failed(request, s, rc, &st, "ad_mpi_wait");
   slot_complete(s, &st);
-  req_clear(request);
+  req_after(request, s);
   if (status != MPI_STATUS_IGNORE) *status = st;
   return MPI_SUCCESS;
 }
@@ -724,7 +912,7 @@ int ad_mpi_test(ad_mpi_request *request, int *flag, MPI_Status *status) {
   if (rc != MPI_SUCCESS) return single_failed(request, s, rc, &st, "ad_mpi_test");
   if (!*flag) return MPI_SUCCESS;
   slot_complete(s, &st);
-  req_clear(request);
+  req_after(request, s);
   if (status != MPI_STATUS_IGNORE) *status = st;
   return MPI_SUCCESS;
 }
@@ -740,11 +928,22 @@ static int gather_reqs(int count, ad_mpi_request reqs[], MPI_Request *mr, const 
 }
 
 static void finish_one(ad_mpi_request *q, MPI_Request mr, const MPI_Status *st) {
-  if (q->slot >= 0) {
-    slots[q->slot].mpi = mr;
-    slot_complete(q->slot, st);
+  int s = q->slot;
+  if (s >= 0) {
+    slots[s].mpi = mr;
+    slot_complete(s, st);
   }
-  req_clear(q);
+  req_after(q, s);
+}
+
+/* Request i of a multiple completion call failed with error e (its status's
+ * MPI_ERROR); retire it if MPI is done with it. */
+static void fail_one(ad_mpi_request *q, MPI_Request mr, int e, const MPI_Status *st) {
+  int s = q->slot;
+  if (s < 0 || !done_after_error(s, mr)) return;
+  slots[s].mpi = mr;
+  slot_failed(s, e, st);
+  req_after(q, s);
 }
 
 /* Waitall or testall failed with MPI_ERR_IN_STATUS: finish the requests that
@@ -754,14 +953,12 @@ static void finish_in_status(int count, ad_mpi_request reqs[], MPI_Request *mr, 
                              MPI_Status *statuses) {
   for (int i = 0; i < count; i++) {
     if (statuses != MPI_STATUSES_IGNORE) statuses[i] = st[i];
-    if (!live[i] || mr[i] != MPI_REQUEST_NULL) continue;
-    if (st[i].MPI_ERROR == MPI_SUCCESS) {
+    if (!live[i] || st[i].MPI_ERROR == MPI_ERR_PENDING) continue;
+    if (!slots[reqs[i].slot].pers && mr[i] != MPI_REQUEST_NULL) continue;
+    if (st[i].MPI_ERROR == MPI_SUCCESS)
       finish_one(&reqs[i], mr[i], &st[i]);
-    } else {
-      slots[reqs[i].slot].mpi = MPI_REQUEST_NULL;
-      slot_failed(reqs[i].slot, st[i].MPI_ERROR, &st[i]);
-      req_clear(&reqs[i]);
-    }
+    else
+      fail_one(&reqs[i], mr[i], st[i].MPI_ERROR, &st[i]);
   }
 }
 
@@ -807,28 +1004,417 @@ int ad_mpi_testall(int count, ad_mpi_request reqs[], int *flag, MPI_Status *stat
   return complete_all(count, reqs, flag, statuses, "ad_mpi_testall");
 }
 
-int ad_mpi_waitany(int count, ad_mpi_request reqs[], int *index, MPI_Status *status) {
+/* Waitany and testany (flag non-NULL). */
+static int complete_any(int count, ad_mpi_request reqs[], int *index, int *flag, MPI_Status *status, const char *fn) {
   if (count < 0) return MPI_ERR_COUNT;
   MPI_Request *mr = malloc((size_t)(count ? count : 1) * sizeof *mr);
-  int rc = mr ? gather_reqs(count, reqs, mr, "ad_mpi_waitany") : MPI_ERR_NO_MEM;
+  int rc = mr ? gather_reqs(count, reqs, mr, fn) : MPI_ERR_NO_MEM;
   MPI_Status st;
   st.MPI_SOURCE = st.MPI_TAG = -1;
-  if (rc == MPI_SUCCESS) rc = MPI_Waitany(count, mr, index, &st);
-  if (rc == MPI_SUCCESS && *index != MPI_UNDEFINED) {
-    finish_one(&reqs[*index], mr[*index], &st);
+  int done = 1;
+  if (rc == MPI_SUCCESS) rc = flag ? MPI_Testany(count, mr, index, flag, &st) : MPI_Waitany(count, mr, index, &st);
+  if (rc == MPI_SUCCESS && flag) done = *flag;
+  if (rc == MPI_SUCCESS && done) {
+    if (*index != MPI_UNDEFINED) finish_one(&reqs[*index], mr[*index], &st);
     if (status != MPI_STATUS_IGNORE) *status = st;
   } else if (rc != MPI_SUCCESS && rc != MPI_ERR_REQUEST) {
     ad_tape *seen;
     ad__mpi_tape(&seen);
-    ad__mpi_forward_error(seen, rc, "ad_mpi_waitany");
-    /* The request that failed is named by index and freed by MPI. */
+    ad__mpi_forward_error(seen, rc, fn);
+    /* The request that failed is named by index. */
     int i = *index;
-    if (i >= 0 && i < count && reqs[i].slot >= 0 && mr[i] == MPI_REQUEST_NULL) {
-      slots[reqs[i].slot].mpi = MPI_REQUEST_NULL;
-      slot_failed(reqs[i].slot, rc, &st);
-      req_clear(&reqs[i]);
-    }
+    if (i >= 0 && i < count) fail_one(&reqs[i], mr[i], rc, &st);
   }
   free(mr);
   return rc;
+}
+
+int ad_mpi_waitany(int count, ad_mpi_request reqs[], int *index, MPI_Status *status) {
+  return complete_any(count, reqs, index, NULL, status, "ad_mpi_waitany");
+}
+
+int ad_mpi_testany(int count, ad_mpi_request reqs[], int *index, int *flag, MPI_Status *status) {
+  return complete_any(count, reqs, index, flag, status, "ad_mpi_testany");
+}
+
+/* Waitsome and testsome. */
+static int complete_some(int count, ad_mpi_request reqs[], int *outcount, int indices[], MPI_Status *statuses, int test,
+                         const char *fn) {
+  if (count < 0) return MPI_ERR_COUNT;
+  MPI_Request *mr = malloc((size_t)(count ? count : 1) * sizeof *mr);
+  MPI_Status *st = malloc((size_t)(count ? count : 1) * sizeof *st);
+  int rc = mr && st ? gather_reqs(count, reqs, mr, fn) : MPI_ERR_NO_MEM;
+  if (rc == MPI_SUCCESS)
+    rc = test ? MPI_Testsome(count, mr, outcount, indices, st) : MPI_Waitsome(count, mr, outcount, indices, st);
+  if (rc == MPI_SUCCESS) {
+    for (int j = 0; *outcount != MPI_UNDEFINED && j < *outcount; j++) {
+      finish_one(&reqs[indices[j]], mr[indices[j]], &st[j]);
+      if (statuses != MPI_STATUSES_IGNORE) statuses[j] = st[j];
+    }
+  } else if (rc != MPI_ERR_REQUEST) {
+    ad_tape *seen;
+    ad__mpi_tape(&seen);
+    ad__mpi_forward_error(seen, rc, fn);
+    for (int j = 0; in_status(rc) && *outcount != MPI_UNDEFINED && j < *outcount; j++) {
+      int i = indices[j];
+      if (statuses != MPI_STATUSES_IGNORE) statuses[j] = st[j];
+      if (st[j].MPI_ERROR == MPI_SUCCESS)
+        finish_one(&reqs[i], mr[i], &st[j]);
+      else
+        fail_one(&reqs[i], mr[i], st[j].MPI_ERROR, &st[j]);
+    }
+  }
+  free(mr);
+  free(st);
+  return rc;
+}
+
+int ad_mpi_waitsome(int incount, ad_mpi_request reqs[], int *outcount, int indices[], MPI_Status *statuses) {
+  return complete_some(incount, reqs, outcount, indices, statuses, 0, "ad_mpi_waitsome");
+}
+
+int ad_mpi_testsome(int incount, ad_mpi_request reqs[], int *outcount, int indices[], MPI_Status *statuses) {
+  return complete_some(incount, reqs, outcount, indices, statuses, 1, "ad_mpi_testsome");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Freeing and cancelling requests                                           */
+/* ------------------------------------------------------------------------ */
+
+int ad_mpi_request_free(ad_mpi_request *request) {
+  int c = req_check(request);
+  if (c < 0) return req_misuse("ad_mpi_request_free");
+  if (c == 0) return refuse(MPI_ERR_REQUEST, "ad_mpi_request_free: the request is null");
+  int s = request->slot;
+  rslot *q = &slots[s];
+  if (q->ops)
+    return refuse(MPI_ERR_REQUEST,
+                  "ad_mpi_request_free: the request of a nonblocking collective cannot be freed; complete it with a "
+                  "wait or test");
+  if (!q->active || (q->pers && !q->started)) {
+    int rc = MPI_Request_free(&q->mpi);
+    if (rc != MPI_SUCCESS) {
+      ad_tape *seen;
+      ad__mpi_tape(&seen);
+      return ad__mpi_forward_error(seen, rc, "ad_mpi_request_free");
+    }
+    slot_free(s);
+    req_clear(request);
+    return MPI_SUCCESS;
+  }
+  if (q->is_recv)
+    return refuse(MPI_ERR_REQUEST,
+                  "ad_mpi_request_free: the receive is active; its values would arrive after nobody can differentiate "
+                  "them (complete it with a wait or test, or cancel it first)");
+  /* An active send: the message goes out all the same, so its completion
+   * record is pushed here, and the slot stays until MPI is done with the
+   * packed values. */
+  MPI_Status st;
+  memset(&st, 0, sizeof st);
+  slot_deliver(s, &st);
+  q->orphan = 1;
+  q->started = 0;
+  norphans++;
+  req_clear(request);
+  return MPI_SUCCESS;
+}
+
+int ad_mpi_cancel(ad_mpi_request *request) {
+  int c = req_check(request);
+  if (c < 0) return req_misuse("ad_mpi_cancel");
+  if (c == 0) return refuse(MPI_ERR_REQUEST, "ad_mpi_cancel: the request is null");
+  rslot *q = &slots[request->slot];
+  if (q->ops) return refuse(MPI_ERR_REQUEST, "ad_mpi_cancel: a nonblocking collective cannot be cancelled");
+  if (q->pers && !q->started)
+    return refuse(MPI_ERR_REQUEST, "ad_mpi_cancel: the persistent request is not active (not started)");
+  if (!q->active) return MPI_Cancel(&q->mpi);
+  if (!q->is_recv)
+    return refuse(MPI_ERR_REQUEST,
+                  "ad_mpi_cancel: a send of AD_MPI_REAL data cannot be cancelled (the receiver could not tell which "
+                  "messages it missed)");
+  if (q->cancelled) return MPI_SUCCESS; /* cancelled already */
+  int flag = 0;
+  MPI_Status st;
+  int rc = MPI_Request_get_status(q->mpi, &flag, &st);
+  if (rc == MPI_SUCCESS && flag)
+    return refuse(MPI_ERR_REQUEST,
+                  "ad_mpi_cancel: the receive has already matched a message; complete it with a wait or test");
+  if (rc == MPI_SUCCESS) rc = MPI_Cancel(&q->mpi);
+  /* A receive marked for cancellation completes without anybody else's
+   * help; whether it was cancelled is known once it has. Find out now: a
+   * cancelled receive then leaves the receive order at once (so that a
+   * later receive's number does not wait for it), and its start record
+   * becomes no action. One that matched meanwhile completes as usual in the
+   * user's completion call. */
+  while (rc == MPI_SUCCESS && !flag) rc = MPI_Request_get_status(q->mpi, &flag, &st);
+  if (rc != MPI_SUCCESS) {
+    ad_tape *seen;
+    ad__mpi_tape(&seen);
+    return ad__mpi_forward_error(seen, rc, "ad_mpi_cancel");
+  }
+  int cancelled = 0;
+  MPI_Test_cancelled(&st, &cancelled);
+  if (cancelled) {
+    q->cancelled = 1;
+    ad__recv_complete(q->c, q->post, -2, -2);
+    if (q->start) q->start->kind = AD__M_CANCELLED;
+    q->start = NULL;
+  }
+  return MPI_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Persistent requests                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* 1 if the request can be started, else an MPI error code (negated: MPI
+ * error codes are positive) after refusing. */
+static int start_check(const ad_mpi_request *request, const char *fn) {
+  int c = req_check(request);
+  if (c < 0) return -req_misuse(fn);
+  const rslot *q = c ? &slots[request->slot] : NULL;
+  if (!q || !q->pers) return -refuse(MPI_ERR_REQUEST, "%s: not a persistent request", fn);
+  if (q->started)
+    return -refuse(MPI_ERR_REQUEST, "%s: the persistent request is active already (started twice without a completion)",
+                   fn);
+  return 1;
+}
+
+static int start_one(ad_mpi_request *request, const char *fn) {
+  int c = start_check(request, fn);
+  if (c < 0) return -c;
+  int s = request->slot;
+  rslot *q = &slots[s];
+  if (q->active) {
+    if (q->is_recv)
+      recv_start(s, q->peer, q->tag, 0);
+    else
+      send_start(q, q->ubuf, q->peer, q->tag, fn);
+  }
+  int rc = MPI_Start(&q->mpi);
+  if (rc != MPI_SUCCESS) {
+    ad_tape *seen;
+    ad__mpi_tape(&seen);
+    if (q->active && q->is_recv) ad__recv_complete(q->c, q->post, -2, -2);
+    q->start = NULL;
+    return ad__mpi_forward_error(seen, rc, fn);
+  }
+  q->started = 1;
+  if (q->active && !q->is_recv && q->peer != MPI_PROC_NULL)
+    ad__mpi_counters.forward_bytes += (uint64_t)q->count * sizeof(double);
+  request->mpi = q->mpi;
+  return MPI_SUCCESS;
+}
+
+int ad_mpi_start(ad_mpi_request *request) { return start_one(request, "ad_mpi_start"); }
+
+int ad_mpi_startall(int count, ad_mpi_request reqs[]) {
+  if (count < 0) return MPI_ERR_COUNT;
+  /* Nothing starts unless everything can. */
+  for (int i = 0; i < count; i++) {
+    int c = start_check(&reqs[i], "ad_mpi_startall");
+    if (c < 0) return -c;
+    for (int j = 0; j < i; j++)
+      if (reqs[j].slot == reqs[i].slot)
+        return refuse(MPI_ERR_REQUEST, "ad_mpi_startall: request %d is request %d again (started twice)", i, j);
+  }
+  for (int i = 0; i < count; i++) {
+    int rc = start_one(&reqs[i], "ad_mpi_startall");
+    if (rc != MPI_SUCCESS) return rc;
+  }
+  return MPI_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Probes and matched receives                                               */
+/* ------------------------------------------------------------------------ */
+
+int ad_mpi_probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
+  int rc = MPI_Probe(source, tag, comm, status);
+  if (rc != MPI_SUCCESS) {
+    ad_tape *seen;
+    ad__mpi_tape(&seen);
+    ad__mpi_forward_error(seen, rc, "ad_mpi_probe");
+  }
+  return rc;
+}
+
+int ad_mpi_iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status) {
+  int rc = MPI_Iprobe(source, tag, comm, flag, status);
+  if (rc != MPI_SUCCESS) {
+    ad_tape *seen;
+    ad__mpi_tape(&seen);
+    ad__mpi_forward_error(seen, rc, "ad_mpi_iprobe");
+  }
+  return rc;
+}
+
+/* A matched probe takes its message out of MPI's matching at probe time, so
+ * that is where the message takes its place among the receives of its
+ * stream: the probe posts an entry for exactly (source, tag) of the message,
+ * and a later receive of that stream counts it as holding an earlier
+ * message, whenever it completes. Whether the message is active is known
+ * only at the receive: an active one completes the entry and takes its
+ * number then, a passive one retires it without a number (see msg_passive). */
+static int mprobe_any(int source, int tag, MPI_Comm comm, int *flag, ad_mpi_message *message, MPI_Status *status,
+                      const char *fn) {
+  ad_tape *seen;
+  ad__mpi_tape(&seen);
+  MPI_Status st;
+  st.MPI_SOURCE = st.MPI_TAG = -1;
+  MPI_Message m = MPI_MESSAGE_NULL;
+  int rc;
+  message->slot = -1;
+  message->gen = 0;
+  if (source == MPI_PROC_NULL) {
+    rc = flag ? MPI_Improbe(source, tag, comm, flag, &m, status) : MPI_Mprobe(source, tag, comm, &m, status);
+    message->mpi = m;
+    return rc == MPI_SUCCESS ? rc : ad__mpi_forward_error(seen, rc, fn);
+  }
+  int err;
+  ad__comm *c = ad__mpi_comm(comm, &err);
+  if (!c) return err;
+  int s = slot_new();
+  if (s < 0) return MPI_ERR_NO_MEM;
+  rc = flag ? MPI_Improbe(source, tag, comm, flag, &m, &st) : MPI_Mprobe(source, tag, comm, &m, &st);
+  if (rc != MPI_SUCCESS || (flag && !*flag)) {
+    slot_free(s);
+    message->mpi = MPI_MESSAGE_NULL;
+    return rc == MPI_SUCCESS ? rc : ad__mpi_forward_error(seen, rc, fn);
+  }
+  rslot *q = &slots[s];
+  q->is_msg = 1;
+  q->c = c;
+  q->msg = m;
+  q->post = ad__recv_post(c, st.MPI_SOURCE, st.MPI_TAG);
+  message->mpi = m;
+  message->slot = s;
+  message->gen = q->gen;
+  if (status != MPI_STATUS_IGNORE) *status = st;
+  return MPI_SUCCESS;
+}
+
+int ad_mpi_mprobe(int source, int tag, MPI_Comm comm, ad_mpi_message *message, MPI_Status *status) {
+  return mprobe_any(source, tag, comm, NULL, message, status, "ad_mpi_mprobe");
+}
+
+int ad_mpi_improbe(int source, int tag, MPI_Comm comm, int *flag, ad_mpi_message *message, MPI_Status *status) {
+  return mprobe_any(source, tag, comm, flag, message, status, "ad_mpi_improbe");
+}
+
+/* 1 a probed message's slot, 0 MPI_MESSAGE_NO_PROC, -1 a message received
+ * already (a stale copy) or a null one. */
+static int msg_check(const ad_mpi_message *m) {
+  if (m->slot < 0) return m->mpi == MPI_MESSAGE_NO_PROC ? 0 : -1;
+  if (m->slot >= nslots || !slots[m->slot].live || slots[m->slot].gen != m->gen || !slots[m->slot].is_msg) return -1;
+  return 1;
+}
+
+static int msg_misuse(const char *fn) {
+  return refuse(MPI_ERR_REQUEST, "%s: message was already received (a copy used twice?) or never probed", fn);
+}
+
+/* A probed message received as passive data: its entry retires without a
+ * number. A later active receive of the same stream that completed before
+ * this counted it as an earlier active message, which the sender did not:
+ * that receive's number is off by one, so the recording fails instead. */
+static void msg_passive(ad__comm *c, uint64_t post, const char *fn) {
+  if (post >= c->rq_base && post < c->rq_next) {
+    const ad__rentry *e = &c->rq[post - c->rq_base];
+    for (size_t i = (size_t)(post - c->rq_base) + 1; i < c->rq_n; i++) {
+      if (c->rq[i].done && c->rq[i].asrc == e->src && c->rq[i].atag == e->tag) {
+        refuse(MPI_ERR_OTHER,
+               "%s: a message probed with ad_mpi_mprobe was received as passive data after a later active message "
+               "of its source and tag; that message's sequence number is lost (receive probed messages in order)",
+               fn);
+        break;
+      }
+    }
+  }
+  ad__recv_complete(c, post, -2, -2);
+}
+
+int ad_mpi_mrecv(void *buf, int count, MPI_Datatype type, ad_mpi_message *message, MPI_Status *status) {
+  int rc = ad__types_refuse("ad_mpi_mrecv", 1, type);
+  if (rc != MPI_SUCCESS) return rc;
+  int mc = msg_check(message);
+  if (mc < 0) return msg_misuse("ad_mpi_mrecv");
+  if (mc == 0) return MPI_Mrecv(buf, count, is_real(type) ? MPI_DOUBLE : type, &message->mpi, status);
+  if (count < 0) return MPI_ERR_COUNT;
+  int s = message->slot;
+  ad__comm *c = slots[s].c;
+  uint64_t post = slots[s].post;
+  MPI_Message m = slots[s].msg;
+  ad_tape *seen, *t = ad__mpi_tape(&seen);
+  double *v = is_real(type) ? scratch(count) : NULL;
+  if (is_real(type) && !v) return MPI_ERR_NO_MEM;
+  slot_free(s);
+  message->mpi = MPI_MESSAGE_NULL;
+  message->slot = -1;
+  message->gen = 0;
+  if (!is_real(type)) {
+    msg_passive(c, post, "ad_mpi_mrecv");
+    rc = MPI_Mrecv(buf, count, type, &m, status);
+    return rc == MPI_SUCCESS ? rc : ad__mpi_forward_error(seen, rc, "ad_mpi_mrecv");
+  }
+  MPI_Status st;
+  st.MPI_SOURCE = st.MPI_TAG = -1;
+  rc = MPI_Mrecv(v, count, MPI_DOUBLE, &m, &st);
+  if (rc != MPI_SUCCESS) {
+    recv_failed(c, seen, post, rc, &st);
+    free(v);
+    return ad__mpi_forward_error(seen, rc, "ad_mpi_mrecv");
+  }
+  recv_finish(c, t, seen, post, &st, buf, v, received(&st), AD__M_RECV, NULL);
+  free(v);
+  if (status != MPI_STATUS_IGNORE) *status = st;
+  return MPI_SUCCESS;
+}
+
+int ad_mpi_imrecv(void *buf, int count, MPI_Datatype type, ad_mpi_message *message, ad_mpi_request *request) {
+  int rc = ad__types_refuse("ad_mpi_imrecv", 1, type);
+  if (rc != MPI_SUCCESS) return rc;
+  int mc = msg_check(message);
+  if (mc < 0) return msg_misuse("ad_mpi_imrecv");
+  if (count < 0) return MPI_ERR_COUNT;
+  ad_tape *seen;
+  ad__mpi_tape(&seen);
+  int s;
+  if (mc == 0) {
+    if ((s = slot_new()) < 0) return MPI_ERR_NO_MEM;
+    rc = MPI_Imrecv(buf, count, is_real(type) ? MPI_DOUBLE : type, &message->mpi, &slots[s].mpi);
+  } else {
+    /* The message's slot becomes the request's. */
+    s = message->slot;
+    rslot *q = &slots[s];
+    MPI_Message m = q->msg;
+    q->is_msg = 0;
+    q->msg = MPI_MESSAGE_NULL;
+    q->gen++; /* the message's copies are stale now */
+    message->mpi = MPI_MESSAGE_NULL;
+    message->slot = -1;
+    message->gen = 0;
+    if (!is_real(type)) {
+      msg_passive(q->c, q->post, "ad_mpi_imrecv");
+      rc = MPI_Imrecv(buf, count, type, &m, &q->mpi);
+    } else if (!(q->v = scratch(count))) {
+      ad__recv_complete(q->c, q->post, -2, -2);
+      slot_free(s);
+      return MPI_ERR_NO_MEM;
+    } else {
+      q->active = 1;
+      q->is_recv = 1;
+      q->ubuf = buf;
+      q->count = count;
+      recv_start(s, 0, 0, 1);
+      rc = MPI_Imrecv(q->v, count, MPI_DOUBLE, &m, &q->mpi);
+      if (rc != MPI_SUCCESS) ad__recv_complete(q->c, q->post, -2, -2);
+    }
+  }
+  if (rc != MPI_SUCCESS) {
+    slot_free(s);
+    return ad__mpi_forward_error(seen, rc, "ad_mpi_imrecv");
+  }
+  req_set(request, s);
+  return MPI_SUCCESS;
 }

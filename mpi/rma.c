@@ -1,0 +1,1029 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* One-sided communication on windows of ad_real memory, synchronised by
+ * fences, and the adjoint and tangent actions of its epochs
+ * (docs/mpi-onesided.md).
+ *
+ * A window on ad_real memory is an MPI window over a shadow array of doubles
+ * (the values) kept next to the user's array. The wrappers move values
+ * through MPI and note each access; at the fence that closes an epoch the
+ * origins tell the targets what they accessed (an alltoall of counts and an
+ * alltoallv of ranges on the private communicator), every target refuses
+ * accesses that MPI leaves undefined, the elements written in the epoch get
+ * new handles, fetched values become new handles at the origins, and one
+ * record on the tape holds the whole epoch.
+ *
+ * The sweeps run the epoch's mirror at that record: one nonblocking alltoallv
+ * on the private communicator, waited for with the sweep timeout (a fence
+ * cannot time out, so the sweeps use no window). Reverse: a put's target
+ * sends the adjoint of what was written and zeroes it (the mirrored get); an
+ * accumulate's target sends it without zeroing and keeps it on the old
+ * value; a get's origin sends the adjoint of what it fetched, which the
+ * target adds (the mirrored accumulate). Tangent: the same traffic in the
+ * primal direction. */
+#define _POSIX_C_SOURCE 199309L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mpi_impl.h"
+
+/* Access kinds. A contributing access carries origin values to the target
+ * (and writes there), a returning one brings target values back. */
+enum { K_PUT = 1, K_GET, K_ACC_SUM, K_ACC_REPLACE, K_GACC_SUM, K_GACC_REPLACE };
+
+static int contributes(int k) { return k != K_GET; }
+static int returns(int k) { return k == K_GET || k == K_GACC_SUM || k == K_GACC_REPLACE; }
+static int sums(int k) { return k == K_ACC_SUM || k == K_GACC_SUM; }
+
+static const char *kind_name(int k) {
+  switch (k) {
+  case K_PUT:
+    return "a put";
+  case K_GET:
+    return "a get";
+  case K_ACC_SUM:
+    return "an accumulate (MPI_SUM)";
+  case K_ACC_REPLACE:
+    return "an accumulate (MPI_REPLACE)";
+  case K_GACC_SUM:
+    return "a get_accumulate (MPI_SUM)";
+  default:
+    return "a get_accumulate (MPI_REPLACE)";
+  }
+}
+
+/* An access this rank made as origin in the open epoch. */
+typedef struct access {
+  int target, disp, count, kind;
+  ad_index *in;  /* handles of the origin values (contributing kinds; NULL off tape) */
+  double *val;   /* the origin values, which MPI may read until the fence */
+  double *res;   /* fetched values, which MPI may write until the fence */
+  ad_real *rbuf; /* the user's result buffer, filled at the fence */
+} access;
+
+typedef struct win {
+  MPI_Win mpi; /* over `shadow` */
+  ad__comm *c;
+  ad_real *base; /* the user's memory, n elements */
+  int n, owned;  /* owned: allocated by ad_mpi_win_allocate */
+  double *shadow;
+  /* base as the epoch began: a target element accessed in the epoch must
+   * still be this at its end (no local store meanwhile), and its handle is
+   * the old value's. */
+  ad_real *snap;
+  int *sizes; /* every rank's n, so that an origin checks its ranges */
+  access *acc;
+  int nacc, cap;
+  ad_tape *tape;     /* the tape the open epoch's accesses were recorded on */
+  struct token *tok; /* that tape's note of the open epoch */
+  int open;          /* an access epoch is open (a fence without MPI_MODE_NOSUCCEED) */
+  struct win *next;
+} win;
+
+static win *wins;
+static int win_keyval = MPI_KEYVAL_INVALID;
+
+/* The record of a fence: the epoch it closed, from both sides. Origin
+ * accesses are sorted by target, target accesses by origin (in the order
+ * each origin made them), so both ends of a pair list the same accesses in
+ * the same order. */
+/* What a record's `rma` points to: the epoch closed by a fence, or a
+ * note that a tape has accesses in an epoch. */
+enum { RMA_EPOCH = 1, RMA_NOTE };
+
+/* The note: accesses were recorded on `tape` in an epoch (the first of them
+ * pushed an AD__M_RMA_OPEN record holding it). The fence that closes the
+ * epoch says whether the epoch went on that tape. A sweep of the tape fails
+ * while a note of it is not RECORDED: its gradient would miss the epoch. The
+ * note is listed while its record lives (so `tape` is alive), and freed when
+ * neither the record nor the window holds it. */
+enum { NOTE_OPEN, NOTE_RECORDED, NOTE_LOST };
+typedef struct token {
+  int what; /* RMA_NOTE */
+  int state, refs;
+  ad_tape *tape;
+  struct token *prev, *next;
+} token;
+static token *notes;
+
+static void note_release(token *k) {
+  if (--k->refs == 0) free(k);
+}
+
+typedef struct rma_rec {
+  int what; /* RMA_EPOCH */
+  int p, no, nt;
+  int *o;               /* per origin access: target, count, kind */
+  int *tg;              /* per target access: origin, count, kind */
+  int *ooff, *toff;     /* prefix sums of the counts (no + 1, nt + 1) */
+  int *ostart, *tstart; /* first access per peer (p + 1) */
+  ad_index *o_in, *o_out, *t_old, *t_new;
+  /* Values per peer that the tangent sweep sends (f) and receives (b); the
+   * reverse sweep sends b and receives f. */
+  int *fcnt, *fdsp, *bcnt, *bdsp;
+  int fn, bn;
+} rma_rec;
+
+void ad__rma_free(void *data) {
+  if (!data) return;
+  if (*(int *)data == RMA_NOTE) {
+    token *k = data;
+    if (k->prev)
+      k->prev->next = k->next;
+    else
+      notes = k->next;
+    if (k->next) k->next->prev = k->prev;
+    note_release(k);
+    return;
+  }
+  rma_rec *x = data;
+  free(x->o);
+  free(x->tg);
+  free(x->ooff);
+  free(x->toff);
+  free(x->ostart);
+  free(x->tstart);
+  free(x->o_in);
+  free(x->o_out);
+  free(x->t_old);
+  free(x->t_new);
+  free(x->fcnt);
+  free(x->fdsp);
+  free(x->bcnt);
+  free(x->bdsp);
+  free(x);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* An MPI error code, with a sticky error naming the call on the tape that
+ * was seen recording (or the thread's last error if none). */
+static int refuse(ad_tape *seen, int mpirc, const char *fmt, ...) {
+  char msg[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (seen)
+    ad__fail(seen, AD_ERR_MPI, "%s", msg);
+  else
+    ad__fail_notape(AD_ERR_MPI, "%s", msg);
+  return mpirc;
+}
+
+/* Complete a nonblocking collective of a forward call, as its blocking
+ * twin would, but yielding the processor once spinning is clearly not
+ * enough: ranks oversubscribed on few cores need the time themselves, and
+ * a fence makes several such collectives. */
+static int finish(int e, MPI_Request *r) {
+  if (e != MPI_SUCCESS) return e;
+  for (unsigned spins = 0;; spins++) {
+    int flag = 0;
+    e = MPI_Test(r, &flag, MPI_STATUS_IGNORE);
+    if (e != MPI_SUCCESS || flag) return e;
+    if (spins > 256) {
+      struct timespec ts = {0, 20000};
+      nanosleep(&ts, NULL);
+    }
+  }
+}
+
+static win *lookup(MPI_Win w) {
+  if (w == MPI_WIN_NULL || win_keyval == MPI_KEYVAL_INVALID) return NULL;
+  void *attr = NULL;
+  int flag = 0;
+  if (MPI_Win_get_attr(w, win_keyval, &attr, &flag) != MPI_SUCCESS || !flag) return NULL;
+  return attr;
+}
+
+int ad__rma_sweep_check(ad_tape *t) {
+  for (token *k = notes; k; k = k->next) {
+    if (k->tape != t || k->state == NOTE_RECORDED) continue;
+    /* sticky: closing the epoch later does not put it on this tape */
+    if (k->state == NOTE_OPEN)
+      ad__fail(t, AD_ERR_MPI,
+               "ad_mpi_win_fence: one-sided operations were recorded on this tape in an epoch that no fence had "
+               "closed when the tape was swept (close it with ad_mpi_win_fence before ad_tape_end); no sweep is "
+               "possible");
+    else
+      ad__fail(t, AD_ERR_MPI,
+               "ad_mpi_win_fence: one-sided operations were recorded on this tape in an epoch closed by a fence "
+               "outside this recording, so the tape lacks them; no sweep is possible");
+    return 1;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Windows                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Collective over comm: every rank learns whether all ranks are fine
+ * (`ok`), so that a window refused on one rank is refused on all, and none
+ * waits in MPI for a rank that returned. */
+static int agree(ad__comm *c, int ok) {
+  int all = ok;
+  MPI_Request r;
+  if (finish(MPI_Iallreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->priv, &r), &r) != MPI_SUCCESS) return 0;
+  return all;
+}
+
+static int win_make(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, int allocate, void *baseptr,
+                    MPI_Win *out, const char *fn) {
+  ad_tape *seen;
+  ad__mpi_tape(&seen);
+  if (!out) return refuse(seen, MPI_ERR_ARG, "%s: the window argument is NULL", fn);
+  int err;
+  ad__comm *c = ad__mpi_comm(comm, &err);
+  if (!c) return refuse(seen, err, "%s: the communicator is not valid", fn);
+  if (ad__mpi_comm_ready(NULL, c) != AD_OK)
+    return refuse(seen, MPI_ERR_COMM, "%s: the communicator's private duplicate is not available", fn);
+  ad__mpi_note_coll(seen, c);
+  /* A window on ad_real memory counts in elements: its displacement unit
+   * is sizeof(ad_real) and its size a whole number of them. */
+  int mine = MPI_SUCCESS;
+  if (disp_unit != (int)sizeof(ad_real))
+    mine = MPI_ERR_DISP;
+  else if (size < 0 || size % (MPI_Aint)sizeof(ad_real) != 0 || size / (MPI_Aint)sizeof(ad_real) > 0x3fffffff)
+    mine = MPI_ERR_SIZE;
+  else if (!allocate && size > 0 && !base)
+    mine = MPI_ERR_BUFFER;
+  int n = mine == MPI_SUCCESS ? (int)(size / (MPI_Aint)sizeof(ad_real)) : 0;
+  win *w = calloc(1, sizeof *w);
+  ad_real *ubase = allocate ? calloc((size_t)n + 1, sizeof *ubase) : base;
+  ad_real *snap = malloc(((size_t)n + 1) * sizeof *snap);
+  int *sizes = malloc((size_t)c->size * sizeof *sizes);
+  int ok = mine == MPI_SUCCESS && w && ubase && snap && sizes;
+  if (!agree(c, ok)) {
+    free(w);
+    if (allocate) free(ubase);
+    free(snap);
+    free(sizes);
+    if (mine == MPI_ERR_DISP)
+      return refuse(seen, mine,
+                    "%s: a window on ad_real memory has the displacement unit sizeof(ad_real) = %d, not %d (a window "
+                    "on the wrong type?)",
+                    fn, (int)sizeof(ad_real), disp_unit);
+    if (mine == MPI_ERR_SIZE)
+      return refuse(seen, mine,
+                    "%s: size %ld is not a whole number of ad_real elements of %d bytes (a window on the wrong type?)",
+                    fn, (long)size, (int)sizeof(ad_real));
+    if (mine == MPI_ERR_BUFFER) return refuse(seen, mine, "%s: base is NULL with a nonzero size", fn);
+    if (!ok) return refuse(seen, MPI_ERR_NO_MEM, "%s: no memory", fn);
+    return refuse(seen, MPI_ERR_OTHER, "%s: another rank refused the window (see its message)", fn);
+  }
+  w->c = c;
+  w->base = ubase;
+  w->n = n;
+  w->owned = allocate;
+  w->snap = snap;
+  w->sizes = sizes;
+  w->mpi = MPI_WIN_NULL;
+  MPI_Request req;
+  int rc = finish(MPI_Iallgather(&n, 1, MPI_INT, sizes, 1, MPI_INT, c->priv, &req), &req);
+  /* The shadow is MPI's memory (MPI_Win_allocate): Open MPI 4.1 creates no
+   * window on a single rank's own memory (MPI_Win_create fails there). Its
+   * size is padded to a multiple of 16 bytes: MPICH 4.0 places a rank's
+   * segment of an allocated window at the wrong offset otherwise. */
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Win_allocate((MPI_Aint)(n + (n & 1)) * (MPI_Aint)sizeof(double), (int)sizeof(double), info, comm,
+                          &w->shadow, &w->mpi);
+  if (rc == MPI_SUCCESS && win_keyval == MPI_KEYVAL_INVALID)
+    rc = MPI_Win_create_keyval(MPI_WIN_NULL_COPY_FN, MPI_WIN_NULL_DELETE_FN, &win_keyval, NULL);
+  if (rc == MPI_SUCCESS) rc = MPI_Win_set_attr(w->mpi, win_keyval, w);
+  if (rc != MPI_SUCCESS) {
+    if (w->mpi != MPI_WIN_NULL) MPI_Win_free(&w->mpi);
+    if (allocate) free(ubase);
+    free(snap);
+    free(sizes);
+    free(w);
+    return ad__mpi_forward_error(seen, rc, fn);
+  }
+  MPI_Win_set_errhandler(w->mpi, MPI_ERRORS_RETURN);
+  for (int i = 0; i < n; i++) w->shadow[i] = ubase[i].v;
+  memcpy(snap, ubase, (size_t)n * sizeof *snap);
+  w->next = wins;
+  wins = w;
+  if (allocate) *(ad_real **)baseptr = ubase;
+  *out = w->mpi;
+  return MPI_SUCCESS;
+}
+
+int ad_mpi_win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, MPI_Win *win) {
+  return win_make(base, size, disp_unit, info, comm, 0, NULL, win, "ad_mpi_win_create");
+}
+
+int ad_mpi_win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr, MPI_Win *win) {
+  if (!baseptr) {
+    ad_tape *seen;
+    ad__mpi_tape(&seen);
+    return refuse(seen, MPI_ERR_ARG, "ad_mpi_win_allocate: baseptr is NULL");
+  }
+  return win_make(NULL, size, disp_unit, info, comm, 1, baseptr, win, "ad_mpi_win_allocate");
+}
+
+static void access_free(access *a) {
+  free(a->in);
+  free(a->val);
+  free(a->res);
+}
+
+int ad_mpi_win_free(MPI_Win *mwin) {
+  win *w = mwin ? lookup(*mwin) : NULL;
+  if (!w) return mwin ? MPI_Win_free(mwin) : MPI_ERR_WIN;
+  ad_tape *seen;
+  ad__mpi_tape(&seen);
+  if (!agree(w->c, w->nacc == 0)) {
+    if (w->nacc)
+      return refuse(seen, MPI_ERR_RMA_SYNC,
+                    "ad_mpi_win_free: %d one-sided operation(s) on the window are not completed: close the epoch "
+                    "with ad_mpi_win_fence first",
+                    w->nacc);
+    return refuse(seen, MPI_ERR_RMA_SYNC,
+                  "ad_mpi_win_free: another rank has one-sided operations on the window not completed by a fence");
+  }
+  int rc = MPI_Win_free(&w->mpi);
+  if (rc != MPI_SUCCESS) return ad__mpi_forward_error(seen, rc, "ad_mpi_win_free");
+  for (win **p = &wins; *p; p = &(*p)->next)
+    if (*p == w) {
+      *p = w->next;
+      break;
+    }
+  if (w->tok) {
+    w->tok->state = NOTE_LOST;
+    note_release(w->tok);
+  }
+  if (w->owned) free(w->base);
+  free(w->snap);
+  free(w->sizes);
+  free(w->acc);
+  free(w);
+  *mwin = MPI_WIN_NULL;
+  return MPI_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Accesses                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static int in_some_window(const ad_real *p, int n) {
+  for (win *w = wins; w; w = w->next)
+    if (p < w->base + w->n && p + n > w->base) return 1;
+  return 0;
+}
+
+/* Common part of put, get, accumulate and get_accumulate on a window of
+ * ad_real memory. `origin` holds the contributed values, `result` receives
+ * the fetched ones. */
+static int rma_access(const ad_real *origin, ad_real *result, int count, int target, MPI_Aint disp, int kind, MPI_Op op,
+                      win *w, const char *fn) {
+  ad_tape *seen, *t = ad__mpi_tape(&seen);
+  ad__mpi_note_coll(seen, w->c);
+  if (count < 0) return refuse(seen, MPI_ERR_COUNT, "%s: negative count", fn);
+  if (target == MPI_PROC_NULL) return MPI_SUCCESS;
+  if (target < 0 || target >= w->c->size)
+    return refuse(seen, MPI_ERR_RANK, "%s: target rank %d is not in the window's group", fn, target);
+  if (!w->open)
+    return refuse(seen, MPI_ERR_RMA_SYNC,
+                  "%s: no access epoch is open on the window (call ad_mpi_win_fence first; a fence with "
+                  "MPI_MODE_NOSUCCEED opens none)",
+                  fn);
+  if (disp < 0 || disp + count > w->sizes[target])
+    return refuse(seen, MPI_ERR_RMA_RANGE, "%s: elements %ld to %ld are outside rank %d's window of %d elements", fn,
+                  (long)disp, (long)disp + count - 1, target, w->sizes[target]);
+  if (w->nacc && w->tape != t)
+    return refuse(seen, MPI_ERR_RMA_SYNC,
+                  "%s: the open epoch's earlier one-sided operations were recorded %s; one epoch belongs to one "
+                  "recording",
+                  fn, w->tape ? "on another tape" : "outside a recording");
+  if (returns(kind) && in_some_window(result, count))
+    return refuse(seen, MPI_ERR_BUFFER,
+                  "%s: the result buffer lies in a window's memory; fetch into other memory and copy after the fence",
+                  fn);
+  if (w->nacc == w->cap) {
+    int ncap = w->cap ? 2 * w->cap : 8;
+    access *na = realloc(w->acc, (size_t)ncap * sizeof *na);
+    if (!na) return refuse(seen, MPI_ERR_NO_MEM, "%s: no memory", fn);
+    w->acc = na;
+    w->cap = ncap;
+  }
+  if (t && !w->tok) {
+    token *k = calloc(1, sizeof *k);
+    ad__mrec *r = k ? ad__mrec_push(t, AD__M_RMA_OPEN, w->c, 0, 0) : NULL;
+    if (!r) {
+      free(k);
+      return refuse(seen, MPI_ERR_NO_MEM, "%s: no memory", fn);
+    }
+    k->what = RMA_NOTE;
+    k->state = NOTE_OPEN;
+    k->refs = 2; /* the record's and the window's */
+    k->tape = t;
+    k->next = notes;
+    if (notes) notes->prev = k;
+    notes = k;
+    r->rma = k;
+    w->tok = k;
+  }
+  access a = {target, (int)disp, count, kind, NULL, NULL, NULL, result};
+  size_t sz = (size_t)(count ? count : 1);
+  int nomem = 0;
+  if (contributes(kind)) {
+    nomem |= !(a.val = malloc(sz * sizeof *a.val));
+    if (t) nomem |= !(a.in = calloc(sz, sizeof *a.in));
+  }
+  if (returns(kind)) nomem |= !(a.res = calloc(sz, sizeof *a.res));
+  if (nomem) {
+    access_free(&a);
+    return refuse(seen, MPI_ERR_NO_MEM, "%s: no memory", fn);
+  }
+  if (contributes(kind)) {
+    ad__pack(origin, count, a.val);
+    if (t && ad__handles(t, origin, count, a.in, fn) != AD_OK) {
+      access_free(&a);
+      return MPI_ERR_BUFFER;
+    }
+  }
+  int rc;
+  switch (kind) {
+  case K_PUT:
+    rc = MPI_Put(a.val, count, MPI_DOUBLE, target, disp, count, MPI_DOUBLE, w->mpi);
+    break;
+  case K_GET:
+    rc = op == MPI_NO_OP ? MPI_Get_accumulate(NULL, 0, MPI_DOUBLE, a.res, count, MPI_DOUBLE, target, disp, count,
+                                              MPI_DOUBLE, MPI_NO_OP, w->mpi)
+                         : MPI_Get(a.res, count, MPI_DOUBLE, target, disp, count, MPI_DOUBLE, w->mpi);
+    break;
+  case K_ACC_SUM:
+  case K_ACC_REPLACE:
+    rc = MPI_Accumulate(a.val, count, MPI_DOUBLE, target, disp, count, MPI_DOUBLE, op, w->mpi);
+    break;
+  default:
+    rc = MPI_Get_accumulate(a.val, count, MPI_DOUBLE, a.res, count, MPI_DOUBLE, target, disp, count, MPI_DOUBLE, op,
+                            w->mpi);
+    break;
+  }
+  if (rc != MPI_SUCCESS) {
+    access_free(&a);
+    return ad__mpi_forward_error(seen, rc, fn);
+  }
+  if (target != w->c->rank)
+    ad__mpi_counters.forward_bytes += (uint64_t)count * sizeof(double) * (uint64_t)(contributes(kind) + returns(kind));
+  w->acc[w->nacc++] = a;
+  w->tape = t;
+  return MPI_SUCCESS;
+}
+
+/* The window of an access on AD_MPI_REAL data, or why there is none. NULL
+ * with *rc = MPI_SUCCESS: a plain window with other data, for MPI itself. */
+static win *access_window(MPI_Win mwin, int n_types, const MPI_Datatype *types, int *rc, const char *fn) {
+  *rc = MPI_SUCCESS;
+  for (int i = 0; i < n_types; i++) {
+    *rc = ad__types_refuse(fn, 1, types[i]);
+    if (*rc != MPI_SUCCESS) return NULL;
+  }
+  int nreal = 0;
+  for (int i = 0; i < n_types; i++) nreal += types[i] == AD_MPI_REAL;
+  win *w = lookup(mwin);
+  ad_tape *seen;
+  ad__mpi_tape(&seen);
+  if (!w && nreal)
+    *rc = refuse(seen, MPI_ERR_WIN,
+                 "%s: AD_MPI_REAL data on a window that ad_mpi_win_create or ad_mpi_win_allocate did not create", fn);
+  else if (w && nreal != n_types)
+    *rc = refuse(seen, MPI_ERR_TYPE,
+                 "%s: a window on ad_real memory is accessed with AD_MPI_REAL data only (a window on the wrong type?)",
+                 fn);
+  return w;
+}
+
+int ad_mpi_put(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+               MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win) {
+  const char *fn = "ad_mpi_put";
+  MPI_Datatype ty[2] = {origin_datatype, target_datatype};
+  int rc;
+  struct win *w = access_window(win, 2, ty, &rc, fn);
+  if (!w)
+    return rc != MPI_SUCCESS ? rc
+                             : MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
+                                       target_count, target_datatype, win);
+  if (rc != MPI_SUCCESS) return rc;
+  ad_tape *seen;
+  ad__mpi_tape(&seen);
+  if (origin_count != target_count)
+    return refuse(seen, MPI_ERR_COUNT, "%s: origin count %d and target count %d differ", fn, origin_count,
+                  target_count);
+  return rma_access(origin_addr, NULL, origin_count, target_rank, target_disp, K_PUT, MPI_REPLACE, w, fn);
+}
+
+int ad_mpi_get(void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp,
+               int target_count, MPI_Datatype target_datatype, MPI_Win win) {
+  const char *fn = "ad_mpi_get";
+  MPI_Datatype ty[2] = {origin_datatype, target_datatype};
+  int rc;
+  struct win *w = access_window(win, 2, ty, &rc, fn);
+  if (!w)
+    return rc != MPI_SUCCESS ? rc
+                             : MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
+                                       target_count, target_datatype, win);
+  if (rc != MPI_SUCCESS) return rc;
+  ad_tape *seen;
+  ad__mpi_tape(&seen);
+  if (origin_count != target_count)
+    return refuse(seen, MPI_ERR_COUNT, "%s: origin count %d and target count %d differ", fn, origin_count,
+                  target_count);
+  return rma_access(NULL, origin_addr, origin_count, target_rank, target_disp, K_GET, MPI_OP_NULL, w, fn);
+}
+
+int ad_mpi_accumulate(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+                      MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win) {
+  const char *fn = "ad_mpi_accumulate";
+  MPI_Datatype ty[2] = {origin_datatype, target_datatype};
+  int rc;
+  struct win *w = access_window(win, 2, ty, &rc, fn);
+  if (!w)
+    return rc != MPI_SUCCESS ? rc
+                             : MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
+                                              target_count, target_datatype, op, win);
+  if (rc != MPI_SUCCESS) return rc;
+  ad_tape *seen;
+  ad__mpi_tape(&seen);
+  if (op != MPI_SUM && op != MPI_REPLACE)
+    return refuse(seen, MPI_ERR_OP, "%s: only MPI_SUM and MPI_REPLACE are differentiable here", fn);
+  if (origin_count != target_count)
+    return refuse(seen, MPI_ERR_COUNT, "%s: origin count %d and target count %d differ", fn, origin_count,
+                  target_count);
+  return rma_access(origin_addr, NULL, origin_count, target_rank, target_disp,
+                    op == MPI_SUM ? K_ACC_SUM : K_ACC_REPLACE, op, w, fn);
+}
+
+int ad_mpi_get_accumulate(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, void *result_addr,
+                          int result_count, MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp,
+                          int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win) {
+  const char *fn = "ad_mpi_get_accumulate";
+  /* With MPI_NO_OP the origin buffer is ignored, as in MPI. */
+  int noop = op == MPI_NO_OP;
+  MPI_Datatype ty[3] = {result_datatype, target_datatype, origin_datatype};
+  int rc;
+  struct win *w = access_window(win, noop ? 2 : 3, ty, &rc, fn);
+  if (!w)
+    return rc != MPI_SUCCESS
+               ? rc
+               : MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count,
+                                    result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
+  if (rc != MPI_SUCCESS) return rc;
+  ad_tape *seen;
+  ad__mpi_tape(&seen);
+  if (op != MPI_SUM && op != MPI_REPLACE && !noop)
+    return refuse(seen, MPI_ERR_OP, "%s: only MPI_SUM, MPI_REPLACE and MPI_NO_OP are differentiable here", fn);
+  if ((!noop && origin_count != target_count) || result_count != target_count)
+    return refuse(seen, MPI_ERR_COUNT, "%s: origin count %d, result count %d and target count %d differ", fn,
+                  origin_count, result_count, target_count);
+  int kind = noop ? K_GET : op == MPI_SUM ? K_GACC_SUM : K_GACC_REPLACE;
+  return rma_access(origin_addr, result_addr, target_count, target_rank, target_disp, kind, op, w, fn);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Fences                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static int same_real(ad_real a, ad_real b) { return memcmp(&a.v, &b.v, sizeof a.v) == 0 && a.i == b.i && a.e == b.e; }
+
+/* Stable sort by target (insertion: epochs hold few accesses). */
+static void sort_accesses(access *a, int n) {
+  for (int i = 1; i < n; i++) {
+    access x = a[i];
+    int j = i;
+    while (j > 0 && a[j - 1].target > x.target) {
+      a[j] = a[j - 1];
+      j--;
+    }
+    a[j] = x;
+  }
+}
+
+static int *prefix(const int *cnt, int n) {
+  int *d = malloc(((size_t)n + 1) * sizeof *d);
+  if (!d) return NULL;
+  d[0] = 0;
+  for (int i = 0; i < n; i++) d[i + 1] = d[i] + cnt[i];
+  return d;
+}
+
+/* The epoch's description for the sweeps (NULL if out of memory). `tl`
+ * holds the target accesses (disp, count, kind), `tl_origin` their origins. */
+static rma_rec *rec_make(const win *w, const int *tl, const int *tl_origin, int nt) {
+  int p = w->c->size, no = w->nacc;
+  rma_rec *x = calloc(1, sizeof *x);
+  if (!x) return NULL;
+  x->what = RMA_EPOCH;
+  x->p = p;
+  x->no = no;
+  x->nt = nt;
+  x->o = malloc(((size_t)no * 3 + 1) * sizeof *x->o);
+  x->tg = malloc(((size_t)nt * 3 + 1) * sizeof *x->tg);
+  int *oc = malloc(((size_t)no + 1) * sizeof *oc), *tc = malloc(((size_t)nt + 1) * sizeof *tc);
+  x->fcnt = calloc((size_t)p, sizeof *x->fcnt);
+  x->bcnt = calloc((size_t)p, sizeof *x->bcnt);
+  x->ostart = calloc((size_t)p + 1, sizeof *x->ostart);
+  x->tstart = calloc((size_t)p + 1, sizeof *x->tstart);
+  if (!x->o || !x->tg || !oc || !tc || !x->fcnt || !x->bcnt || !x->ostart || !x->tstart) goto fail;
+  for (int i = 0; i < no; i++) {
+    const access *a = &w->acc[i];
+    x->o[3 * i] = a->target;
+    x->o[3 * i + 1] = a->count;
+    x->o[3 * i + 2] = a->kind;
+    oc[i] = a->count;
+    x->ostart[a->target + 1]++;
+    if (contributes(a->kind)) x->fcnt[a->target] += a->count;
+    if (returns(a->kind)) x->bcnt[a->target] += a->count;
+  }
+  for (int j = 0; j < nt; j++) {
+    int q = tl_origin[j], count = tl[3 * j + 1], kind = tl[3 * j + 2];
+    x->tg[3 * j] = q;
+    x->tg[3 * j + 1] = count;
+    x->tg[3 * j + 2] = kind;
+    tc[j] = count;
+    x->tstart[q + 1]++;
+    if (contributes(kind)) x->bcnt[q] += count;
+    if (returns(kind)) x->fcnt[q] += count;
+  }
+  for (int q = 0; q < p; q++) {
+    x->ostart[q + 1] += x->ostart[q];
+    x->tstart[q + 1] += x->tstart[q];
+  }
+  x->ooff = prefix(oc, no);
+  x->toff = prefix(tc, nt);
+  x->fdsp = prefix(x->fcnt, p);
+  x->bdsp = prefix(x->bcnt, p);
+  if (!x->ooff || !x->toff || !x->fdsp || !x->bdsp) goto fail;
+  x->fn = x->fdsp[p];
+  x->bn = x->bdsp[p];
+  size_t on = (size_t)x->ooff[no] + 1, tn = (size_t)x->toff[nt] + 1;
+  x->o_in = calloc(on, sizeof *x->o_in);
+  x->o_out = calloc(on, sizeof *x->o_out);
+  x->t_old = calloc(tn, sizeof *x->t_old);
+  x->t_new = calloc(tn, sizeof *x->t_new);
+  if (!x->o_in || !x->o_out || !x->t_old || !x->t_new) goto fail;
+  free(oc);
+  free(tc);
+  return x;
+fail:
+  free(oc);
+  free(tc);
+  ad__rma_free(x);
+  return NULL;
+}
+
+/* The epoch's accesses, as the targets see them: tl gets (disp, count,
+ * kind) per access made on this rank, grouped by origin; tl_origin the
+ * origins. Collective over the window's ranks. */
+static int exchange_lists(win *w, int **tl, int **tl_origin, int *nt) {
+  int p = w->c->size, rc;
+  MPI_Comm pc = w->c->priv;
+  int *scnt = calloc((size_t)p, sizeof *scnt), *rcnt = calloc((size_t)p, sizeof *rcnt);
+  int *sl = malloc(((size_t)w->nacc * 3 + 1) * sizeof *sl);
+  int *sdsp = NULL, *rdsp = NULL;
+  *tl = *tl_origin = NULL;
+  *nt = 0;
+  if (!scnt || !rcnt || !sl) {
+    rc = MPI_ERR_NO_MEM;
+    goto out;
+  }
+  for (int i = 0; i < w->nacc; i++) {
+    const access *a = &w->acc[i];
+    scnt[a->target] += 3;
+    sl[3 * i] = a->disp;
+    sl[3 * i + 1] = a->count;
+    sl[3 * i + 2] = a->kind;
+  }
+  MPI_Request r;
+  rc = finish(MPI_Ialltoall(scnt, 1, MPI_INT, rcnt, 1, MPI_INT, pc, &r), &r);
+  if (rc != MPI_SUCCESS) goto out;
+  sdsp = prefix(scnt, p);
+  rdsp = prefix(rcnt, p);
+  if (!sdsp || !rdsp) {
+    rc = MPI_ERR_NO_MEM;
+    goto out;
+  }
+  int total = rdsp[p];
+  *tl = malloc(((size_t)total + 1) * sizeof **tl);
+  *tl_origin = malloc(((size_t)total / 3 + 1) * sizeof **tl_origin);
+  if (!*tl || !*tl_origin) {
+    rc = MPI_ERR_NO_MEM;
+    goto out;
+  }
+  rc = finish(MPI_Ialltoallv(sl, scnt, sdsp, MPI_INT, *tl, rcnt, rdsp, MPI_INT, pc, &r), &r);
+  for (int q = 0; q < p; q++)
+    for (int j = rdsp[q] / 3; j < rdsp[q + 1] / 3; j++) (*tl_origin)[j] = q;
+  *nt = total / 3;
+out:
+  free(scnt);
+  free(rcnt);
+  free(sl);
+  free(sdsp);
+  free(rdsp);
+  return rc;
+}
+
+/* Element modes within one epoch at the target. */
+enum { M_NONE, M_READ, M_SUM, M_WRITE };
+
+/* Accesses MPI leaves undefined, and local stores into elements accessed
+ * remotely: MPI_SUCCESS, or an error code and why. Fills mode[] and who[]
+ * (the first access of each element). */
+static int check_epoch(const win *w, const ad_tape *t, const int *tl, const int *tl_origin, int nt, unsigned char *mode,
+                       int *who, char *why, size_t size) {
+  int me = w->c->rank;
+  for (int j = 0; j < nt; j++) {
+    int disp = tl[3 * j], count = tl[3 * j + 1], kind = tl[3 * j + 2];
+    int m = kind == K_GET ? M_READ : kind == K_ACC_SUM ? M_SUM : M_WRITE;
+    if (disp < 0 || count < 0 || disp + count > w->n) {
+      snprintf(why, size, "rank %d accessed elements %d to %d of rank %d's window of %d", tl_origin[j], disp,
+               disp + count - 1, me, w->n);
+      return MPI_ERR_RMA_RANGE;
+    }
+    for (int e = disp; e < disp + count; e++) {
+      if (mode[e] != M_NONE && (mode[e] != m || m == M_WRITE)) {
+        int k = who[e];
+        snprintf(why, size,
+                 "%s by rank %d and %s by rank %d overlap at element %d of rank %d's window in one epoch, which MPI "
+                 "leaves undefined (only gets, or only accumulates with MPI_SUM, may overlap)",
+                 kind_name(tl[3 * k + 2]), tl_origin[k], kind_name(kind), tl_origin[j], e, me);
+        return MPI_ERR_RMA_CONFLICT;
+      }
+      if (mode[e] == M_NONE) {
+        who[e] = j;
+        if (!same_real(w->base[e], w->snap[e])) {
+          snprintf(why, size,
+                   "rank %d stored into element %d of its window during an epoch in which rank %d accessed it with "
+                   "%s, which MPI leaves undefined",
+                   me, e, tl_origin[j], kind_name(kind));
+          return MPI_ERR_RMA_CONFLICT;
+        }
+        const ad_real *s = &w->snap[e];
+        if (t && s->i && (s->e != t->rec.epoch || s->i > t->rec.next)) {
+          snprintf(why, size,
+                   "element %d of rank %d's window, accessed in this epoch, holds a handle from another tape or "
+                   "recording",
+                   e, me);
+          return MPI_ERR_OTHER;
+        }
+      }
+      mode[e] = (unsigned char)m;
+    }
+  }
+  return MPI_SUCCESS;
+}
+
+int ad_mpi_win_fence(int assert, MPI_Win mwin) {
+  win *w = lookup(mwin);
+  if (!w) return MPI_Win_fence(assert, mwin);
+  const char *fn = "ad_mpi_win_fence";
+  ad_tape *seen, *t = ad__mpi_tape(&seen);
+  ad__mpi_note_coll(seen, w->c);
+  int me = w->c->rank, n = w->n;
+  char why[640] = "";
+  int code = MPI_SUCCESS;
+  if (w->nacc && w->tape != t) {
+    code = MPI_ERR_RMA_SYNC;
+    snprintf(why, sizeof why,
+             "the epoch's one-sided operations were recorded %s than this fence; one epoch belongs to one recording",
+             w->tape ? (t ? "on another tape" : "on a tape, but this fence outside a recording")
+                     : "outside a recording, but this fence on a tape");
+  }
+  sort_accesses(w->acc, w->nacc);
+  int *tl, *tl_origin, nt;
+  int rc = exchange_lists(w, &tl, &tl_origin, &nt);
+  if (rc != MPI_SUCCESS) {
+    free(tl);
+    free(tl_origin);
+    return ad__mpi_forward_error(seen, rc, fn);
+  }
+  unsigned char *mode = calloc((size_t)n + 1, 1);
+  int *who = malloc(((size_t)n + 1) * sizeof *who);
+  if (!mode || !who) {
+    code = MPI_ERR_NO_MEM;
+    snprintf(why, sizeof why, "no memory");
+  } else if (code == MPI_SUCCESS) {
+    code = check_epoch(w, t, tl, tl_origin, nt, mode, who, why, sizeof why);
+  }
+  /* Every rank learns the verdict (the highest failing rank's code) and
+   * whether the epoch had any access at all. */
+  int64_t v[2] = {code != MPI_SUCCESS ? (int64_t)code << 32 | (int64_t)me : -1, w->nacc > 0 || nt > 0};
+  MPI_Request vr;
+  rc = finish(MPI_Iallreduce(MPI_IN_PLACE, v, 2, MPI_INT64_T, MPI_MAX, w->c->priv, &vr), &vr);
+  if (rc != MPI_SUCCESS) {
+    code = rc;
+    snprintf(why, sizeof why, "agreeing on the epoch with the other ranks failed");
+    v[0] = (int64_t)code << 32 | (int64_t)me;
+  }
+  if (v[0] >= 0 && code == MPI_SUCCESS) {
+    code = (int)(v[0] >> 32);
+    snprintf(why, sizeof why, "rank %d found the epoch this fence closes erroneous (see its message)",
+             (int)(v[0] & 0xffffffff));
+  }
+  /* Local stores since the epoch began become visible to the next one: the
+   * shadow takes them before MPI's fence, so no access of the next epoch
+   * can come first. Elements accessed in the closing epoch are left alone. */
+  int stored = 0;
+  for (int e = 0; mode && e < n; e++)
+    if (mode[e] == M_NONE && memcmp(&w->base[e].v, &w->shadow[e], sizeof(double)) != 0) {
+      w->shadow[e] = w->base[e].v;
+      stored = 1;
+    }
+  if (stored) assert &= ~MPI_MODE_NOSTORE;
+  rc = MPI_Win_fence(assert, w->mpi);
+  if (rc != MPI_SUCCESS && code == MPI_SUCCESS) {
+    code = rc;
+    char s[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, s, &len);
+    snprintf(why, sizeof why, "%s", s);
+  }
+  /* The epoch's results: new values of written elements, fetched values
+   * (passive after an error: the tape has a sticky error then, and the
+   * values are MPI's, whatever they mean). */
+  ad_tape *rt = code == MPI_SUCCESS ? t : NULL;
+  rma_rec *x = NULL;
+  if (rt && v[1]) {
+    x = rec_make(w, tl, tl_origin, nt);
+    ad__mrec *r = x ? ad__mrec_push(rt, AD__M_RMA_FENCE, w->c, 0, 0) : NULL;
+    if (r)
+      r->rma = x;
+    else {
+      if (x) ad__rma_free(x);
+      x = NULL;
+      if (!r) code = MPI_ERR_NO_MEM;
+      snprintf(why, sizeof why, "no memory for the epoch's record");
+      rt = NULL;
+    }
+  }
+  for (int j = 0; mode && j < nt; j++) {
+    int disp = tl[3 * j], count = tl[3 * j + 1], kind = tl[3 * j + 2];
+    for (int c = 0; c < count; c++) {
+      int e = disp + c;
+      if (x) x->t_old[x->toff[j] + c] = w->snap[e].i;
+      if (!contributes(kind)) continue;
+      if (!(mode[e] & 0x80)) {
+        w->base[e] = rt ? ad__new_input(rt, w->shadow[e]) : ad__const(w->shadow[e]);
+        mode[e] |= 0x80;
+      }
+      if (x) x->t_new[x->toff[j] + c] = w->base[e].i;
+    }
+  }
+  for (int i = 0; i < w->nacc; i++) {
+    access *a = &w->acc[i];
+    if (x && a->in) memcpy(x->o_in + x->ooff[i], a->in, (size_t)a->count * sizeof *a->in);
+    if (returns(a->kind)) ad__unpack(rt, a->rbuf, a->count, a->res, x ? x->o_out + x->ooff[i] : NULL);
+    access_free(a);
+  }
+  if (w->tok) {
+    w->tok->state = x && rt == w->tape ? NOTE_RECORDED : NOTE_LOST;
+    note_release(w->tok);
+    w->tok = NULL;
+  }
+  w->nacc = 0;
+  w->tape = NULL;
+  w->open = !(assert &MPI_MODE_NOSUCCEED);
+  memcpy(w->snap, w->base, (size_t)n * sizeof *w->snap);
+  free(tl);
+  free(tl_origin);
+  free(mode);
+  free(who);
+  if (code != MPI_SUCCESS) return refuse(seen, code, "%s: %s", fn, why);
+  return MPI_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sweep actions                                                             */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t others_bytes(const int *cnt, int p, int me) {
+  uint64_t s = 0;
+  for (int q = 0; q < p; q++)
+    if (q != me) s += (uint64_t)cnt[q];
+  return s * sizeof(double);
+}
+
+static int rma_sweep(ad_tape *t, ad__mrec *r, int reverse) {
+  rma_rec *x = r->rma;
+  int p = x->p, me = r->c->rank;
+  const int *scnt = reverse ? x->bcnt : x->fcnt, *sdsp = reverse ? x->bdsp : x->fdsp;
+  const int *rcnt = reverse ? x->fcnt : x->bcnt, *rdsp = reverse ? x->fdsp : x->bdsp;
+  int sn = reverse ? x->bn : x->fn, rn = reverse ? x->fn : x->bn;
+  double *sb = calloc((size_t)sn + 1, sizeof *sb), *rb = calloc((size_t)rn + 1, sizeof *rb);
+  if (!sb || !rb) {
+    free(sb);
+    free(rb);
+    return AD_ERR_NOMEM;
+  }
+  if (reverse)
+    ad__mpi_counters.adjoint_bytes += others_bytes(scnt, p, me);
+  else
+    ad__mpi_counters.tangent_bytes += others_bytes(scnt, p, me);
+  int pos = 0;
+  for (int q = 0; q < p; q++) {
+    if (reverse) {
+      /* To each peer: the adjoints of what its puts and accumulates wrote
+       * here (kept for now), then those of what this rank fetched from it
+       * (taken). */
+      for (int j = x->tstart[q]; j < x->tstart[q + 1]; j++) {
+        int count = x->tg[3 * j + 1];
+        if (!contributes(x->tg[3 * j + 2])) continue;
+        const ad_index *h = x->t_new + x->toff[j];
+        for (int c = 0; c < count; c++) sb[pos + c] = h[c] ? t->adj[h[c]] : 0.0;
+        pos += count;
+      }
+      for (int i = x->ostart[q]; i < x->ostart[q + 1]; i++) {
+        if (!returns(x->o[3 * i + 2])) continue;
+        ad__adj_take(t, x->o_out + x->ooff[i], x->o[3 * i + 1], sb + pos);
+        pos += x->o[3 * i + 1];
+      }
+    } else {
+      /* To each peer: the tangents of what this rank contributed to it,
+       * then those of what it fetched from here. */
+      for (int i = x->ostart[q]; i < x->ostart[q + 1]; i++) {
+        if (!contributes(x->o[3 * i + 2])) continue;
+        ad__tan_get(t, x->o_in + x->ooff[i], x->o[3 * i + 1], sb + pos);
+        pos += x->o[3 * i + 1];
+      }
+      for (int j = x->tstart[q]; j < x->tstart[q + 1]; j++) {
+        if (!returns(x->tg[3 * j + 2])) continue;
+        ad__tan_get(t, x->t_old + x->toff[j], x->tg[3 * j + 1], sb + pos);
+        pos += x->tg[3 * j + 1];
+      }
+    }
+  }
+  /* Written elements: reverse, an accumulate's adjoint also flows to the old
+   * value (once per element: it is zeroed after the first); tangent, a
+   * written element starts from the old value's tangent (accumulate) or
+   * from zero (put, replace), and the contributions are added below. */
+  for (int j = 0; j < x->nt; j++) {
+    int kind = x->tg[3 * j + 2];
+    if (!contributes(kind)) continue;
+    const ad_index *h = x->t_new + x->toff[j], *o = x->t_old + x->toff[j];
+    for (int c = 0; c < x->tg[3 * j + 1]; c++) {
+      if (!h[c]) continue;
+      if (reverse) {
+        if (sums(kind) && o[c]) t->adj[o[c]] += t->adj[h[c]];
+        t->adj[h[c]] = 0.0;
+      } else {
+        t->tan[h[c]] = sums(kind) && o[c] ? t->tan[o[c]] : 0.0;
+      }
+    }
+  }
+  MPI_Request q = MPI_REQUEST_NULL;
+  const char *what = reverse ? "the adjoint of a one-sided epoch" : "the tangent of a one-sided epoch";
+  int e = MPI_Ialltoallv(sb, scnt, sdsp, MPI_DOUBLE, rb, rcnt, rdsp, MPI_DOUBLE, r->c->priv, &q);
+  int rc = e != MPI_SUCCESS ? ad__mpi_fail(t, e, what) : ad__mpi_wait(t, &q, MPI_STATUS_IGNORE, what);
+  if (!ad__mpi_abandon(&q, 0)) {
+    /* still pending: MPI may use the buffers when the others arrive */
+    ad__mpi_keep(sb);
+    ad__mpi_keep(rb);
+    return rc;
+  }
+  pos = 0;
+  for (int qq = 0; rc == AD_OK && qq < p; qq++) {
+    if (reverse) {
+      for (int i = x->ostart[qq]; i < x->ostart[qq + 1]; i++) {
+        if (!contributes(x->o[3 * i + 2])) continue;
+        ad__adj_add(t, x->o_in + x->ooff[i], x->o[3 * i + 1], rb + pos, NULL);
+        pos += x->o[3 * i + 1];
+      }
+      for (int j = x->tstart[qq]; j < x->tstart[qq + 1]; j++) {
+        if (!returns(x->tg[3 * j + 2])) continue;
+        ad__adj_add(t, x->t_old + x->toff[j], x->tg[3 * j + 1], rb + pos, NULL);
+        pos += x->tg[3 * j + 1];
+      }
+    } else {
+      for (int j = x->tstart[qq]; j < x->tstart[qq + 1]; j++) {
+        int count = x->tg[3 * j + 1];
+        if (!contributes(x->tg[3 * j + 2])) continue;
+        const ad_index *h = x->t_new + x->toff[j];
+        for (int c = 0; c < count; c++)
+          if (h[c]) t->tan[h[c]] += rb[pos + c];
+        pos += count;
+      }
+      for (int i = x->ostart[qq]; i < x->ostart[qq + 1]; i++) {
+        if (!returns(x->o[3 * i + 2])) continue;
+        ad__tan_set(t, x->o_out + x->ooff[i], x->o[3 * i + 1], rb + pos);
+        pos += x->o[3 * i + 1];
+      }
+    }
+  }
+  free(sb);
+  free(rb);
+  return rc;
+}
+
+/* An AD__M_RMA_OPEN record has no action: the sweep's start checked its
+ * note. */
+int ad__rma_reverse(ad_tape *t, ad__mrec *r) {
+  return r->kind == AD__M_RMA_FENCE ? rma_sweep(t, r, 1) : r->kind == AD__M_RMA_OPEN ? AD_OK : -1;
+}
+int ad__rma_forward(ad_tape *t, ad__mrec *r) {
+  return r->kind == AD__M_RMA_FENCE ? rma_sweep(t, r, 0) : r->kind == AD__M_RMA_OPEN ? AD_OK : -1;
+}
