@@ -83,7 +83,7 @@
  *
  * Usage: mpiexec -n P batch_gradients_mpi [-m M] [-s STEPS] [--static]
  *                                         [--write FILE] [--compare FILE]
- *   -m M       points (default 1000)
+ *   -m M       points (at least CHECK_POINTS = 24; default 1000)
  *   -s STEPS   outer descent steps after the first batch (default 3)
  *   --static   run the descent with the static split (for comparison)
  * It prints, among others, gradients per second over the descent's batches
