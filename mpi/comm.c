@@ -364,6 +364,17 @@ static ad__comm *comm_info(MPI_Comm comm, int *err) {
   *err = MPI_Comm_get_attr(comm, comm_keyval, &attr, &flag);
   if (*err != MPI_SUCCESS) return NULL;
   if (flag) return attr;
+  int inter = 0;
+  MPI_Comm_test_inter(comm, &inter);
+  if (inter) { /* the sweeps' handshakes and the collectives' rules assume one group */
+    ad_tape *seen;
+    ad__mpi_tape(&seen);
+    if (seen)
+      ad__fail(seen, AD_ERR_MPI,
+               "an intercommunicator carries active data; Ariadne's wrappers take intracommunicators");
+    *err = MPI_ERR_COMM;
+    return NULL;
+  }
   ad__comm *c = calloc(1, sizeof *c);
   if (!c) {
     *err = MPI_ERR_NO_MEM;

@@ -330,6 +330,27 @@ static void test_errors(void) {
   ad_tape_end(t);
   MT_CHECK(ad_tape_error(t) == AD_ERR_MPI);
   ad_tape_destroy(t);
+  /* An intercommunicator is refused with active data, passed through with
+   * passive data. */
+  if (mt_size >= 2) {
+    MPI_Comm half, inter;
+    MPI_Comm_split(MPI_COMM_WORLD, mt_rank % 2, mt_rank, &half);
+    MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, mt_rank % 2 ? 0 : 1, 9, &inter);
+    t = ad_tape_create();
+    ad_tape_begin(t);
+    ad_real v = ad_input(2.0), w;
+    MT_CHECK(ad_mpi_iallreduce(&v, &w, 1, AD_MPI_REAL, MPI_SUM, inter, &q) == MPI_ERR_COMM);
+    ad_tape_end(t);
+    MT_CHECK(ad_tape_error(t) == AD_ERR_MPI);
+    ad_tape_destroy(t);
+    int one = 1, sum = 0;
+    MT_CHECK(ad_mpi_allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, inter) == MPI_SUCCESS);
+    int rsize;
+    MPI_Comm_remote_size(inter, &rsize);
+    MT_CHECK(sum == rsize);
+    MPI_Comm_free(&inter);
+    MPI_Comm_free(&half);
+  }
 }
 
 int main(int argc, char **argv) {
