@@ -30,6 +30,7 @@ static int coll_begin(coll *x, MPI_Comm comm) {
   int err;
   x->c = ad__mpi_comm(comm, &err);
   if (!x->c) return err;
+  if ((err = ad__mpi_comm_settled(x->c)) != MPI_SUCCESS) return err;
   x->t = ad__mpi_tape(&x->seen);
   ad__mpi_note_coll(x->seen, x->c);
   return MPI_SUCCESS;
@@ -1327,10 +1328,6 @@ static int neighbor_any(const void *sendbuf, const int *scnt, const int *sdsp, v
   coll x;
   int rc = coll_begin(&x, comm);
   if (rc != MPI_SUCCESS) return rc;
-  /* Open MPI 4.1 mixes up a neighbourhood collective started while the
-   * communicator's duplicate is still being made: finish that first (every
-   * rank has started it, in this same call). */
-  if (ad__mpi_comm_ready(NULL, x.c) != AD_OK) return MPI_ERR_OTHER;
   int sext = extent(scnt, sdsp, outdeg), rext = extent(rcnt, rdsp, indeg);
   pend *q = pend_new(&x, AD__M_NEIGHBOR, fn);
   if (!q || !(q->sv = dbuf((size_t)sext)) || !(q->rv = dbuf((size_t)rext)) || !(q->cnt = icopy(rcnt, indeg)) ||

@@ -421,6 +421,19 @@ int ad__mpi_comm_ready(ad_tape *t, ad__comm *c) {
   return AD_OK;
 }
 
+int ad__mpi_comm_settled(ad__comm *c) {
+  if (c->idup == MPI_REQUEST_NULL || c->settling) return MPI_SUCCESS;
+  c->settling = 1;
+  int rc = MPI_Wait(&c->idup, MPI_STATUS_IGNORE);
+  c->settling = 0;
+  if (c->freed) {
+    free_dups(c);
+    return rc;
+  }
+  if (rc == MPI_SUCCESS) MPI_Comm_set_errhandler(c->priv, MPI_ERRORS_RETURN);
+  return rc;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Sequencing                                                                */
 /* ------------------------------------------------------------------------ */

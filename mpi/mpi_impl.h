@@ -65,6 +65,12 @@ int ad__mpi_comm_transposed(ad__comm *c, MPI_Comm *out);
 /* Wait for the private duplicate (used before sweep traffic); a failure is
  * left on t (if not NULL) as a pending error with its message. */
 int ad__mpi_comm_ready(ad_tape *t, ad__comm *c);
+/* The same for a forward collective, which every rank of c has reached (so
+ * every rank has started the duplicate): wait for it as the collective
+ * itself would wait, without a timeout. Open MPI 4.1 mixes up nonblocking
+ * collectives started on a communicator while its MPI_Comm_idup runs (a
+ * truncation error or a hang, intermittently). MPI_SUCCESS or MPI's error. */
+int ad__mpi_comm_settled(ad__comm *c);
 
 /* Message identity: the k-th active message from one rank to another with
  * the same tag on the same communicator is the k-th received there (MPI's

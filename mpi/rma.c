@@ -239,7 +239,7 @@ static int win_make(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI
   int err;
   ad__comm *c = ad__mpi_comm(comm, &err);
   if (!c) return refuse(seen, err, "%s: the communicator is not valid", fn);
-  if (ad__mpi_comm_ready(NULL, c) != AD_OK)
+  if (ad__mpi_comm_settled(c) != MPI_SUCCESS || c->freed)
     return refuse(seen, MPI_ERR_COMM, "%s: the communicator's private duplicate is not available", fn);
   ad__mpi_note_coll(seen, c);
   /* A window on ad_real memory counts in elements: its displacement unit
