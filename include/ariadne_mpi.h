@@ -464,6 +464,15 @@ int ad_mpi_accumulate(const void *origin_addr, int origin_count, MPI_Datatype or
 int ad_mpi_get_accumulate(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, void *result_addr,
                           int result_count, MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp,
                           int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win);
+/* Passive-target synchronisation: MPI's own calls on windows these calls
+ * did not create; on a window of ad_real they are refused with
+ * MPI_ERR_RMA_SYNC and a sticky tape error (not differentiated: the target
+ * makes no call in such an epoch; see docs/mpi-onesided.md). */
+int ad_mpi_win_lock(int lock_type, int rank, int assert, MPI_Win win);
+int ad_mpi_win_unlock(int rank, MPI_Win win);
+int ad_mpi_win_lock_all(int assert, MPI_Win win);
+int ad_mpi_win_unlock_all(MPI_Win win);
+int ad_mpi_win_flush(int rank, MPI_Win win);
 /* ---- end of one-sided communication ------------------------------------- */
 
 #else /* ARIADNE_PASSIVE: every wrapper is its MPI twin. */
@@ -603,6 +612,11 @@ typedef MPI_Message ad_mpi_message;
 #define ad_mpi_get MPI_Get
 #define ad_mpi_accumulate MPI_Accumulate
 #define ad_mpi_get_accumulate MPI_Get_accumulate
+#define ad_mpi_win_lock MPI_Win_lock
+#define ad_mpi_win_unlock MPI_Win_unlock
+#define ad_mpi_win_lock_all MPI_Win_lock_all
+#define ad_mpi_win_unlock_all MPI_Win_unlock_all
+#define ad_mpi_win_flush MPI_Win_flush
 /* ---- end of one-sided communication ---- */
 
 #endif /* ARIADNE_PASSIVE */

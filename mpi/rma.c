@@ -1027,3 +1027,42 @@ int ad__rma_reverse(ad_tape *t, ad__mrec *r) {
 int ad__rma_forward(ad_tape *t, ad__mrec *r) {
   return r->kind == AD__M_RMA_FENCE ? rma_sweep(t, r, 0) : r->kind == AD__M_RMA_OPEN ? AD_OK : -1;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Passive-target synchronisation                                            */
+/* ------------------------------------------------------------------------ */
+
+/* Not differentiated on a window of ad_real: in a passive-target epoch the
+ * target makes no call, so it can neither give the written elements new
+ * handles nor take part in the sweep that returns their adjoints (see
+ * docs/mpi-onesided.md). Refused on such a window; any other window is
+ * MPI's. */
+static int passive_target(const char *fn) {
+  ad_tape *seen;
+  ad__mpi_tape(&seen);
+  return refuse(seen, MPI_ERR_RMA_SYNC,
+                "%s: passive-target epochs on a window of ad_real are not differentiated; synchronise with "
+                "ad_mpi_win_fence",
+                fn);
+}
+
+int ad_mpi_win_lock(int lock_type, int rank, int assert, MPI_Win win) {
+  if (lookup(win)) return passive_target("ad_mpi_win_lock");
+  return MPI_Win_lock(lock_type, rank, assert, win);
+}
+int ad_mpi_win_unlock(int rank, MPI_Win win) {
+  if (lookup(win)) return passive_target("ad_mpi_win_unlock");
+  return MPI_Win_unlock(rank, win);
+}
+int ad_mpi_win_lock_all(int assert, MPI_Win win) {
+  if (lookup(win)) return passive_target("ad_mpi_win_lock_all");
+  return MPI_Win_lock_all(assert, win);
+}
+int ad_mpi_win_unlock_all(MPI_Win win) {
+  if (lookup(win)) return passive_target("ad_mpi_win_unlock_all");
+  return MPI_Win_unlock_all(win);
+}
+int ad_mpi_win_flush(int rank, MPI_Win win) {
+  if (lookup(win)) return passive_target("ad_mpi_win_flush");
+  return MPI_Win_flush(rank, win);
+}

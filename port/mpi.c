@@ -126,6 +126,11 @@ static const mpi_fn fns[] = {
     {"MPI_Win_allocate", NONE, 4, -1},
     {"MPI_Win_fence", NONE, 5, -1},
     {"MPI_Win_free", NONE, 5, -1},
+    {"MPI_Win_lock", NONE, 5, -1},
+    {"MPI_Win_unlock", NONE, 5, -1},
+    {"MPI_Win_lock_all", NONE, 5, -1},
+    {"MPI_Win_unlock_all", NONE, 5, -1},
+    {"MPI_Win_flush", NONE, 5, -1},
     {NULL, NONE, 0, -1},
 };
 #undef P2P
