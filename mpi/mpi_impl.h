@@ -161,8 +161,9 @@ int ad__mpi_fail(ad_tape *t, int mpirc, const char *what);
 int ad__mpi_forward_error(ad_tape *t, int mpirc, const char *fn);
 
 /* MPI_ERR_TYPE, with a sticky error on the recording tape naming fn, if one
- * of the n datatypes that follow is built from AD_MPI_REAL (derived types of
- * active values are not differentiated); MPI_SUCCESS otherwise. */
+ * of the n datatypes that follow is built from AD_MPI_REAL: for the calls
+ * that do not take derived types of active values (the others dispatch to
+ * types.c first); MPI_SUCCESS otherwise. */
 int ad__types_refuse(const char *fn, int n, ...);
 
 /* Derived datatypes of active values (types.c). ad__dtype_any: 1 if one of
