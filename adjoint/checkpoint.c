@@ -57,6 +57,7 @@ typedef struct ckpt {
   ad_ckpt_step_passive twin; /* the passive twin, or NULL */
   void *twin_ud;
   int checking;  /* compare the twin with the step in the next passive step(s) */
+  int twin_bad;  /* the forward run's check failed: its error, reported when the run ends */
   state_buf fin; /* with a twin: the forward run's output, for the reverse's check */
   size_t n, pb;
   int64_t l;
@@ -334,7 +335,13 @@ static int passive_step(ckpt *c, ad_tape *t, int64_t i, int *last) {
   rc = c->twin(c->twin_ud, i, &n, c->work.v, &pb, c->work.p);
   if ((rc = step_result(c, t, "passive twin", i, rc, n, pb, &tlast)) != AD_OK) return rc;
   if (last) *last = tlast;
-  return check ? twin_compare(c, t, i, c->work.v, c->work.p, tlast, alast, "the forward run's check") : AD_OK;
+  /* A mismatch fails the forward run at its end: the other ranks' steps
+   * need this rank's messages until then, and they fail with it. */
+  if (check && (rc = twin_compare(c, t, i, c->work.v, c->work.p, tlast, alast, "the forward run's check")) != AD_OK) {
+    if (c->twin_bad == AD_OK) c->twin_bad = rc;
+    c->checking = 0;
+  }
+  return AD_OK;
 }
 
 /* Advance the working state passively from step `from` to `to`. Recording is
@@ -384,10 +391,13 @@ static int reverse_step(ckpt *c, ad_tape *t, int64_t i) {
   if (rc != AD_OK) return rc;
   /* The recorded last step must give what the twin gave in the forward run:
    * the loop's output, whose adjoint is being swept. */
-  if (c->twin && i == c->l - 1 && c->fin.v &&
-      (rc = twin_compare(c, t, i, c->fin.v, c->fin.p, 0, 0, "the loop's output against the recorded last step")) !=
-          AD_OK)
-    return rc;
+  if (c->twin && i == c->l - 1 && c->fin.v) {
+    rc = twin_compare(c, t, i, c->fin.v, c->fin.p, 0, 0, "the loop's output against the recorded last step");
+    /* Every rank of the loop stops here, or none. */
+    if ((rc = loop_agree_ok(c, t, rc, AD_ERR_CALLBACK,
+                            "found that its passive twin disagrees with the step function")) != AD_OK)
+      return rc;
+  }
   ad_tape *sc = c->scratch;
   if ((rc = ad__adjoints_ready(sc)) != AD_OK) return rc;
   ad_adjoints_zero(sc);
@@ -839,7 +849,7 @@ static int forward_again(ckpt *c, ad_tape *t) {
     c->checking = c->twin && c->o.passive_check != AD_CKPT_CHECK_OFF;
     int rc = forward_binomial(c, t);
     c->checking = 0;
-    return rc;
+    return rc != AD_OK ? rc : c->twin_bad;
   }
   default:
     return AD_OK; /* disk and online bases survive a sweep */
@@ -1082,6 +1092,7 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
       break;
     }
     c->checking = 0;
+    if (rc == AD_OK) rc = c->twin_bad;
     if (mark) {
       c->ncomms = ad__loop_comm->collect_end(mark, &c->comms);
       c->comms_unknown = 0;
@@ -1089,7 +1100,8 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
     /* A rank whose files could not be written fails, and so do the others:
      * its loop would not sweep with theirs. */
     if (communicates(c))
-      rc = loop_agree_ok(c, t, rc, AD_ERR_IO, "could not write its checkpoint files or run its steps");
+      rc = loop_agree_ok(c, t, rc, AD_ERR_IO,
+                         "could not write its checkpoint files or run its steps (or its passive twin disagrees)");
   }
   c->fresh = 1;
   stats_publish(c);
