@@ -19,6 +19,9 @@
  *   ..._twin        the same schedules with the passive twin: the step's source
  *                   (heat_ckpt_step.c) compiled again with ARIADNE_PASSIVE runs
  *                   every step that is not recorded, on double values
+ *   binomial_s10_plain[_twin]  binomial s=10 with the step as written without
+ *                   its value-only path for unrecorded steps, without and
+ *                   with the twin
  *   adolc           ADOL-C, the whole tape in memory, where memory allows
  *   adolc_ckpt_s10  ADOL-C's own checkpointing with 10 checkpoints
  *
@@ -168,27 +171,30 @@ typedef struct variant {
   enum kind kind;
   ad_ckpt_schedule schedule;
   int snapshots, disk;
-  int twin; /* checkpointing: the passive twin heat_step_passive runs the passive steps */
+  int twin;  /* checkpointing: the passive twin heat_step_passive runs the passive steps */
+  int plain; /* checkpointing: the step without its value-only path (stepper.plain) */
 } variant;
 
 static const variant variants[] = {
-    {"primal", K_PRIMAL, 0, 0, 0, 0},
-    {"hand", K_HAND, 0, 0, 0, 0},
-    {"taped", K_TAPED, 0, 0, 0, 0},
-    {"binomial_s2", K_CKPT, AD_CKPT_BINOMIAL, 2, 0, 0},
-    {"binomial_s5", K_CKPT, AD_CKPT_BINOMIAL, 5, 0, 0},
-    {"binomial_s10", K_CKPT, AD_CKPT_BINOMIAL, 10, 0, 0},
-    {"binomial_s50", K_CKPT, AD_CKPT_BINOMIAL, 50, 0, 0},
-    {"store_all", K_CKPT, AD_CKPT_STORE_ALL, 0, 0, 0},
-    {"multistage_s10_d20", K_CKPT, AD_CKPT_MULTISTAGE, 10, 20, 0},
-    {"online_s10", K_CKPT, AD_CKPT_ONLINE, 10, 0, 0},
-    {"binomial_s10_twin", K_CKPT, AD_CKPT_BINOMIAL, 10, 0, 1},
-    {"binomial_s50_twin", K_CKPT, AD_CKPT_BINOMIAL, 50, 0, 1},
-    {"store_all_twin", K_CKPT, AD_CKPT_STORE_ALL, 0, 0, 1},
-    {"multistage_s10_d20_twin", K_CKPT, AD_CKPT_MULTISTAGE, 10, 20, 1},
-    {"online_s10_twin", K_CKPT, AD_CKPT_ONLINE, 10, 0, 1},
-    {"adolc", K_ADOLC, 0, 0, 0, 0},
-    {"adolc_ckpt_s10", K_ADOLC_CKPT, AD_CKPT_BINOMIAL, 10, 0, 0},
+    {"primal", K_PRIMAL, 0, 0, 0, 0, 0},
+    {"hand", K_HAND, 0, 0, 0, 0, 0},
+    {"taped", K_TAPED, 0, 0, 0, 0, 0},
+    {"binomial_s2", K_CKPT, AD_CKPT_BINOMIAL, 2, 0, 0, 0},
+    {"binomial_s5", K_CKPT, AD_CKPT_BINOMIAL, 5, 0, 0, 0},
+    {"binomial_s10", K_CKPT, AD_CKPT_BINOMIAL, 10, 0, 0, 0},
+    {"binomial_s50", K_CKPT, AD_CKPT_BINOMIAL, 50, 0, 0, 0},
+    {"store_all", K_CKPT, AD_CKPT_STORE_ALL, 0, 0, 0, 0},
+    {"multistage_s10_d20", K_CKPT, AD_CKPT_MULTISTAGE, 10, 20, 0, 0},
+    {"online_s10", K_CKPT, AD_CKPT_ONLINE, 10, 0, 0, 0},
+    {"binomial_s10_twin", K_CKPT, AD_CKPT_BINOMIAL, 10, 0, 1, 0},
+    {"binomial_s10_plain", K_CKPT, AD_CKPT_BINOMIAL, 10, 0, 0, 1},
+    {"binomial_s10_plain_twin", K_CKPT, AD_CKPT_BINOMIAL, 10, 0, 1, 1},
+    {"binomial_s50_twin", K_CKPT, AD_CKPT_BINOMIAL, 50, 0, 1, 0},
+    {"store_all_twin", K_CKPT, AD_CKPT_STORE_ALL, 0, 0, 1, 0},
+    {"multistage_s10_d20_twin", K_CKPT, AD_CKPT_MULTISTAGE, 10, 20, 1, 0},
+    {"online_s10_twin", K_CKPT, AD_CKPT_ONLINE, 10, 0, 1, 0},
+    {"adolc", K_ADOLC, 0, 0, 0, 0, 0},
+    {"adolc_ckpt_s10", K_ADOLC_CKPT, AD_CKPT_BINOMIAL, 10, 0, 0, 0},
 };
 #define NVAR ((int)(sizeof variants / sizeof variants[0]))
 
@@ -266,6 +272,7 @@ static int run_ariadne(const options *o, const variant *v, actx *a, const double
     co.dir = o->dir;
     co.stats = &a->ck;
     if (v->twin) co.step_passive = heat_step_passive;
+    a->st.plain = v->plain;
     if (v->schedule == AD_CKPT_ONLINE) a->st.last = o->steps - 1;
     ad_stats before, after;
     ad_tape_stats(a->tape, &before);
@@ -634,8 +641,8 @@ int main(int argc, char **argv) {
                                      : va->schedule == AD_CKPT_STORE_ALL  ? "store_all"
                                      : va->schedule == AD_CKPT_MULTISTAGE ? "multistage"
                                                                           : "online");
-      printf(",\"snapshots\":%d,\"disk_snapshots\":%d,\"twin\":%s", va->snapshots, va->disk,
-             va->twin ? "true" : "false");
+      printf(",\"snapshots\":%d,\"disk_snapshots\":%d,\"twin\":%s,\"plain_step\":%s", va->snapshots, va->disk,
+             va->twin ? "true" : "false", va->plain ? "true" : "false");
     }
     if (!s->skipped) {
       double t = s->record_s + s->reverse_s;

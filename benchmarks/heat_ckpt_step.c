@@ -29,8 +29,9 @@ int AD_CKPT_TWIN(heat_step)(void *ud, int64_t i, size_t *nstate, ad_real *u, siz
   (void)nstate, (void)pbytes, (void)pstate;
   /* Checkpointing re-runs most steps passively, with nothing recording: the
    * local partials (a cos per cell) are then wasted work, so such a step
-   * computes values only (in the passive build, always). */
-  if (ad_tape_is_recording(ad_tape_current())) {
+   * computes values only (in the passive build, always), unless the
+   * benchmark asks for the plain step. */
+  if (s->plain || ad_tape_is_recording(ad_tape_current())) {
     for (int r = 1; r < n - 1; r++)
       for (int c = 1; c < n - 1; c++) {
         int k = r * n + c;

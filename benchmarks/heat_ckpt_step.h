@@ -14,6 +14,8 @@ typedef struct stepper {
   int n;
   int64_t last; /* online schedule: the step after which to stop; -1 otherwise */
   void *v;      /* the new interior of one step: n * n ad_real (active), enough for the passive build */
+  int plain;    /* 1: no value-only path when nothing records (a step written without regard to
+                   checkpointing): every cell through ad_custom, partials included */
 } stepper;
 
 /* One cell update of the primal, written once for every variant. */
