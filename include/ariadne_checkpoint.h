@@ -73,7 +73,10 @@
  *   so the messages match. The loop learns the communicators the steps use
  *   from the step function's ad_mpi_* calls in the forward run, i.e. from
  *   the first-step check: with AD_CKPT_CHECK_OFF set `comm`
- *   (ad_mpi_ckpt_comm).
+ *   (ad_mpi_ckpt_comm). A twin that disagrees on one rank fails every rank
+ *   of the loop (the others learn that a rank failed, not why).
+ * - The twin runs only in a recorded loop: without a recording tape (the
+ *   plain loop) and in the tangent action the step function runs.
  * - The twin's ud is `passive_ud`, or the step's ud if that is NULL; the
  *   twin sees the same passive state bytes. A ud struct whose layout
  *   depends on ad_real (ad_real members) needs a passive_ud of its own.
