@@ -54,6 +54,11 @@ typedef struct ckpt {
   int ns; /* multistage: the loop's file namespace in dir (see ns_take) */
   ad_ckpt_step step;
   void *ud;
+  ad_ckpt_step_passive twin; /* the passive twin, or NULL */
+  void *twin_ud;
+  int checking;  /* compare the twin with the step in the next passive step(s) */
+  int twin_bad;  /* the forward run's check failed: its error, reported when the run ends */
+  state_buf fin; /* with a twin: the forward run's output, for the reverse's check */
   size_t n, pb;
   int64_t l;
   ad_index *in, *out;
@@ -188,6 +193,7 @@ static void ckpt_free(ckpt *c) {
   if (c->ns >= 0 && c->dir) ns_give(c->dir, c->ns);
   state_free(&c->work);
   state_free(&c->turn);
+  state_free(&c->fin);
   for (int i = 0; i < c->nslots; i++) state_free(&c->slots[i]);
   free(c->slots);
   for (int i = 0; c->bases && i < c->nseg; i++) state_free(&c->bases[i]);
@@ -258,17 +264,83 @@ static int loop_agree_ok(ckpt *c, ad_tape *t, int rc, int code, const char *what
 /* Running steps                                                             */
 /* ------------------------------------------------------------------------ */
 
-/* Call the step function; check its result and that the sizes stay. */
+/* Check what a step function (`who`) returned in step i and that the sizes
+ * stay. */
+static int step_result(ckpt *c, ad_tape *t, const char *who, int64_t i, int rc, size_t n, size_t pb, int *last) {
+  if (rc < 0)
+    return fail(t, AD_ERR_CALLBACK, "ad_checkpoint_loop: the %s failed (%d) in step %lld", who, rc, (long long)i);
+  if (n != c->n || pb != c->pb)
+    return fail(t, AD_ERR_CALLBACK,
+                "ad_checkpoint_loop: the %s changed the state size in step %lld from %zu to %zu values and %zu to %zu "
+                "bytes",
+                who, (long long)i, c->n, n, c->pb, pb);
+  if (last) *last = rc == AD_CKPT_LAST;
+  return AD_OK;
+}
+
+/* Call the step function. */
 static int call_step(ckpt *c, ad_tape *t, int64_t i, ad_real *x, unsigned char *p, int *last) {
   size_t n = c->n, pb = c->pb;
   int rc = c->step(c->ud, i, &n, x, &pb, p);
-  if (rc < 0)
-    return fail(t, AD_ERR_CALLBACK, "ad_checkpoint_loop: the step function failed (%d) in step %lld", rc, (long long)i);
-  if (n != c->n || pb != c->pb)
+  return step_result(c, t, "step function", i, rc, n, pb, last);
+}
+
+/* The twin's result (values v, bytes p, last) against the step function's
+ * (c->xs, ptmp, alast) from the same state: the very same bits, or the loop
+ * fails naming the first difference. `where` says which check it is. */
+static int twin_compare(ckpt *c, ad_tape *t, int64_t i, const double *v, const unsigned char *p, int last, int alast,
+                        const char *where) {
+  for (size_t k = 0; k < c->n; k++) {
+    double a = c->xs[k].v;
+    if (memcmp(&a, &v[k], sizeof a) != 0)
+      return fail(t, AD_ERR_CALLBACK,
+                  "ad_checkpoint_loop: the passive twin disagrees with the step function in step %lld (%s): state "
+                  "element %zu is %.17g, the step function's %.17g",
+                  (long long)i, where, k, v[k], a);
+  }
+  for (size_t k = 0; k < c->pb; k++)
+    if (p[k] != c->ptmp[k])
+      return fail(t, AD_ERR_CALLBACK,
+                  "ad_checkpoint_loop: the passive twin disagrees with the step function in step %lld (%s): passive "
+                  "state byte %zu is %u, the step function's %u",
+                  (long long)i, where, k, (unsigned)p[k], (unsigned)c->ptmp[k]);
+  if (last != alast)
     return fail(t, AD_ERR_CALLBACK,
-                "ad_checkpoint_loop: step %lld changed the state size from %zu to %zu values and %zu to %zu bytes",
-                (long long)i, c->n, n, c->pb, pb);
-  if (last) *last = rc == AD_CKPT_LAST;
+                "ad_checkpoint_loop: the passive twin disagrees with the step function in step %lld (%s): it "
+                "returned %s AD_CKPT_LAST",
+                (long long)i, where, last ? "" : "not");
+  return AD_OK;
+}
+
+/* Run step i passively on the working state: with the twin on the values
+ * themselves, else with the step function on constants. While c->checking,
+ * the step function runs too, from a copy, and the two must agree. The
+ * caller has suspended recording. */
+static int passive_step(ckpt *c, ad_tape *t, int64_t i, int *last) {
+  int rc;
+  if (!c->twin) {
+    for (size_t k = 0; k < c->n; k++) c->xs[k] = ad__const(c->work.v[k]);
+    rc = call_step(c, t, i, c->xs, c->work.p, last);
+    for (size_t k = 0; k < c->n; k++) c->work.v[k] = c->xs[k].v;
+    return rc;
+  }
+  int check = c->checking, alast = 0, tlast = 0;
+  if (check) {
+    if (c->o.passive_check != AD_CKPT_CHECK_FORWARD) c->checking = 0;
+    for (size_t k = 0; k < c->n; k++) c->xs[k] = ad__const(c->work.v[k]);
+    if (c->pb) memcpy(c->ptmp, c->work.p, c->pb);
+    if ((rc = call_step(c, t, i, c->xs, c->ptmp, &alast)) != AD_OK) return rc;
+  }
+  size_t n = c->n, pb = c->pb;
+  rc = c->twin(c->twin_ud, i, &n, c->work.v, &pb, c->work.p);
+  if ((rc = step_result(c, t, "passive twin", i, rc, n, pb, &tlast)) != AD_OK) return rc;
+  if (last) *last = tlast;
+  /* A mismatch fails the forward run at its end: the other ranks' steps
+   * need this rank's messages until then, and they fail with it. */
+  if (check && (rc = twin_compare(c, t, i, c->work.v, c->work.p, tlast, alast, "the forward run's check")) != AD_OK) {
+    if (c->twin_bad == AD_OK) c->twin_bad = rc;
+    c->checking = 0;
+  }
   return AD_OK;
 }
 
@@ -277,11 +349,7 @@ static int call_step(ckpt *c, ad_tape *t, int64_t i, ad_real *x, unsigned char *
 static int advance(ckpt *c, ad_tape *t, int64_t from, int64_t to) {
   ad__suspended s = ad__suspend();
   int rc = AD_OK;
-  for (int64_t i = from; i < to && rc == AD_OK; i++) {
-    for (size_t k = 0; k < c->n; k++) c->xs[k] = ad__const(c->work.v[k]);
-    rc = call_step(c, t, i, c->xs, c->work.p, NULL);
-    for (size_t k = 0; k < c->n; k++) c->work.v[k] = c->xs[k].v;
-  }
+  for (int64_t i = from; i < to && rc == AD_OK; i++) rc = passive_step(c, t, i, NULL);
   ad__resume(s);
   return rc;
 }
@@ -321,6 +389,15 @@ static int tape_step(ckpt *c, ad_tape *t, int64_t i) {
 static int reverse_step(ckpt *c, ad_tape *t, int64_t i) {
   int rc = tape_step(c, t, i);
   if (rc != AD_OK) return rc;
+  /* The recorded last step must give what the twin gave in the forward run:
+   * the loop's output, whose adjoint is being swept. */
+  if (c->twin && i == c->l - 1 && c->fin.v) {
+    rc = twin_compare(c, t, i, c->fin.v, c->fin.p, 0, 0, "the loop's output against the recorded last step");
+    /* Every rank of the loop stops here, or none. */
+    if ((rc = loop_agree_ok(c, t, rc, AD_ERR_CALLBACK,
+                            "found that its passive twin disagrees with the step function")) != AD_OK)
+      return rc;
+  }
   ad_tape *sc = c->scratch;
   if ((rc = ad__adjoints_ready(sc)) != AD_OK) return rc;
   ad_adjoints_zero(sc);
@@ -604,9 +681,7 @@ static int forward_online(ckpt *c, ad_tape *t, int record) {
         c->st.stores++;
       }
     }
-    for (size_t k = 0; k < c->n; k++) c->xs[k] = ad__const(c->work.v[k]);
-    rc = call_step(c, t, i, c->xs, c->work.p, &last);
-    for (size_t k = 0; k < c->n; k++) c->work.v[k] = c->xs[k].v;
+    rc = passive_step(c, t, i, &last);
     c->st.advances++;
   }
   ad__resume(s);
@@ -769,9 +844,13 @@ static int ckpt_reverse(ad_tape *t, void *data) {
 static int forward_again(ckpt *c, ad_tape *t) {
   switch (c->o.schedule) {
   case AD_CKPT_BINOMIAL:
-  case AD_CKPT_STORE_ALL:
+  case AD_CKPT_STORE_ALL: {
     state_copy(c, &c->work, &c->slots[0]);
-    return forward_binomial(c, t);
+    c->checking = c->twin && c->o.passive_check != AD_CKPT_CHECK_OFF;
+    int rc = forward_binomial(c, t);
+    c->checking = 0;
+    return rc != AD_OK ? rc : c->twin_bad;
+  }
   default:
     return AD_OK; /* disk and online bases survive a sweep */
   }
@@ -858,6 +937,8 @@ static int bad_options(ad_tape *t, const ad_ckpt_options *o, size_t n) {
     why = "the multistage schedule needs a directory";
   else if (o->resumable && o->schedule != AD_CKPT_MULTISTAGE)
     why = "only the multistage schedule is resumable";
+  else if (o->passive_check < AD_CKPT_CHECK_OFF || o->passive_check > AD_CKPT_CHECK_FORWARD)
+    why = "an unknown passive_check";
   else if (n > SIZE_MAX / 4 / sizeof(double))
     why = "a state too large";
   return why ? fail(t, AD_ERR_ARG, "ad_checkpoint_loop: %s", why) : AD_OK;
@@ -917,6 +998,8 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
   c->o = *o;
   c->step = step;
   c->ud = ud;
+  c->twin = o->step_passive;
+  c->twin_ud = o->passive_ud ? o->passive_ud : ud;
   c->n = n;
   c->pb = pb;
   c->l = o->schedule == AD_CKPT_ONLINE ? 0 : o->steps;
@@ -989,6 +1072,7 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
     }
   }
   if (rc == AD_OK && !c->resumed_forward) {
+    c->checking = c->twin && o->passive_check != AD_CKPT_CHECK_OFF;
     void *mark = ad__loop_comm ? ad__loop_comm->collect_begin() : NULL;
     switch (o->schedule) {
     case AD_CKPT_BINOMIAL:
@@ -1007,6 +1091,8 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
       rc = forward_online(c, t, 1);
       break;
     }
+    c->checking = 0;
+    if (rc == AD_OK) rc = c->twin_bad;
     if (mark) {
       c->ncomms = ad__loop_comm->collect_end(mark, &c->comms);
       c->comms_unknown = 0;
@@ -1014,7 +1100,8 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
     /* A rank whose files could not be written fails, and so do the others:
      * its loop would not sweep with theirs. */
     if (communicates(c))
-      rc = loop_agree_ok(c, t, rc, AD_ERR_IO, "could not write its checkpoint files or run its steps");
+      rc = loop_agree_ok(c, t, rc, AD_ERR_IO,
+                         "could not write its checkpoint files or run its steps (or its passive twin disagrees)");
   }
   c->fresh = 1;
   stats_publish(c);
@@ -1026,6 +1113,13 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
   if (c->l == 0) { /* no step: the state is unchanged */
     ckpt_free(c);
     return AD_OK;
+  }
+  if (c->twin) { /* the output, for the reverse's check */
+    if (state_alloc(c, &c->fin) != AD_OK) {
+      ckpt_free(c);
+      return sticky(t, AD_ERR_NOMEM);
+    }
+    state_copy(c, &c->fin, &c->work);
   }
   size_t bytes = sizeof *c + c->st.snapshot_bytes;
   double *final = malloc((n ? n : 1) * sizeof *final);

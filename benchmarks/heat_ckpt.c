@@ -4,9 +4,10 @@
  * (T = 2000 by default), its gradient taken with checkpointing (see the
  * "Checkpointing" section of README.md beside this file).
  *
- * The step function advances the whole N x N state by one explicit step,
- * each cell update one ad_custom statement (as the ariadne_custom variant of
- * ariadne_bench_heat), and ad_checkpoint_loop runs the T steps:
+ * The step function (heat_ckpt_step.c) advances the whole N x N state by one
+ * explicit step, each cell update one ad_custom statement (as the
+ * ariadne_custom variant of ariadne_bench_heat), and ad_checkpoint_loop runs
+ * the T steps:
  *
  *   primal          plain double: the denominator of every gradient ratio
  *   hand            hand-written adjoint, every state stored: the reference gradient
@@ -15,6 +16,12 @@
  *   store_all       AD_CKPT_STORE_ALL: every state kept, nothing recomputed
  *   multistage      AD_CKPT_MULTISTAGE: 20 states on disk, 10 in memory
  *   online s=10     AD_CKPT_ONLINE: the loop length found by running
+ *   ..._twin        the same schedules with the passive twin: the step's source
+ *                   (heat_ckpt_step.c) compiled again with ARIADNE_PASSIVE runs
+ *                   every step that is not recorded, on double values
+ *   binomial_s10_plain[_twin]  binomial s=10 with the step as written without
+ *                   its value-only path for unrecorded steps, without and
+ *                   with the twin
  *   adolc           ADOL-C, the whole tape in memory, where memory allows
  *   adolc_ckpt_s10  ADOL-C's own checkpointing with 10 checkpoints
  *
@@ -41,12 +48,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "heat.h"
+#include "heat_ckpt_step.h"
 
 #ifdef HEAT_HAVE_ADOLC
 /* heat_adolc_ckpt.cpp: the kernel with ADOL-C's checkpointing, `snaps` snapshots. */
-int heat_adolc_ckpt_run(int n, int steps, int snaps, const char *dir, const double *u0, double *grad,
-                        heat_result *out);
+int heat_adolc_ckpt_run(int n, int steps, int snaps, const char *dir, const double *u0, double *grad, heat_result *out);
 #endif
 
 #define TOL_J 1e-12
@@ -85,15 +91,11 @@ static double maxrss_mb(void) {
 /* Primal and hand-written adjoint (as in heat.c)                            */
 /* ------------------------------------------------------------------------ */
 
-static inline double cell(double x, double n, double s, double w, double e) {
-  return x + HEAT_C * (n + s + w + e - 4.0 * x) + HEAT_DT * x * (1.0 - x) + HEAT_SIN_WEIGHT * sin(x);
-}
-
 static void step(int n, const double *restrict u, double *restrict v) {
   for (int i = 1; i < n - 1; i++)
     for (int j = 1; j < n - 1; j++) {
       int k = i * n + j;
-      v[k] = cell(u[k], u[k - n], u[k + n], u[k - 1], u[k + 1]);
+      v[k] = heat_cell(u[k], u[k - n], u[k + n], u[k - 1], u[k + 1]);
     }
 }
 
@@ -159,57 +161,6 @@ static double hand(int n, int steps, const double *u0, double *states, double *u
 }
 
 /* ------------------------------------------------------------------------ */
-/* The Ariadne step function                                                 */
-/* ------------------------------------------------------------------------ */
-
-/* One cell update as one statement with hand-computed local partials, the
- * value written as the primal writes it so that every variant computes the
- * same bits. */
-static ad_real cell_custom(ad_real x, ad_real n, ad_real s, ad_real w, ad_real e) {
-  double xv = ad_value(x);
-  double value = xv + HEAT_C * (ad_value(n) + ad_value(s) + ad_value(w) + ad_value(e) - 4.0 * xv) +
-                 HEAT_DT * xv * (1.0 - xv) + HEAT_SIN_WEIGHT * sin(xv);
-  ad_real args[5] = {x, n, s, w, e};
-  double partials[5] = {1.0 - 4.0 * HEAT_C + HEAT_DT * (1.0 - 2.0 * xv) + HEAT_SIN_WEIGHT * cos(xv), HEAT_C, HEAT_C,
-                        HEAT_C, HEAT_C};
-  return ad_custom(value, 5, args, partials);
-}
-
-typedef struct stepper {
-  int n;
-  int64_t last;  /* online schedule: the step after which to stop; -1 otherwise */
-  ad_real *v;    /* the new interior of one step */
-} stepper;
-
-/* Advance the whole n x n state by one step in place. The boundary is part
- * of the state and passes through unchanged (its handles too), so the
- * adjoint of the fixed boundary values reaches u0 as in the other variants. */
-static int heat_step(void *ud, int64_t i, size_t *nstate, ad_real *u, size_t *pbytes, void *pstate) {
-  stepper *s = ud;
-  int n = s->n;
-  (void)nstate, (void)pbytes, (void)pstate;
-  /* Checkpointing re-runs most steps passively, with nothing recording: the
-   * local partials (a cos per cell) are then wasted work, so such a step
-   * computes values only. */
-  if (ad_tape_is_recording(ad_tape_current())) {
-    for (int r = 1; r < n - 1; r++)
-      for (int c = 1; c < n - 1; c++) {
-        int k = r * n + c;
-        s->v[k] = cell_custom(u[k], u[k - n], u[k + n], u[k - 1], u[k + 1]);
-      }
-  } else {
-    for (int r = 1; r < n - 1; r++)
-      for (int c = 1; c < n - 1; c++) {
-        int k = r * n + c;
-        s->v[k] = ad_const(cell(ad_value(u[k]), ad_value(u[k - n]), ad_value(u[k + n]), ad_value(u[k - 1]),
-                                ad_value(u[k + 1])));
-      }
-  }
-  for (int r = 1; r < n - 1; r++) memcpy(u + r * n + 1, s->v + r * n + 1, (size_t)(n - 2) * sizeof(ad_real));
-  return i == s->last ? AD_CKPT_LAST : 0;
-}
-
-/* ------------------------------------------------------------------------ */
 /* Variants                                                                  */
 /* ------------------------------------------------------------------------ */
 
@@ -220,21 +171,30 @@ typedef struct variant {
   enum kind kind;
   ad_ckpt_schedule schedule;
   int snapshots, disk;
+  int twin;  /* checkpointing: the passive twin heat_step_passive runs the passive steps */
+  int plain; /* checkpointing: the step without its value-only path (stepper.plain) */
 } variant;
 
 static const variant variants[] = {
-    {"primal", K_PRIMAL, 0, 0, 0},
-    {"hand", K_HAND, 0, 0, 0},
-    {"taped", K_TAPED, 0, 0, 0},
-    {"binomial_s2", K_CKPT, AD_CKPT_BINOMIAL, 2, 0},
-    {"binomial_s5", K_CKPT, AD_CKPT_BINOMIAL, 5, 0},
-    {"binomial_s10", K_CKPT, AD_CKPT_BINOMIAL, 10, 0},
-    {"binomial_s50", K_CKPT, AD_CKPT_BINOMIAL, 50, 0},
-    {"store_all", K_CKPT, AD_CKPT_STORE_ALL, 0, 0},
-    {"multistage_s10_d20", K_CKPT, AD_CKPT_MULTISTAGE, 10, 20},
-    {"online_s10", K_CKPT, AD_CKPT_ONLINE, 10, 0},
-    {"adolc", K_ADOLC, 0, 0, 0},
-    {"adolc_ckpt_s10", K_ADOLC_CKPT, AD_CKPT_BINOMIAL, 10, 0},
+    {"primal", K_PRIMAL, 0, 0, 0, 0, 0},
+    {"hand", K_HAND, 0, 0, 0, 0, 0},
+    {"taped", K_TAPED, 0, 0, 0, 0, 0},
+    {"binomial_s2", K_CKPT, AD_CKPT_BINOMIAL, 2, 0, 0, 0},
+    {"binomial_s5", K_CKPT, AD_CKPT_BINOMIAL, 5, 0, 0, 0},
+    {"binomial_s10", K_CKPT, AD_CKPT_BINOMIAL, 10, 0, 0, 0},
+    {"binomial_s50", K_CKPT, AD_CKPT_BINOMIAL, 50, 0, 0, 0},
+    {"store_all", K_CKPT, AD_CKPT_STORE_ALL, 0, 0, 0, 0},
+    {"multistage_s10_d20", K_CKPT, AD_CKPT_MULTISTAGE, 10, 20, 0, 0},
+    {"online_s10", K_CKPT, AD_CKPT_ONLINE, 10, 0, 0, 0},
+    {"binomial_s10_twin", K_CKPT, AD_CKPT_BINOMIAL, 10, 0, 1, 0},
+    {"binomial_s10_plain", K_CKPT, AD_CKPT_BINOMIAL, 10, 0, 0, 1},
+    {"binomial_s10_plain_twin", K_CKPT, AD_CKPT_BINOMIAL, 10, 0, 1, 1},
+    {"binomial_s50_twin", K_CKPT, AD_CKPT_BINOMIAL, 50, 0, 1, 0},
+    {"store_all_twin", K_CKPT, AD_CKPT_STORE_ALL, 0, 0, 1, 0},
+    {"multistage_s10_d20_twin", K_CKPT, AD_CKPT_MULTISTAGE, 10, 20, 1, 0},
+    {"online_s10_twin", K_CKPT, AD_CKPT_ONLINE, 10, 0, 1, 0},
+    {"adolc", K_ADOLC, 0, 0, 0, 0, 0},
+    {"adolc_ckpt_s10", K_ADOLC_CKPT, AD_CKPT_BINOMIAL, 10, 0, 0, 0},
 };
 #define NVAR ((int)(sizeof variants / sizeof variants[0]))
 
@@ -311,6 +271,8 @@ static int run_ariadne(const options *o, const variant *v, actx *a, const double
     co.disk_snapshots = v->disk;
     co.dir = o->dir;
     co.stats = &a->ck;
+    if (v->twin) co.step_passive = heat_step_passive;
+    a->st.plain = v->plain;
     if (v->schedule == AD_CKPT_ONLINE) a->st.last = o->steps - 1;
     ad_stats before, after;
     ad_tape_stats(a->tape, &before);
@@ -403,15 +365,17 @@ static void measure(const options *o, const variant *v, const double *u0, double
       rev = hr.reverse_s;
       s->outer_bytes = hr.tape_bytes;
       s->in_memory = hr.in_memory;
-      if (hr.msg[0]) snprintf(s->msg, sizeof s->msg, "%s", hr.msg);
-      else if (!hr.in_memory) snprintf(s->msg, sizeof s->msg, "ADOL-C wrote its step tape to a file");
+      if (hr.msg[0])
+        snprintf(s->msg, sizeof s->msg, "%s", hr.msg);
+      else if (!hr.in_memory)
+        snprintf(s->msg, sizeof s->msg, "ADOL-C wrote its step tape to a file");
 #endif
       break;
     }
     }
     double cv = v->kind == K_PRIMAL ? cp : cpu_now() - c0;
     if (o->verbose)
-      fprintf(stderr, "%-20s rep %d: primal %.1f ms (cpu %.1f), record %.1f ms, reverse %.1f ms (cpu %.1f)\n", v->name,
+      fprintf(stderr, "%-23s rep %d: primal %.1f ms (cpu %.1f), record %.1f ms, reverse %.1f ms (cpu %.1f)\n", v->name,
               rep, 1e3 * tp, 1e3 * cp, 1e3 * rec, 1e3 * rev, 1e3 * cv);
     if (rep == 0) {
       s->primal_s = tp;
@@ -482,16 +446,26 @@ int main(int argc, char **argv) {
   const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
   for (int a = 1; a < argc; a++) {
     const char *arg = argv[a];
-    if (!strncmp(arg, "--", 2)) arg += 2;
-    else if (arg[0] == '-') arg += 1;
-    if (!strcmp(arg, "no-fork")) o.fork = 0;
-    else if (!strcmp(arg, "verbose") || !strcmp(arg, "v")) o.verbose = 1;
-    else if (a + 1 < argc && (!strcmp(arg, "N") || !strcmp(arg, "n"))) o.n = atoi(argv[++a]);
-    else if (a + 1 < argc && (!strcmp(arg, "T") || !strcmp(arg, "t"))) o.steps = atoi(argv[++a]);
-    else if (a + 1 < argc && !strcmp(arg, "reps")) o.reps = atoi(argv[++a]);
-    else if (a + 1 < argc && !strcmp(arg, "only")) o.only = argv[++a];
-    else if (a + 1 < argc && !strcmp(arg, "mem-limit-gb")) o.mem_limit_gb = atof(argv[++a]);
-    else if (a + 1 < argc && !strcmp(arg, "dir")) base = argv[++a];
+    if (!strncmp(arg, "--", 2))
+      arg += 2;
+    else if (arg[0] == '-')
+      arg += 1;
+    if (!strcmp(arg, "no-fork"))
+      o.fork = 0;
+    else if (!strcmp(arg, "verbose") || !strcmp(arg, "v"))
+      o.verbose = 1;
+    else if (a + 1 < argc && (!strcmp(arg, "N") || !strcmp(arg, "n")))
+      o.n = atoi(argv[++a]);
+    else if (a + 1 < argc && (!strcmp(arg, "T") || !strcmp(arg, "t")))
+      o.steps = atoi(argv[++a]);
+    else if (a + 1 < argc && !strcmp(arg, "reps"))
+      o.reps = atoi(argv[++a]);
+    else if (a + 1 < argc && !strcmp(arg, "only"))
+      o.only = argv[++a];
+    else if (a + 1 < argc && !strcmp(arg, "mem-limit-gb"))
+      o.mem_limit_gb = atof(argv[++a]);
+    else if (a + 1 < argc && !strcmp(arg, "dir"))
+      base = argv[++a];
     else {
       usage(argv[0]);
       return !strcmp(arg, "help") || !strcmp(arg, "h") ? 0 : 2;
@@ -627,15 +601,15 @@ int main(int argc, char **argv) {
 
   printf("heat kernel with checkpointing: N=%d T=%d (%.0f cell updates), reps=%d, %s\n", o.n, o.steps, cells, o.reps,
          o.fork ? "one process per variant" : "all variants in one process");
-  printf("%-19s %10s %9s %9s %9s %9s %9s %9s %9s %9s %9s %10s %10s %4s\n", "variant", "peakRSS_MB", "tape_MB",
-         "snap_MB", "advances", "optimum", "primal_ms", "record_ms", "rev_ms", "wall_ratio", "cpu_ratio",
-         "rel_vs_tape", "rel_vs_hand", "ok");
+  printf("%-23s %10s %9s %9s %9s %9s %9s %9s %9s %9s %9s %10s %10s %4s\n", "variant", "peakRSS_MB", "tape_MB",
+         "snap_MB", "advances", "optimum", "primal_ms", "record_ms", "rev_ms", "wall_ratio", "cpu_ratio", "rel_vs_tape",
+         "rel_vs_hand", "ok");
   for (int v = 0; v < NVAR; v++) {
     const slot *s = &slots[v];
     const variant *va = &variants[v];
     if (!s->selected) continue;
     if (s->skipped) {
-      printf("%-19s %s\n", va->name, s->msg);
+      printf("%-23s %s\n", va->name, s->msg);
       continue;
     }
     double t = s->record_s + s->reverse_s;
@@ -650,10 +624,10 @@ int main(int argc, char **argv) {
     }
     if (isfinite(err_taped[v])) snprintf(et, sizeof et, err_taped[v] == 0.0 ? "0 (bits)" : "%.1e", err_taped[v]);
     if (isfinite(err_hand[v])) snprintf(eh, sizeof eh, "%.1e", err_hand[v]);
-    printf("%-19s %10.1f %9.2f %9.2f %9s %9s %9.1f %9.1f %9.1f %9.2f %9.2f %10s %10s %4s%s%s\n", va->name,
-           s->rss_peak_mb - s->rss_start_mb, tape / 1e6, snap / 1e6, adv, opt, 1e3 * s->primal_s,
-           1e3 * s->record_s, 1e3 * s->reverse_s, va->kind == K_PRIMAL ? 1.0 : t / s->primal_s,
-           s->grad_cpu_s / s->primal_cpu_s, et, eh, ok[v] ? "yes" : "NO", s->msg[0] ? "  " : "", s->msg);
+    printf("%-23s %10.1f %9.2f %9.2f %9s %9s %9.1f %9.1f %9.1f %9.2f %9.2f %10s %10s %4s%s%s\n", va->name,
+           s->rss_peak_mb - s->rss_start_mb, tape / 1e6, snap / 1e6, adv, opt, 1e3 * s->primal_s, 1e3 * s->record_s,
+           1e3 * s->reverse_s, va->kind == K_PRIMAL ? 1.0 : t / s->primal_s, s->grad_cpu_s / s->primal_cpu_s, et, eh,
+           ok[v] ? "yes" : "NO", s->msg[0] ? "  " : "", s->msg);
   }
 
   for (int v = 0; v < NVAR; v++) {
@@ -663,11 +637,12 @@ int main(int argc, char **argv) {
     printf("{\"variant\":\"%s\",\"N\":%d,\"T\":%d,\"reps\":%d,\"skipped\":%s", va->name, o.n, o.steps, o.reps,
            s->skipped ? "true" : "false");
     if (va->kind == K_CKPT) {
-      printf(",\"schedule\":\"%s\"", va->schedule == AD_CKPT_BINOMIAL    ? "binomial"
-                                      : va->schedule == AD_CKPT_STORE_ALL ? "store_all"
-                                      : va->schedule == AD_CKPT_MULTISTAGE ? "multistage"
-                                                                           : "online");
-      printf(",\"snapshots\":%d,\"disk_snapshots\":%d", va->snapshots, va->disk);
+      printf(",\"schedule\":\"%s\"", va->schedule == AD_CKPT_BINOMIAL     ? "binomial"
+                                     : va->schedule == AD_CKPT_STORE_ALL  ? "store_all"
+                                     : va->schedule == AD_CKPT_MULTISTAGE ? "multistage"
+                                                                          : "online");
+      printf(",\"snapshots\":%d,\"disk_snapshots\":%d,\"twin\":%s,\"plain_step\":%s", va->snapshots, va->disk,
+             va->twin ? "true" : "false", va->plain ? "true" : "false");
     }
     if (!s->skipped) {
       double t = s->record_s + s->reverse_s;

@@ -46,6 +46,53 @@
  * - It returns 0 (AD_CKPT_LAST in online mode after the last step), or any
  *   negative value to fail: the loop stops with AD_ERR_CALLBACK.
  * - It must not change *n or *pbytes (a changed size is an error).
+ *
+ * The passive twin (optional, `step_passive`): most steps of a checkpointed
+ * loop are run passively (the forward run and the schedule's recomputations),
+ * and the step function then costs about twice plain double code (ad_real
+ * arithmetic with nothing recorded). A twin is the same step on double
+ * values: the step's source compiled a second time with ARIADNE_PASSIVE
+ * (ad_real is double there), its function renamed by AD_CKPT_TWIN so that
+ * both builds link into one program. The loop runs every passive step with
+ * the twin, directly on the stored double values, and keeps the step
+ * function for the steps it records. Snapshots store values either way.
+ * - The twin must compute the very same doubles as the step function (and
+ *   the same passive state bytes and return value): the gradient is then the
+ *   same bit for bit. Compile both with the same floating-point options
+ *   (with FMA hardware, -ffp-contract=off on both, or the passive build may
+ *   contract what the active one cannot).
+ * - The loop checks it, in the tape's error on a mismatch (AD_ERR_CALLBACK,
+ *   naming the step and the first value that differs): the forward run's
+ *   first step is run by both and compared (`passive_check`), and every
+ *   reverse sweep compares the step function's recorded last step with the
+ *   twin's output (no extra step). A twin that differs only in later steps
+ *   is caught by AD_CKPT_CHECK_FORWARD, which compares every step of the
+ *   forward run (it costs one more passive step per step).
+ * - Steps that call ad_mpi_*: the twin's calls are plain MPI calls (the
+ *   passive build's ad_mpi_* macros), made in the same order on every rank,
+ *   so the messages match. The loop learns the communicators the steps use
+ *   from the step function's ad_mpi_* calls in the forward run, i.e. from
+ *   the first-step check: with AD_CKPT_CHECK_OFF set `comm`
+ *   (ad_mpi_ckpt_comm). A twin that disagrees on one rank fails every rank
+ *   of the loop (the others learn that a rank failed, not why).
+ * - The twin runs only in a recorded loop: without a recording tape (the
+ *   plain loop) and in the tangent action the step function runs.
+ * - The twin's ud is `passive_ud`, or the step's ud if that is NULL; the
+ *   twin sees the same passive state bytes. A ud struct whose layout
+ *   depends on ad_real (ad_real members) needs a passive_ud of its own.
+ *
+ * Building a twin with the CMake package (find_package(Ariadne)):
+ *
+ *   add_library(mystep_passive OBJECT mystep.c)   # the step's source again
+ *   target_link_libraries(mystep_passive PRIVATE Ariadne::passive)
+ *   add_executable(app main.c mystep.c)
+ *   target_link_libraries(app PRIVATE Ariadne::ariadne mystep_passive)
+ *
+ * mystep.c defines `int AD_CKPT_TWIN(mystep)(void *ud, int64_t i, size_t *n,
+ * ad_real *u, size_t *pb, void *p)` (its helpers static): that is mystep in
+ * the active build and mystep_passive in the passive one. The caller
+ * declares the twin with AD_CKPT_TWIN_DECL(mystep); and sets
+ * `opts.step_passive = mystep_passive`.
  */
 #ifndef ARIADNE_CHECKPOINT_H
 #define ARIADNE_CHECKPOINT_H
@@ -59,6 +106,24 @@ extern "C" {
 #define AD_CKPT_LAST 1
 
 typedef int (*ad_ckpt_step)(void *ud, int64_t step, size_t *n, ad_real *state, size_t *pbytes, void *pstate);
+/* The passive twin of a step function: the same step on double values. */
+typedef int (*ad_ckpt_step_passive)(void *ud, int64_t step, size_t *n, double *state, size_t *pbytes, void *pstate);
+
+/* The name of a step function whose source is compiled twice: `name` in the
+ * active build, `name_passive` in the ARIADNE_PASSIVE build. */
+#ifdef ARIADNE_PASSIVE
+#define AD_CKPT_TWIN(name) name##_passive
+#else
+#define AD_CKPT_TWIN(name) name
+#endif
+/* A declaration of the passive twin `name_passive`, for the active caller. */
+#define AD_CKPT_TWIN_DECL(name)                                                                                        \
+  int name##_passive(void *ud, int64_t step, size_t *n, double *state, size_t *pbytes, void *pstate)
+
+/* ad_ckpt_options.passive_check: how the twin is compared with the step. */
+#define AD_CKPT_CHECK_FIRST 0   /* the forward run's first step (default) */
+#define AD_CKPT_CHECK_FORWARD 1 /* every step of the forward run */
+#define AD_CKPT_CHECK_OFF (-1)  /* no extra step (the reverse sweep's check stays) */
 
 typedef enum ad_ckpt_schedule {
   AD_CKPT_BINOMIAL = 0,
@@ -109,6 +174,11 @@ typedef struct ad_ckpt_options {
    * report if ARIADNE_PROGRESS=1 or standard error is a terminal. */
   ad_progress_fn progress;
   void *progress_ud;
+  /* Optional: the step function's passive twin (see above), run for every
+   * step that is not recorded; NULL: the step function runs them. */
+  ad_ckpt_step_passive step_passive;
+  void *passive_ud;  /* the twin's ud; NULL: the step function's */
+  int passive_check; /* AD_CKPT_CHECK_FIRST, AD_CKPT_CHECK_FORWARD or AD_CKPT_CHECK_OFF */
 } ad_ckpt_options;
 
 void ad_ckpt_options_default(ad_ckpt_options *o);

@@ -68,7 +68,7 @@ found=$(sed -n 's/^Ariadne_DIR:[A-Z]*=//p' "$work/consumer-build/CMakeCache.txt"
 
 step "build and run the consumer"
 "$cmake" --build "$work/consumer-build" --config "$config" || fail "building the consumer"
-for exe in consumer consumer_static consumer_passive; do
+for exe in consumer consumer_static consumer_passive consumer_ckpt; do
   path=$work/consumer-build/$exe
   [ -x "$path" ] || path=$work/consumer-build/$config/$exe
   "$path" || fail "$exe"
