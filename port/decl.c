@@ -638,6 +638,8 @@ static char *rename_ident(const char *s, const char *from, const char *to) {
 }
 
 static void dispose(pt_ctx *x) {
+  for (int i = 0; i < x->nmpi_types; i++) free(x->mpi_types[i]);
+  x->nmpi_types = 0;
   if (x->tu) clang_disposeTranslationUnit(x->tu);
   if (x->index) clang_disposeIndex(x->index);
   x->tu = NULL;

@@ -158,6 +158,52 @@ static char *arg_text(pt_ctx *x, CXCursor call, int pos) {
   return pt_orig(x, clang_Cursor_getArgument(call, (unsigned)pos));
 }
 
+/* Datatype constructors that Ariadne takes on AD_MPI_REAL (docs/mpi.md):
+ * with `double` active, one built on MPI_DOUBLE (or on such a type) is
+ * built on AD_MPI_REAL, and the calls that use it with active buffers
+ * become their twins. Structs are not: their MPI_DOUBLE fields may be
+ * passive data, which the tool cannot tell. */
+static int type_ctor(const char *name) {
+  static const char *const ctors[] = {"MPI_Type_contiguous",
+                                      "MPI_Type_vector",
+                                      "MPI_Type_create_hvector",
+                                      "MPI_Type_indexed",
+                                      "MPI_Type_create_indexed_block",
+                                      "MPI_Type_create_hindexed",
+                                      "MPI_Type_create_hindexed_block",
+                                      "MPI_Type_create_subarray",
+                                      "MPI_Type_create_resized",
+                                      "MPI_Type_dup",
+                                      NULL};
+  for (int i = 0; ctors[i]; i++)
+    if (!strcmp(name, ctors[i])) return 1;
+  return 0;
+}
+
+static int known_type(const pt_ctx *x, const char *t) {
+  for (int i = 0; i < x->nmpi_types; i++)
+    if (!strcmp(x->mpi_types[i], t)) return 1;
+  return 0;
+}
+
+/* A constructor call whose old type is MPI_DOUBLE or a type already known:
+ * note the new type's variable (its last argument, `&name`). */
+static void note_type(pt_ctx *x, CXCursor call, const char *name) {
+  int na = clang_Cursor_getNumArguments(call), on_real = 0;
+  if (!x->double_active || !type_ctor(name) || na < 2) return;
+  for (int i = 0; i < na - 1 && !on_real; i++) {
+    char *t = arg_text(x, call, i);
+    on_real = !strcmp(t, "MPI_DOUBLE") || known_type(x, t);
+    free(t);
+  }
+  char *last = arg_text(x, call, na - 1);
+  const char *v = last[0] == '&' ? last + 1 : NULL;
+  while (v && *v == ' ') v++;
+  if (on_real && v && *v && x->nmpi_types < (int)(sizeof x->mpi_types / sizeof x->mpi_types[0]) && !known_type(x, v))
+    x->mpi_types[x->nmpi_types++] = port_strdup(v);
+  free(last);
+}
+
 static enum CXChildVisitResult prescan(CXCursor c, CXCursor p, CXClientData d) {
   (void)p;
   pt_ctx *x = d;
@@ -170,6 +216,7 @@ static enum CXChildVisitResult prescan(CXCursor c, CXCursor p, CXClientData d) {
     if (f && (!strcmp(name, "MPI_Mrecv") || !strcmp(name, "MPI_Imrecv")) && buffer_active(x, c, f->buf[0]))
       x->mpi_messages = 1;
     if (f && f->request == 4 && buffer_active(x, c, !strcmp(name, "MPI_Win_create") ? 0 : 4)) x->mpi_windows = 1;
+    if (!f) note_type(x, c, name);
     clang_disposeString(s);
   }
   return CXChildVisit_Recurse;
@@ -187,7 +234,9 @@ char *pt_emit_mpi(pt_ctx *x, CXCursor c, const char *name, int n, const CXCursor
       int act = buffer_active(x, c, f->buf[p]) || (p == 0 && f->buf3 >= 0 && buffer_active(x, c, f->buf3));
       if (!act) continue;
       char *dt = arg_text(x, c, f->type[p]);
-      if (strcmp(dt, "MPI_DOUBLE") && strcmp(dt, "AD_MPI_REAL")) {
+      if (known_type(x, dt)) {
+        /* built on AD_MPI_REAL by its constructor's port */
+      } else if (strcmp(dt, "MPI_DOUBLE") && strcmp(dt, "AD_MPI_REAL")) {
         pt_error(x, clang_Cursor_getArgument(c, (unsigned)f->type[p]),
                  "%s on active data with the datatype '%s': derived datatypes and packed buffers of active data are "
                  "not supported; send the ad_real values as AD_MPI_REAL",
@@ -207,6 +256,12 @@ char *pt_emit_mpi(pt_ctx *x, CXCursor c, const char *name, int n, const CXCursor
     if (f->request == 3 && x->mpi_messages) rename = 1;
     if (f->request == 4 && buffer_active(x, c, !strcmp(name, "MPI_Win_create") ? 0 : 4)) rename = 1;
     if (f->request == 5 && x->mpi_windows) rename = 1;
+  } else if (x->double_active && type_ctor(name)) {
+    for (int i = 0; i < na; i++) {
+      char *t = arg_text(x, c, i);
+      if (!strcmp(t, "MPI_DOUBLE") && argk[i] >= 0) texts[argk[i]] = port_strdup("AD_MPI_REAL");
+      free(t);
+    }
   } else {
     for (int i = 0; i < na; i++) {
       CXCursor a = clang_Cursor_getArgument(c, (unsigned)i);

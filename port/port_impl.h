@@ -41,11 +41,13 @@ typedef struct pt_ctx {
   int static_init; /* emitting an initializer of static storage */
   CXType fn_ret;   /* return type of the function being ported */
   int in_function;
-  int uses_mpi;     /* an MPI call was renamed: include ariadne_mpi.h */
-  int mpi_requests; /* an active nonblocking call exists: requests become ad_mpi_request */
-  int mpi_messages; /* an active matched receive exists: MPI_Message becomes ad_mpi_message */
-  int mpi_windows;  /* a window on active data exists: fences and frees become ad_mpi_* */
-  int no_fuse;      /* inside a for header: statements cannot be blocks */
+  int uses_mpi;        /* an MPI call was renamed: include ariadne_mpi.h */
+  int mpi_requests;    /* an active nonblocking call exists: requests become ad_mpi_request */
+  int mpi_messages;    /* an active matched receive exists: MPI_Message becomes ad_mpi_message */
+  int mpi_windows;     /* a window on active data exists: fences and frees become ad_mpi_* */
+  char *mpi_types[64]; /* datatypes built on MPI_DOUBLE (then AD_MPI_REAL) by the file's constructors */
+  int nmpi_types;
+  int no_fuse; /* inside a for header: statements cannot be blocks */
 } pt_ctx;
 
 unsigned pt_off(CXSourceLocation loc);
