@@ -1690,8 +1690,7 @@ static int pc_icopy(int **out, const int *a, int n) {
   return (*out = icopy(a, n)) != NULL;
 }
 
-static int pcoll_new(int kind, MPI_Comm comm, ad_mpi_request *request, pcoll **out) {
-  (void)request;
+static int pcoll_new(int kind, MPI_Comm comm, pcoll **out) {
   pcoll *c = calloc(1, sizeof *c);
   *out = c;
   if (!c) return MPI_ERR_NO_MEM;
@@ -1721,7 +1720,7 @@ static int comm_size(MPI_Comm comm) {
 int ad_mpi_barrier_init(MPI_Comm comm, MPI_Info info, ad_mpi_request *request) {
   (void)info;
   pcoll *c;
-  int rc = pcoll_new(P_BARRIER, comm, request, &c);
+  int rc = pcoll_new(P_BARRIER, comm, &c);
   return rc != MPI_SUCCESS ? rc : pcoll_done(c, 1, request);
 }
 
@@ -1729,7 +1728,7 @@ int ad_mpi_bcast_init(void *buffer, int count, MPI_Datatype datatype, int root, 
                       ad_mpi_request *request) {
   (void)info;
   pcoll *c;
-  int rc = pcoll_new(P_BCAST, comm, request, &c);
+  int rc = pcoll_new(P_BCAST, comm, &c);
   if (rc != MPI_SUCCESS) return rc;
   c->rbuf = buffer;
   c->rcount = count;
@@ -1741,7 +1740,7 @@ int ad_mpi_bcast_init(void *buffer, int count, MPI_Datatype datatype, int root, 
 static int reduce_init(int kind, const void *sendbuf, void *recvbuf, int count, const int *counts,
                        MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm, ad_mpi_request *request) {
   pcoll *c;
-  int rc = pcoll_new(kind, comm, request, &c);
+  int rc = pcoll_new(kind, comm, &c);
   if (rc != MPI_SUCCESS) return rc;
   c->sbuf = sendbuf;
   c->rbuf = recvbuf;
@@ -1789,7 +1788,7 @@ static int move_fill(pcoll **out, int kind, const void *sendbuf, int sendcount, 
                      MPI_Datatype sendtype, void *recvbuf, int recvcount, const int *rcnt, const int *rdsp,
                      MPI_Datatype recvtype, int root, int ns, int nr, MPI_Comm comm) {
   pcoll *c;
-  int rc = pcoll_new(kind, comm, NULL, &c);
+  int rc = pcoll_new(kind, comm, &c);
   if (rc != MPI_SUCCESS) return rc;
   *out = c;
   c->sbuf = sendbuf;
