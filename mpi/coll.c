@@ -616,8 +616,8 @@ static int reduce_any(const void *sendbuf, void *recvbuf, int count, const int *
 
 int ad_mpi_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                   MPI_Comm comm) {
-  if (ad__dtype_any(1, type)) return ad__dt_reduce(0, sendbuf, recvbuf, count, type, op, root, comm);
-  if (is_real(type) && ad__op_user(op)) return ad__user_reduce(0, sendbuf, recvbuf, count, type, op, root, comm, NULL);
+  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
+    return ad__dt_reduce(0, sendbuf, recvbuf, count, NULL, type, op, root, comm, NULL);
   int e_ = ad__types_refuse("ad_mpi_reduce", 1, type);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) return MPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
@@ -626,8 +626,8 @@ int ad_mpi_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
 
 int ad_mpi_ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,
                    ad_mpi_request *request) {
-  if (ad__op_user(op) && (is_real(type) || ad__dtype_any(1, type)))
-    return ad__user_reduce(0, sendbuf, recvbuf, count, type, op, root, comm, request);
+  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
+    return ad__dt_reduce(0, sendbuf, recvbuf, count, NULL, type, op, root, comm, request);
   int e_ = ad__types_refuse("ad_mpi_ireduce", 1, type);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) {
@@ -638,8 +638,8 @@ int ad_mpi_ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype t
 }
 
 int ad_mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  if (ad__dtype_any(1, type)) return ad__dt_reduce(1, sendbuf, recvbuf, count, type, op, 0, comm);
-  if (is_real(type) && ad__op_user(op)) return ad__user_reduce(1, sendbuf, recvbuf, count, type, op, 0, comm, NULL);
+  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
+    return ad__dt_reduce(1, sendbuf, recvbuf, count, NULL, type, op, 0, comm, NULL);
   int e_ = ad__types_refuse("ad_mpi_allreduce", 1, type);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) return MPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
@@ -648,8 +648,8 @@ int ad_mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype
 
 int ad_mpi_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                       ad_mpi_request *request) {
-  if (ad__op_user(op) && (is_real(type) || ad__dtype_any(1, type)))
-    return ad__user_reduce(1, sendbuf, recvbuf, count, type, op, 0, comm, request);
+  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
+    return ad__dt_reduce(1, sendbuf, recvbuf, count, NULL, type, op, 0, comm, request);
   int e_ = ad__types_refuse("ad_mpi_iallreduce", 1, type);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) {
@@ -661,8 +661,8 @@ int ad_mpi_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatyp
 
 int ad_mpi_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
                                 MPI_Comm comm) {
-  if (ad__dtype_any(1, type)) return ad__dt_reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
-  if (is_real(type) && ad__op_user(op)) return ad__user_reduce(4, sendbuf, recvbuf, recvcount, type, op, 0, comm, NULL);
+  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
+    return ad__dt_reduce(4, sendbuf, recvbuf, recvcount, NULL, type, op, 0, comm, NULL);
   int e_ = ad__types_refuse("ad_mpi_reduce_scatter_block", 1, type);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) return MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
@@ -671,8 +671,8 @@ int ad_mpi_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcoun
 
 int ad_mpi_ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
                                  MPI_Comm comm, ad_mpi_request *request) {
-  if (ad__op_user(op) && (is_real(type) || ad__dtype_any(1, type)))
-    return ad__user_reduce(4, sendbuf, recvbuf, recvcount, type, op, 0, comm, request);
+  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
+    return ad__dt_reduce(4, sendbuf, recvbuf, recvcount, NULL, type, op, 0, comm, request);
   int e_ = ad__types_refuse("ad_mpi_ireduce_scatter_block", 1, type);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) {
@@ -684,8 +684,8 @@ int ad_mpi_ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcou
 
 int ad_mpi_reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
                           MPI_Comm comm) {
-  if (ad__op_user(op) && (is_real(type) || ad__dtype_any(1, type)))
-    return ad__user_reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
+  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
+    return ad__dt_reduce(5, sendbuf, recvbuf, 0, recvcounts, type, op, 0, comm, NULL);
   int e_ = ad__types_refuse("ad_mpi_reduce_scatter", 1, type);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) return MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
@@ -694,6 +694,8 @@ int ad_mpi_reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcoun
 
 int ad_mpi_ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
                            MPI_Comm comm, ad_mpi_request *request) {
+  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
+    return ad__dt_reduce(5, sendbuf, recvbuf, 0, recvcounts, type, op, 0, comm, request);
   int e_ = ad__types_refuse("ad_mpi_ireduce_scatter", 1, type);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) {
@@ -749,25 +751,25 @@ static int scan_any(const void *sendbuf, void *recvbuf, int count, MPI_Datatype 
 }
 
 int ad_mpi_scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  if (ad__dtype_any(1, type)) return ad__dt_reduce(2, sendbuf, recvbuf, count, type, op, 0, comm);
-  if (is_real(type) && ad__op_user(op)) return ad__user_reduce(2, sendbuf, recvbuf, count, type, op, 0, comm, NULL);
+  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
+    return ad__dt_reduce(2, sendbuf, recvbuf, count, NULL, type, op, 0, comm, NULL);
   return scan_any(sendbuf, recvbuf, count, type, op, comm, 0, NULL, "ad_mpi_scan");
 }
 int ad_mpi_exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  if (ad__dtype_any(1, type)) return ad__dt_reduce(3, sendbuf, recvbuf, count, type, op, 0, comm);
-  if (is_real(type) && ad__op_user(op)) return ad__user_reduce(3, sendbuf, recvbuf, count, type, op, 0, comm, NULL);
+  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
+    return ad__dt_reduce(3, sendbuf, recvbuf, count, NULL, type, op, 0, comm, NULL);
   return scan_any(sendbuf, recvbuf, count, type, op, comm, 1, NULL, "ad_mpi_exscan");
 }
 int ad_mpi_iscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                  ad_mpi_request *request) {
-  if (ad__op_user(op) && (is_real(type) || ad__dtype_any(1, type)))
-    return ad__user_reduce(2, sendbuf, recvbuf, count, type, op, 0, comm, request);
+  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
+    return ad__dt_reduce(2, sendbuf, recvbuf, count, NULL, type, op, 0, comm, request);
   return scan_any(sendbuf, recvbuf, count, type, op, comm, 0, request, "ad_mpi_iscan");
 }
 int ad_mpi_iexscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                    ad_mpi_request *request) {
-  if (ad__op_user(op) && (is_real(type) || ad__dtype_any(1, type)))
-    return ad__user_reduce(3, sendbuf, recvbuf, count, type, op, 0, comm, request);
+  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
+    return ad__dt_reduce(3, sendbuf, recvbuf, count, NULL, type, op, 0, comm, request);
   return scan_any(sendbuf, recvbuf, count, type, op, comm, 1, request, "ad_mpi_iexscan");
 }
 
@@ -1233,6 +1235,17 @@ int ad_mpi_ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, 
   return alltoall_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, "ad_mpi_ialltoall");
 }
 
+/* 1 if a slot in use (count not zero) has a datatype built from
+ * AD_MPI_REAL (ns 0: the send side is not in use). */
+static int derived_in_use(int ns, const int *scnt, const MPI_Datatype *stypes, int nr, const int *rcnt,
+                          const MPI_Datatype *rtypes) {
+  for (int j = 0; j < ns; j++)
+    if (scnt[j] && ad__dtype_any(1, stypes[j])) return 1;
+  for (int j = 0; j < nr; j++)
+    if (rcnt[j] && ad__dtype_any(1, rtypes[j])) return 1;
+  return 0;
+}
+
 /* Alltoallw: per-rank datatypes and displacements in bytes. Differentiated
  * when every type in use is AD_MPI_REAL (then it is an alltoallv with the
  * displacements in elements), passed to MPI when none is; a mix is refused. */
@@ -1242,6 +1255,17 @@ static int alltoallw_any(const void *sendbuf, const int *scnt, const int *sdsp, 
   int size;
   MPI_Comm_size(comm, &size);
   int inplace = sendbuf == MPI_IN_PLACE, nreal = 0, nused = 0, rc = MPI_SUCCESS;
+  if (derived_in_use(inplace ? 0 : size, scnt, stypes, size, rcnt, rtypes)) {
+    MPI_Aint *a = malloc(2 * (size_t)(size ? size : 1) * sizeof *a);
+    if (!a) return MPI_ERR_NO_MEM;
+    for (int j = 0; j < size; j++) {
+      a[j] = inplace ? 0 : sdsp[j];
+      a[size + j] = rdsp[j];
+    }
+    rc = ad__dt_alltoallw(0, fn, sendbuf, scnt, a, stypes, size, recvbuf, rcnt, a + size, rtypes, size, comm, req);
+    free(a);
+    return rc;
+  }
   for (int j = 0; j < size && rc == MPI_SUCCESS; j++) {
     if (!inplace && scnt[j]) {
       nused++;
@@ -1381,11 +1405,51 @@ static int neighbor_any(const void *sendbuf, const int *scnt, const int *sdsp, v
   return pend_go(q, rc, mq, req);
 }
 
+/* A neighbourhood collective with a datatype built from AD_MPI_REAL: its
+ * slots spelled out for ad__dt_alltoallw (allgather(v) sends the same slot
+ * along every edge). Displacements in items become bytes. */
+static int neighbor_dt(int kind, const void *sendbuf, int sendcount, const int *scnt, const int *sdsp,
+                       MPI_Datatype sendtype, void *recvbuf, int recvcount, const int *rcnt, const int *rdsp,
+                       MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
+  if (sendbuf == MPI_IN_PLACE) return MPI_ERR_BUFFER;
+  int indeg, outdeg, rc = degrees(comm, &indeg, &outdeg);
+  if (rc != MPI_SUCCESS) return rc;
+  size_t n = (size_t)(indeg + outdeg + 1);
+  int *c = malloc(n * sizeof *c);
+  MPI_Aint *d = malloc(n * sizeof *d);
+  MPI_Datatype *t = malloc(n * sizeof *t);
+  if (!c || !d || !t) {
+    free(c);
+    free(d);
+    free(t);
+    return MPI_ERR_NO_MEM;
+  }
+  MPI_Aint se = ad__dtype_extent(sendtype), re = ad__dtype_extent(recvtype);
+  for (int j = 0; j < outdeg; j++) {
+    c[j] = kind == 1 ? scnt[j] : sendcount;
+    d[j] = (kind == 1 ? sdsp[j] : kind == 0 ? (MPI_Aint)j * sendcount : 0) * se;
+    t[j] = sendtype;
+  }
+  for (int j = 0; j < indeg; j++) {
+    c[outdeg + j] = kind == 1 || kind == 3 ? rcnt[j] : recvcount;
+    d[outdeg + j] = (kind == 1 || kind == 3 ? rdsp[j] : (MPI_Aint)j * recvcount) * re;
+    t[outdeg + j] = recvtype;
+  }
+  rc = ad__dt_alltoallw(1, fn, sendbuf, c, d, t, outdeg, recvbuf, c + outdeg, d + outdeg, t + outdeg, indeg, comm, req);
+  free(c);
+  free(d);
+  free(t);
+  return rc;
+}
+
 /* kind: 0 alltoall, 1 alltoallv, 2 allgather, 3 allgatherv. Counts and
  * displacements the call does not take are made here. */
 static int neighbor_kind(int kind, const void *sendbuf, int sendcount, const int *scnt, const int *sdsp,
                          MPI_Datatype sendtype, void *recvbuf, int recvcount, const int *rcnt, const int *rdsp,
                          MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return neighbor_dt(kind, sendbuf, sendcount, scnt, sdsp, sendtype, recvbuf, recvcount, rcnt, rdsp, recvtype, comm,
+                       req, fn);
   int active, rc = all_check(sendbuf, sendtype, recvtype, fn, &active);
   if (rc != MPI_SUCCESS) return rc;
   if (sendbuf == MPI_IN_PLACE) return MPI_ERR_BUFFER; /* MPI allows no MPI_IN_PLACE here */
@@ -1481,6 +1545,9 @@ static int neighbor_w(const void *sendbuf, const int *scnt, const MPI_Aint *sdsp
                       ad_mpi_request *req, const char *fn) {
   int indeg, outdeg, rc = degrees(comm, &indeg, &outdeg);
   if (rc != MPI_SUCCESS) return rc;
+  if (sendbuf == MPI_IN_PLACE) return MPI_ERR_BUFFER; /* MPI allows no MPI_IN_PLACE here */
+  if (derived_in_use(outdeg, scnt, stypes, indeg, rcnt, rtypes))
+    return ad__dt_alltoallw(1, fn, sendbuf, scnt, sdsp, stypes, outdeg, recvbuf, rcnt, rdsp, rtypes, indeg, comm, req);
   int nreal = 0, nused = 0, bad = 0;
   for (int j = 0; j < outdeg && rc == MPI_SUCCESS; j++)
     if (scnt[j]) {
@@ -1596,6 +1663,9 @@ static void pcoll_release(void *pctx) {
 static int pcoll_start(void *pctx, MPI_Request *mpi, const ad__req_ops **ops, void **ctx, ad_tape **t, ad__mrec **rec) {
   pcoll *c = pctx;
   ad_mpi_request *q = &capture.req;
+  capture.req.mpi = MPI_REQUEST_NULL;
+  capture.req.slot = AD__SLOT_STARTING;
+  capture.req.gen = 0;
   capture.mq = MPI_REQUEST_NULL;
   capture.ctx = NULL;
   capture.t = NULL;

@@ -180,21 +180,33 @@ int ad__dtype_refuse(const char *fn, const char *fmt, ...);
 typedef int (*ad__dt_send_fn)(const void *, int, MPI_Datatype, int, int, MPI_Comm);
 int ad__dt_send(ad__dt_send_fn fn, const char *name, const void *buf, int count, MPI_Datatype type, int dest, int tag,
                 MPI_Comm comm);
-int ad__dt_isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                 ad_mpi_request *request);
+/* isend, issend, ibsend, irsend: the MPI call (for a type with passive
+ * fields, sent as bytes) and the wrapper (on AD_MPI_REAL) of the mode. */
+typedef int (*ad__dt_mpi_isend_fn)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+typedef int (*ad__dt_isend_fn)(const void *, int, MPI_Datatype, int, int, MPI_Comm, ad_mpi_request *);
+int ad__dt_isend(ad__dt_mpi_isend_fn mpifn, ad__dt_isend_fn fn, const char *name, const void *buf, int count,
+                 MPI_Datatype type, int dest, int tag, MPI_Comm comm, ad_mpi_request *request);
 int ad__dt_recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status *status);
 int ad__dt_irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, ad_mpi_request *request);
+int ad__dt_mrecv(void *buf, int count, MPI_Datatype type, ad_mpi_message *message, MPI_Status *status);
+int ad__dt_imrecv(void *buf, int count, MPI_Datatype type, ad_mpi_message *message, ad_mpi_request *request);
+/* The probed message of a matched receive on a derived type: 1 with its
+ * communicator, its place in the receive order and MPI's message, the
+ * message taken (*message is null after); 0 for MPI_MESSAGE_NO_PROC; an MPI
+ * error code, negated, after refusing a stale or null message. */
+int ad__msg_take(ad_mpi_message *message, const char *fn, ad__comm **c, uint64_t *post, MPI_Message *m);
 int ad__dt_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf,
                     int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status *status);
 int ad__dt_sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int sendtag, int source, int recvtag,
                             MPI_Comm comm, MPI_Status *status);
 int ad__dt_bcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm);
 int ad__dt_ibcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm, ad_mpi_request *req);
-/* kind: 0 reduce, 1 allreduce, 2 scan, 3 exscan */
-int ad__dt_reduce(int kind, const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
-                  MPI_Comm comm);
-int ad__dt_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
-                                MPI_Comm comm);
+/* Reductions that go to types.c and reduce_ext.c: on a type built from
+ * AD_MPI_REAL, or with a user-defined operation. kind: 0 reduce, 1
+ * allreduce, 2 scan, 3 exscan, 4 reduce_scatter_block (count = recvcount),
+ * 5 reduce_scatter (recvcounts); nonblocking if req. */
+int ad__dt_reduce(int kind, const void *sendbuf, void *recvbuf, int count, const int *recvcounts, MPI_Datatype type,
+                  MPI_Op op, int root, MPI_Comm comm, ad_mpi_request *req);
 int ad__dt_gatherv(int v, const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                    const int recvcounts[], const int displs[], int recvcount, MPI_Datatype recvtype, int root,
                    MPI_Comm comm, ad_mpi_request *req);
@@ -208,14 +220,23 @@ int ad__dt_alltoallv(int v, const void *sendbuf, const int sendcounts[], const i
                      MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], int recvcount,
                      MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *req);
 
+/* Alltoallw (neighbor 0) or a neighbourhood alltoallw (1) with a datatype
+ * built from AD_MPI_REAL in use: ns send and nr receive slots, each with its
+ * count, byte displacement and datatype (AD_MPI_REAL or built from it);
+ * runs the AD_MPI_REAL alltoallv on the gathered elements. The other
+ * neighbourhood collectives come here with their slots spelled out. */
+int ad__dt_alltoallw(int neighbor, const char *fn, const void *sendbuf, const int *scnt, const MPI_Aint *sdsp,
+                     const MPI_Datatype *stypes, int ns, void *recvbuf, const int *rcnt, const MPI_Aint *rdsp,
+                     const MPI_Datatype *rtypes, int nr, MPI_Comm comm, ad_mpi_request *req);
+
 /* Reductions beyond the four predefined operations (reduce_ext.c):
  * 1 if op was made by ad_mpi_op_create. */
 int ad__op_user(MPI_Op op);
-/* A reduction with a user-defined operation on AD_MPI_REAL (kind: 0 reduce,
- * 1 allreduce, 2 scan, 3 exscan, 4 reduce_scatter_block with count =
- * recvcount); MINLOC/MAXLOC on AD_MPI_REAL_INT (all: allreduce). */
-int ad__user_reduce(int kind, const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
-                    MPI_Comm comm, ad_mpi_request *req);
+/* A reduction gathered and applied locally: a user-defined operation on
+ * AD_MPI_REAL or a type built from it, MINLOC/MAXLOC on AD_MPI_REAL_INT
+ * (kinds as ad__dt_reduce). */
+int ad__user_reduce(int kind, const void *sendbuf, void *recvbuf, int count, const int *recvcounts, MPI_Datatype type,
+                    MPI_Op op, int root, MPI_Comm comm, ad_mpi_request *req);
 /* For user operations on derived types: 0 if t can be used (else an error
  * code, with the tape's error naming fn); copy the ad_real elements of
  * `items` items of t; the memory extent of one item. */
@@ -225,8 +246,6 @@ MPI_Aint ad__dtype_extent(MPI_Datatype t);
 /* How far the elements of the last item of t reach beyond its extent. */
 MPI_Aint ad__dtype_tail(MPI_Datatype t);
 int ad__loc_reduce(int all, const void *sendbuf, void *recvbuf, int count, MPI_Op op, int root, MPI_Comm comm);
-int ad__user_reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
-                            MPI_Comm comm);
 void ad__reduce_ext_finalize(void);
 
 extern ad_mpi_stats ad__mpi_counters;
@@ -326,6 +345,10 @@ int ad__preq_new(ad_mpi_request *request, const ad__preq_ops *pops, void *pctx);
  * derived types and user operations in nonblocking collectives (types.c,
  * reduce_ext.c). */
 int ad__req_then(const ad_mpi_request *request, void (*fn)(void *ctx, int ok), void *ctx);
+/* The slot of the request a persistent collective's start hands to the
+ * nonblocking twin it runs (coll.c): actions given to ad__req_then on it
+ * run when the persistent request completes. */
+#define AD__SLOT_STARTING (-2)
 int ad__coll_forward(ad_tape *t, ad__mrec *r);
 /* One-sided communication (rma.c): sweep actions of its records (-1 if the
  * kind is not theirs), freeing what a record's `rma` holds, and the check at

@@ -446,6 +446,7 @@ typedef struct rslot {
   void *pctx;
   void (*then[2])(void *ctx, int ok); /* see ad__req_then, run in order */
   void *then_ctx[2];
+  int outer; /* a start of a persistent request on a derived type: its slot + 1 (see pp2p) */
   int next_free;
 } rslot;
 
@@ -545,9 +546,12 @@ static void slot_retire(int s, int ok) {
     if (then[i]) then[i](ctx[i], ok);
 }
 
+/* The persistent request whose start runs (see start_one), -1 if none. */
+static int pstarting = -1;
+
 int ad__req_then(const ad_mpi_request *request, void (*fn)(void *ctx, int ok), void *ctx) {
-  int s = request->slot;
-  if (s < 0 || s >= nslots || !slots[s].live || slots[s].gen != request->gen) {
+  int starting = request->slot == AD__SLOT_STARTING, s = starting ? pstarting : request->slot;
+  if (s < 0 || s >= nslots || !slots[s].live || (!starting && slots[s].gen != request->gen)) {
     fn(ctx, 1); /* nothing pending */
     return MPI_SUCCESS;
   }
@@ -607,6 +611,8 @@ static int req_check(const ad_mpi_request *q) {
 
 MPI_Request ad__p2p_request(int slot, unsigned gen) {
   if (slot < 0 || slot >= nslots || !slots[slot].live || slots[slot].gen != gen) return MPI_REQUEST_NULL;
+  /* The persistent request holds the MPI request that completion calls use. */
+  if (slots[slot].outer) return slots[slots[slot].outer - 1].mpi;
   return slots[slot].mpi;
 }
 
@@ -686,6 +692,109 @@ static void recv_start(int s, int source, int tag, int posted) {
   }
 }
 
+/* Persistent requests on datatypes derived from AD_MPI_REAL: every start
+ * runs the nonblocking call of types.c (isend, issend, ibsend, irsend or
+ * irecv) on a request of its own, the start's inner request, whose MPI
+ * request the persistent request holds while it is active; completing the
+ * persistent request completes the inner one, which records and delivers as
+ * a nonblocking call does. */
+typedef struct pp2p {
+  ad__dt_mpi_isend_fn mpifn; /* NULL: a receive */
+  ad__dt_isend_fn fn;
+  const char *name;
+  void *buf;
+  int count, peer, tag;
+  MPI_Datatype type; /* a duplicate: the user may free theirs */
+  MPI_Comm comm;
+  int self; /* the persistent request's slot */
+  ad_mpi_request inner;
+} pp2p;
+
+static void slot_complete(int s, const MPI_Status *st);
+static void slot_failed(int s, int rc, const MPI_Status *st);
+
+/* The slot of the start's inner request, -1 if it is gone. */
+static int pp2p_inner(pp2p *p) {
+  int s = p->inner.slot;
+  if (s < 0 || s >= nslots || !slots[s].live || slots[s].gen != p->inner.gen) return -1;
+  slots[s].mpi = MPI_REQUEST_NULL; /* completed, or freed by MPI, with the persistent request's */
+  slots[s].outer = 0;
+  return s;
+}
+
+static void pp2p_complete(void *ctx, ad_tape *t, ad_tape *seen, ad__mrec *start, const MPI_Status *st) {
+  (void)t;
+  (void)seen;
+  (void)start;
+  int s = pp2p_inner(ctx);
+  if (s >= 0) slot_complete(s, st);
+}
+
+static void pp2p_failed(void *ctx, int rc) {
+  if (rc == MPI_ERR_PENDING) return; /* MPI_Finalize: the inner slot is kept by ad__p2p_finalize */
+  int s = pp2p_inner(ctx);
+  MPI_Status st;
+  memset(&st, 0, sizeof st);
+  st.MPI_SOURCE = st.MPI_TAG = -1;
+  if (s >= 0) slot_failed(s, rc, &st);
+}
+
+static const ad__req_ops pp2p_ops = {pp2p_complete, pp2p_failed};
+
+static int pp2p_start(void *pctx, MPI_Request *mpi, const ad__req_ops **ops, void **ctx, ad_tape **t,
+                      ad__mrec **start) {
+  pp2p *p = pctx;
+  ad_mpi_request r = AD_MPI_REQUEST_NULL;
+  int rc = p->mpifn ? ad__dt_isend(p->mpifn, p->fn, p->name, p->buf, p->count, p->type, p->peer, p->tag, p->comm, &r)
+                    : ad__dt_irecv(p->buf, p->count, p->type, p->peer, p->tag, p->comm, &r);
+  if (rc != MPI_SUCCESS) return rc;
+  p->inner = r;
+  if (r.slot >= 0) slots[r.slot].outer = p->self + 1;
+  *mpi = r.mpi;
+  *ops = &pp2p_ops;
+  *ctx = p;
+  *t = NULL; /* the inner request checks its own recording */
+  *start = NULL;
+  return MPI_SUCCESS;
+}
+
+static void pp2p_release(void *pctx) {
+  pp2p *p = pctx;
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin) MPI_Type_free(&p->type);
+  free(p);
+}
+
+static const ad__preq_ops pp2p_pops = {pp2p_start, pp2p_release};
+
+static int pp2p_init(ad__dt_mpi_isend_fn mpifn, ad__dt_isend_fn fn, const char *name, const void *buf, int count,
+                     MPI_Datatype type, int peer, int tag, MPI_Comm comm, ad_mpi_request *request) {
+  if (count < 0) return MPI_ERR_COUNT;
+  pp2p *p = calloc(1, sizeof *p);
+  if (!p) return MPI_ERR_NO_MEM;
+  int rc = MPI_Type_dup(type, &p->type);
+  if (rc != MPI_SUCCESS) {
+    free(p);
+    return rc;
+  }
+  p->mpifn = mpifn;
+  p->fn = fn;
+  p->name = name;
+  p->buf = (void *)buf;
+  p->count = count;
+  p->peer = peer;
+  p->tag = tag;
+  p->comm = comm;
+  rc = ad__preq_new(request, &pp2p_pops, p);
+  if (rc != MPI_SUCCESS) {
+    pp2p_release(p);
+    return rc;
+  }
+  p->self = request->slot;
+  return MPI_SUCCESS;
+}
+
 /* MPI_Isend, MPI_Issend, MPI_Ibsend, MPI_Irsend, and the persistent
  * MPI_Send_init family, which has the same arguments. */
 typedef int (*nbsend_fn)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
@@ -738,35 +847,50 @@ static int isend_any(nbsend_fn fn, const char *name, int pers, const void *buf, 
 
 int ad_mpi_isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                  ad_mpi_request *request) {
-  if (ad__dtype_any(1, type)) return ad__dt_isend(buf, count, type, dest, tag, comm, request);
+  if (ad__dtype_any(1, type))
+    return ad__dt_isend(MPI_Isend, ad_mpi_isend, "ad_mpi_isend", buf, count, type, dest, tag, comm, request);
   return isend_any(MPI_Isend, "ad_mpi_isend", 0, buf, count, type, dest, tag, comm, request);
 }
 int ad_mpi_issend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                   ad_mpi_request *request) {
+  if (ad__dtype_any(1, type))
+    return ad__dt_isend(MPI_Issend, ad_mpi_issend, "ad_mpi_issend", buf, count, type, dest, tag, comm, request);
   return isend_any(MPI_Issend, "ad_mpi_issend", 0, buf, count, type, dest, tag, comm, request);
 }
 int ad_mpi_ibsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                   ad_mpi_request *request) {
+  if (ad__dtype_any(1, type))
+    return ad__dt_isend(MPI_Ibsend, ad_mpi_ibsend, "ad_mpi_ibsend", buf, count, type, dest, tag, comm, request);
   return isend_any(MPI_Ibsend, "ad_mpi_ibsend", 0, buf, count, type, dest, tag, comm, request);
 }
 int ad_mpi_irsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                   ad_mpi_request *request) {
+  if (ad__dtype_any(1, type))
+    return ad__dt_isend(MPI_Irsend, ad_mpi_irsend, "ad_mpi_irsend", buf, count, type, dest, tag, comm, request);
   return isend_any(MPI_Irsend, "ad_mpi_irsend", 0, buf, count, type, dest, tag, comm, request);
 }
 int ad_mpi_send_init(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                      ad_mpi_request *request) {
+  if (ad__dtype_any(1, type))
+    return pp2p_init(MPI_Isend, ad_mpi_isend, "ad_mpi_send_init", buf, count, type, dest, tag, comm, request);
   return isend_any(MPI_Send_init, "ad_mpi_send_init", 1, buf, count, type, dest, tag, comm, request);
 }
 int ad_mpi_ssend_init(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                       ad_mpi_request *request) {
+  if (ad__dtype_any(1, type))
+    return pp2p_init(MPI_Issend, ad_mpi_issend, "ad_mpi_ssend_init", buf, count, type, dest, tag, comm, request);
   return isend_any(MPI_Ssend_init, "ad_mpi_ssend_init", 1, buf, count, type, dest, tag, comm, request);
 }
 int ad_mpi_bsend_init(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                       ad_mpi_request *request) {
+  if (ad__dtype_any(1, type))
+    return pp2p_init(MPI_Ibsend, ad_mpi_ibsend, "ad_mpi_bsend_init", buf, count, type, dest, tag, comm, request);
   return isend_any(MPI_Bsend_init, "ad_mpi_bsend_init", 1, buf, count, type, dest, tag, comm, request);
 }
 int ad_mpi_rsend_init(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                       ad_mpi_request *request) {
+  if (ad__dtype_any(1, type))
+    return pp2p_init(MPI_Irsend, ad_mpi_irsend, "ad_mpi_rsend_init", buf, count, type, dest, tag, comm, request);
   return isend_any(MPI_Rsend_init, "ad_mpi_rsend_init", 1, buf, count, type, dest, tag, comm, request);
 }
 
@@ -827,6 +951,8 @@ int ad_mpi_irecv(void *buf, int count, MPI_Datatype type, int source, int tag, M
 }
 int ad_mpi_recv_init(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                      ad_mpi_request *request) {
+  if (ad__dtype_any(1, type))
+    return pp2p_init(NULL, NULL, "ad_mpi_recv_init", buf, count, type, source, tag, comm, request);
   return irecv_any("ad_mpi_recv_init", 1, buf, count, type, source, tag, comm, request);
 }
 
@@ -1107,8 +1233,8 @@ int ad_mpi_request_free(ad_mpi_request *request) {
   rslot *q = &slots[s];
   if (q->ops)
     return refuse(MPI_ERR_REQUEST,
-                  "ad_mpi_request_free: the request of a nonblocking collective cannot be freed; complete it with a "
-                  "wait or test");
+                  "ad_mpi_request_free: the request of a nonblocking collective, or an active persistent request on "
+                  "a derived datatype, cannot be freed; complete it with a wait or test");
   if (q->pops && !q->started) { /* an inactive persistent collective: nothing of MPI's to free */
     slot_free(s);
     req_clear(request);
@@ -1147,7 +1273,9 @@ int ad_mpi_cancel(ad_mpi_request *request) {
   if (c < 0) return req_misuse("ad_mpi_cancel");
   if (c == 0) return refuse(MPI_ERR_REQUEST, "ad_mpi_cancel: the request is null");
   rslot *q = &slots[request->slot];
-  if (q->ops) return refuse(MPI_ERR_REQUEST, "ad_mpi_cancel: a nonblocking collective cannot be cancelled");
+  if (q->ops)
+    return refuse(MPI_ERR_REQUEST, "ad_mpi_cancel: a nonblocking collective, or a request on a derived datatype, "
+                                   "cannot be cancelled");
   if (q->pers && !q->started)
     return refuse(MPI_ERR_REQUEST, "ad_mpi_cancel: the persistent request is not active (not started)");
   if (!q->active) return MPI_Cancel(&q->mpi);
@@ -1211,8 +1339,18 @@ static int start_one(ad_mpi_request *request, const char *fn) {
   if (q->pops) { /* a persistent collective: each start is a nonblocking collective */
     ad_tape *t = NULL;
     ad__mrec *rec = NULL;
-    int rc = q->pops->start(q->pctx, &q->mpi, &q->ops, &q->ctx, &t, &rec);
+    MPI_Request mq = MPI_REQUEST_NULL;
+    const ad__req_ops *ops = NULL;
+    void *ctx = NULL;
+    /* The start may take slots of its own (the table may move). */
+    pstarting = s;
+    int rc = q->pops->start(q->pctx, &mq, &ops, &ctx, &t, &rec);
+    pstarting = -1;
     if (rc != MPI_SUCCESS) return rc;
+    q = &slots[s];
+    q->mpi = mq;
+    q->ops = ops;
+    q->ctx = ctx;
     q->active = q->ops != NULL;
     q->tape = t && rec ? t : NULL;
     q->epoch = t && rec ? t->rec.epoch : 0;
@@ -1381,7 +1519,23 @@ static void msg_passive(ad__comm *c, uint64_t post, const char *fn) {
   ad__recv_complete(c, post, -2, -2);
 }
 
+int ad__msg_take(ad_mpi_message *message, const char *fn, ad__comm **c, uint64_t *post, MPI_Message *m) {
+  int mc = msg_check(message);
+  if (mc < 0) return -msg_misuse(fn);
+  if (mc == 0) return 0;
+  int s = message->slot;
+  *c = slots[s].c;
+  *post = slots[s].post;
+  *m = slots[s].msg;
+  slot_free(s);
+  message->mpi = MPI_MESSAGE_NULL;
+  message->slot = -1;
+  message->gen = 0;
+  return 1;
+}
+
 int ad_mpi_mrecv(void *buf, int count, MPI_Datatype type, ad_mpi_message *message, MPI_Status *status) {
+  if (ad__dtype_any(1, type)) return ad__dt_mrecv(buf, count, type, message, status);
   int rc = ad__types_refuse("ad_mpi_mrecv", 1, type);
   if (rc != MPI_SUCCESS) return rc;
   int mc = msg_check(message);
@@ -1419,6 +1573,7 @@ int ad_mpi_mrecv(void *buf, int count, MPI_Datatype type, ad_mpi_message *messag
 }
 
 int ad_mpi_imrecv(void *buf, int count, MPI_Datatype type, ad_mpi_message *message, ad_mpi_request *request) {
+  if (ad__dtype_any(1, type)) return ad__dt_imrecv(buf, count, type, message, request);
   int rc = ad__types_refuse("ad_mpi_imrecv", 1, type);
   if (rc != MPI_SUCCESS) return rc;
   int mc = msg_check(message);

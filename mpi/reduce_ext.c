@@ -7,8 +7,14 @@
  * are 1 at the owner and 0 elsewhere, so the sweeps of coll.c apply: the
  * whole adjoint goes to the owner of the location.
  *
+ * The other calls with MINLOC / MAXLOC (scan, exscan, reduce_scatter(_block)
+ * and every nonblocking form) gather the pairs as a user-defined operation
+ * does (below), the values with the differentiated collective and the
+ * indices with MPI's, and apply MINLOC / MAXLOC locally: the result and its
+ * owner are the same.
+ *
  * User-defined operations (ad_mpi_op_create): the contributions are gathered
- * with the differentiated gather, allgather or alltoall, and the user's
+ * with the differentiated gather, allgather, alltoall or alltoallv, and the user's
  * function is applied locally on ad_real values, in rank order, so that its
  * arithmetic is recorded on the tape like any other. Costs: every rank that
  * gets a result receives all size contributions (size * count values instead
@@ -112,111 +118,201 @@ static void fold(const uop *u, char *all, size_t bytes, int lo, int hi, int coun
   }
 }
 
-static const char *const kind_names[] = {"ad_mpi_reduce", "ad_mpi_allreduce", "ad_mpi_scan", "ad_mpi_exscan",
-                                         "ad_mpi_reduce_scatter_block"};
+static const char *const kind_names[2][6] = {{"ad_mpi_reduce", "ad_mpi_allreduce", "ad_mpi_scan", "ad_mpi_exscan",
+                                              "ad_mpi_reduce_scatter_block", "ad_mpi_reduce_scatter"},
+                                             {"ad_mpi_ireduce", "ad_mpi_iallreduce", "ad_mpi_iscan", "ad_mpi_iexscan",
+                                              "ad_mpi_ireduce_scatter_block", "ad_mpi_ireduce_scatter"}};
 
-/* The deferred part of a nonblocking reduction: fold once the gather has
- * completed. */
+/* MINLOC and MAXLOC on ad_real_int items as operations of their own, for
+ * the calls the blocking reduce and allreduce below do not cover: applied
+ * like a user operation (invec on the lower ranks), they keep the item of
+ * the lower index on equal values and, on equal pairs, the lower rank's:
+ * MPI's result, with the whole adjoint going to the owner of the location,
+ * as in ad__loc_reduce. */
+static void loc_apply(const void *in, void *inout, int len, int max) {
+  const ad_real_int *a = in;
+  ad_real_int *b = inout;
+  for (int k = 0; k < len; k++) {
+    double x = ad_value(a[k].value), y = ad_value(b[k].value);
+    int take = x == y ? a[k].index <= b[k].index : max ? x > y : x < y;
+    if (take) b[k] = a[k];
+  }
+}
+static void loc_min(void *in, void *inout, int *len, MPI_Datatype *dt) {
+  (void)dt;
+  loc_apply(in, inout, *len, 0);
+}
+static void loc_max(void *in, void *inout, int *len, MPI_Datatype *dt) {
+  (void)dt;
+  loc_apply(in, inout, *len, 1);
+}
+static const uop loc_ops[2] = {{MPI_OP_NULL, loc_min, 1}, {MPI_OP_NULL, loc_max, 1}};
+
+/* The contributions' movement: kind 0 a gather to the root, 4 an alltoall,
+ * 5 an alltoallv (counts c), else an allgather; nonblocking if req. */
+static int move(int kind, const void *own, void *all, int count, const int *c, MPI_Datatype type, int root,
+                MPI_Comm comm, ad_mpi_request *req) {
+  switch (kind) {
+  case 0:
+    return req ? ad_mpi_igather(own, count, type, all, count, type, root, comm, req)
+               : ad_mpi_gather(own, count, type, all, count, type, root, comm);
+  case 4:
+    return req ? ad_mpi_ialltoall(own, count, type, all, count, type, comm, req)
+               : ad_mpi_alltoall(own, count, type, all, count, type, comm);
+  case 5:
+    return req ? ad_mpi_ialltoallv(own, c + 1, c + 1 + c[0], type, all, c + 1 + 2 * c[0], c + 1 + 3 * c[0], type, comm,
+                                   req)
+               : ad_mpi_alltoallv(own, c + 1, c + 1 + c[0], type, all, c + 1 + 2 * c[0], c + 1 + 3 * c[0], type, comm);
+  default:
+    return req ? ad_mpi_iallgather(own, count, type, all, count, type, comm, req)
+               : ad_mpi_allgather(own, count, type, all, count, type, comm);
+  }
+}
+
+/* A gathered reduction: this rank's contributions, every contributing
+ * rank's blocks once they arrived, and what to do with them. */
 typedef struct ufold {
   const uop *u;
-  char *own, *all, *acc;
-  size_t bytes;
-  int hi, count, gets;
+  int loc;                   /* MINLOC/MAXLOC: values and indices move apart */
+  char *own, *all, *acc;     /* items of the type (all: a block per rank) */
+  ad_real *vown, *vall;      /* loc: the values ... */
+  int *iown, *iall;          /* ... and the indices */
+  ad_mpi_request ireq;       /* loc, nonblocking: the indices' collective */
+  int *c;                    /* alltoallv counts (kind 5) */
+  size_t bytes;              /* one rank's block */
+  int hi, count, gets, nall; /* fold blocks 0..hi of count items; items in all */
   MPI_Datatype type;
   void *recvbuf;
 } ufold;
 
-static void ufold_run(void *ctx, int ok) {
-  ufold *f = ctx;
-  if (ok && f->gets && f->count > 0) {
-    fold(f->u, f->all, f->bytes, 0, f->hi, f->count, f->type, f->acc);
-    ad__dtype_copy(f->type, f->recvbuf, f->acc, f->count);
-  }
+static void ufold_free(ufold *f, int ok) {
   if (ok) {
     free(f->own);
     free(f->all);
+    free(f->vown);
+    free(f->vall);
+    free(f->iown);
+    free(f->iall);
+    free(f->c);
   } else { /* MPI may still use them */
     ad__mpi_keep(f->own);
     ad__mpi_keep(f->all);
+    ad__mpi_keep(f->vown);
+    ad__mpi_keep(f->vall);
+    ad__mpi_keep(f->iown);
+    ad__mpi_keep(f->iall);
+    ad__mpi_keep(f->c);
   }
   free(f->acc);
   free(f);
 }
 
-int ad__user_reduce(int kind, const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
-                    MPI_Comm comm, ad_mpi_request *req) {
-  const uop *u = uop_find(op);
+/* The blocks have arrived: fold them into recvbuf. */
+static void ufold_finish(ufold *f) {
+  if (f->loc) {
+    ad_real_int *all = (ad_real_int *)f->all;
+    for (int k = 0; k < f->nall; k++) {
+      all[k].value = f->vall[k];
+      all[k].index = f->iall[k];
+    }
+  }
+  if (f->gets && f->count > 0) {
+    fold(f->u, f->all, f->bytes, 0, f->hi, f->count, f->type, f->acc);
+    ad__dtype_copy(f->type, f->recvbuf, f->acc, f->count);
+  }
+}
+
+static void ufold_run(void *ctx, int ok) {
+  ufold *f = ctx;
+  if (ok && f->loc && f->ireq.slot >= 0) ok = ad_mpi_wait(&f->ireq, MPI_STATUS_IGNORE) == MPI_SUCCESS;
+  if (ok) ufold_finish(f);
+  ufold_free(f, ok);
+}
+
+int ad__user_reduce(int kind, const void *sendbuf, void *recvbuf, int count, const int *recvcounts, MPI_Datatype type,
+                    MPI_Op op, int root, MPI_Comm comm, ad_mpi_request *req) {
+  const char *fn = kind_names[req != NULL][kind];
+  int loc = type == AD_MPI_REAL_INT && (op == MPI_MINLOC || op == MPI_MAXLOC);
+  const uop *u = loc ? &loc_ops[op == MPI_MAXLOC] : uop_find(op);
   if (!u) return MPI_ERR_OP;
   if (count < 0) return MPI_ERR_COUNT;
   int rank, p, rc;
-  if (type != AD_MPI_REAL && (rc = ad__dtype_check(kind_names[kind], type)) != 0) return rc;
+  if (!loc && type != AD_MPI_REAL && (rc = ad__dtype_check(fn, type)) != 0) return rc;
   if ((rc = MPI_Comm_rank(comm, &rank)) != MPI_SUCCESS || (rc = MPI_Comm_size(comm, &p)) != MPI_SUCCESS) return rc;
-  int inplace = sendbuf == MPI_IN_PLACE;
-  const void *src = inplace ? recvbuf : sendbuf;
-  size_t bytes = (size_t)count * (size_t)ad__dtype_extent(type); /* one rank's block */
-  int own_blocks = kind == 4 ? p : 1;
-  int gets = kind == 0 ? rank == root : kind == 3 ? rank != 0 : 1;
+  ufold *f = calloc(1, sizeof *f);
+  if (!f) return MPI_ERR_NO_MEM;
+  f->ireq.slot = -1;
+  f->ireq.mpi = MPI_REQUEST_NULL;
+  long long own_items = kind == 4 ? (long long)p * count : count;
+  if (kind == 5) { /* rank r's block of recvcounts[r] items from every rank */
+    if (!(f->c = malloc((4 * (size_t)p + 1) * sizeof *f->c))) {
+      ufold_free(f, 1);
+      return MPI_ERR_NO_MEM;
+    }
+    int *c = f->c, at = 0;
+    c[0] = p;
+    count = recvcounts[rank];
+    own_items = 0;
+    for (int j = 0; j < p; j++) {
+      if (recvcounts[j] < 0) {
+        ufold_free(f, 1);
+        return MPI_ERR_COUNT;
+      }
+      c[1 + j] = recvcounts[j];
+      c[1 + p + j] = at;
+      at += recvcounts[j];
+      c[1 + 2 * p + j] = count;
+      c[1 + 3 * p + j] = j * count;
+    }
+    own_items = at;
+  }
+  const void *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  size_t ext = (size_t)ad__dtype_extent(type), bytes = (size_t)count * ext;
   /* zeroed, so that the gaps of a layout hold passive zeros */
   size_t tail = (size_t)ad__dtype_tail(type) + 1;
-  char *own = calloc((size_t)own_blocks * bytes + tail, 1), *all = calloc((size_t)p * bytes + tail, 1),
-       *acc = calloc(bytes + tail, 1);
-  if (!own || !all || !acc) {
-    free(own);
-    free(all);
-    free(acc);
+  f->u = u;
+  f->loc = loc;
+  f->bytes = bytes;
+  f->count = count;
+  f->nall = p * count;
+  f->type = type;
+  f->recvbuf = recvbuf;
+  f->gets = kind == 0 ? rank == root : kind == 3 ? rank != 0 : 1;
+  f->hi = kind == 2 ? rank : kind == 3 ? rank - 1 : p - 1;
+  f->own = calloc((size_t)own_items * ext + tail, 1);
+  f->all = calloc((size_t)p * bytes + tail, 1);
+  f->acc = calloc(bytes + tail, 1);
+  if (!f->own || !f->all || !f->acc) {
+    ufold_free(f, 1);
     return MPI_ERR_NO_MEM;
   }
-  ad__dtype_copy(type, own, src, (long long)own_blocks * count);
-  int hi = kind == 2 ? rank : kind == 3 ? rank - 1 : p - 1;
-  if (req) {
-    ufold *f = calloc(1, sizeof *f);
-    if (!f) {
-      rc = MPI_ERR_NO_MEM;
-    } else {
-      switch (kind) {
-      case 0:
-        rc = ad_mpi_igather(own, count, type, all, count, type, root, comm, req);
-        break;
-      case 4:
-        rc = ad_mpi_ialltoall(own, count, type, all, count, type, comm, req);
-        break;
-      default:
-        rc = ad_mpi_iallgather(own, count, type, all, count, type, comm, req);
-        break;
-      }
+  ad__dtype_copy(type, f->own, src, own_items);
+  if (loc) {
+    f->vown = calloc((size_t)own_items + 1, sizeof *f->vown);
+    f->iown = calloc((size_t)own_items + 1, sizeof *f->iown);
+    f->vall = calloc((size_t)f->nall + 1, sizeof *f->vall);
+    f->iall = calloc((size_t)f->nall + 1, sizeof *f->iall);
+    if (!f->vown || !f->iown || !f->vall || !f->iall) {
+      ufold_free(f, 1);
+      return MPI_ERR_NO_MEM;
     }
-    if (rc == MPI_SUCCESS) {
-      *f = (ufold){u, own, all, acc, bytes, hi, count, gets, type, recvbuf};
-      return ad__req_then(req, ufold_run, f);
+    const ad_real_int *o = (const ad_real_int *)f->own;
+    for (long long k = 0; k < own_items; k++) {
+      f->vown[k] = o[k].value;
+      f->iown[k] = o[k].index;
     }
-    free(f);
-    free(own);
-    free(all);
-    free(acc);
-    return rc;
+    rc = move(kind, f->vown, f->vall, count, f->c, AD_MPI_REAL, root, comm, req);
+    if (rc == MPI_SUCCESS) rc = move(kind, f->iown, f->iall, count, f->c, MPI_INT, root, comm, req ? &f->ireq : NULL);
+  } else {
+    rc = move(kind, f->own, f->all, count, f->c, type, root, comm, req);
   }
-  switch (kind) {
-  case 0:
-    rc = ad_mpi_gather(own, count, type, all, count, type, root, comm);
-    break;
-  case 4:
-    rc = ad_mpi_alltoall(own, count, type, all, count, type, comm);
-    break;
-  default:
-    rc = ad_mpi_allgather(own, count, type, all, count, type, comm);
-    break;
-  }
-  if (rc == MPI_SUCCESS && gets && count > 0) {
-    fold(u, all, bytes, 0, hi, count, type, acc);
-    ad__dtype_copy(type, recvbuf, acc, count);
-  }
-  free(own);
-  free(all);
-  free(acc);
+  if (rc == MPI_SUCCESS && req) return ad__req_then(req, ufold_run, f);
+  if (rc == MPI_SUCCESS) ufold_finish(f);
+  ufold_free(f, rc == MPI_SUCCESS || !req);
   if (rc != MPI_SUCCESS) {
     ad_tape *seen;
     ad__mpi_tape(&seen);
-    return ad__mpi_forward_error(seen, rc, kind_names[kind]);
+    return ad__mpi_forward_error(seen, rc, fn);
   }
   return MPI_SUCCESS;
 }
@@ -286,60 +382,4 @@ int ad__loc_reduce(int all, const void *sendbuf, void *recvbuf, int count, MPI_O
   free(vals);
   free(rv);
   return rc == MPI_SUCCESS ? rc : ad__mpi_forward_error(seen, rc, fn);
-}
-
-/* Reduce_scatter with a user-defined operation: rank r's block of
- * recvcounts[r] items comes from every rank by an alltoallv and is folded
- * locally in rank order. */
-int ad__user_reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
-                            MPI_Comm comm) {
-  const char *fn = "ad_mpi_reduce_scatter";
-  const uop *u = uop_find(op);
-  if (!u) return MPI_ERR_OP;
-  int rank, p, rc;
-  if ((rc = MPI_Comm_rank(comm, &rank)) != MPI_SUCCESS || (rc = MPI_Comm_size(comm, &p)) != MPI_SUCCESS) return rc;
-  if (type != AD_MPI_REAL && (rc = ad__dtype_check(fn, type)) != 0) return rc;
-  long long items = 0;
-  for (int j = 0; j < p; j++) {
-    if (recvcounts[j] < 0) return MPI_ERR_COUNT;
-    items += recvcounts[j];
-  }
-  int mine = recvcounts[rank];
-  size_t ext = (size_t)ad__dtype_extent(type), tail = (size_t)ad__dtype_tail(type) + 1;
-  size_t bytes = (size_t)mine * ext;
-  const void *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-  int *a = malloc(4 * (size_t)p * sizeof *a);
-  char *own = calloc((size_t)items * ext + tail, 1), *all = calloc((size_t)p * bytes + tail, 1),
-       *acc = calloc(bytes + tail, 1);
-  if (!a || !own || !all || !acc) {
-    free(a);
-    free(own);
-    free(all);
-    free(acc);
-    return MPI_ERR_NO_MEM;
-  }
-  int *sc = a, *sd = a + p, *rc_ = a + 2 * p, *rd = a + 3 * p, at = 0;
-  for (int j = 0; j < p; j++) {
-    sc[j] = recvcounts[j];
-    sd[j] = at;
-    at += recvcounts[j];
-    rc_[j] = mine;
-    rd[j] = j * mine;
-  }
-  ad__dtype_copy(type, own, src, items);
-  rc = ad_mpi_alltoallv(own, sc, sd, type, all, rc_, rd, type, comm);
-  if (rc == MPI_SUCCESS && mine > 0) {
-    fold(u, all, bytes, 0, p - 1, mine, type, acc);
-    ad__dtype_copy(type, recvbuf, acc, mine);
-  }
-  free(a);
-  free(own);
-  free(all);
-  free(acc);
-  if (rc != MPI_SUCCESS) {
-    ad_tape *seen;
-    ad__mpi_tape(&seen);
-    return ad__mpi_forward_error(seen, rc, fn);
-  }
-  return MPI_SUCCESS;
 }

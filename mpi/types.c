@@ -799,20 +799,23 @@ static void nbrecv_failed(void *ctx, int rc) {
 
 static const ad__req_ops nbrecv_ops = {nbrecv_complete, nbrecv_failed};
 
-int ad__dt_irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, ad_mpi_request *request) {
-  const char *fn = "ad_mpi_irecv";
+/* An irecv (message NULL) or an imrecv of a probed message. */
+static int dt_irecv_any(const char *fn, void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                        ad_mpi_message *message, ad_mpi_request *request) {
   const ad__dtype *d = ad__dtype_get(type);
   if (!d) return MPI_ERR_NO_MEM;
   if (d->why) return ad__dtype_refuse(fn, "a datatype built from AD_MPI_REAL with %s is not differentiated", d->why);
   if (count < 0) return MPI_ERR_COUNT;
-  if (source == MPI_PROC_NULL) {
+  if (!message && source == MPI_PROC_NULL) {
     MPI_Request mq;
     int rc = MPI_Irecv(NULL, 0, MPI_BYTE, source, tag, comm, &mq);
     return rc == MPI_SUCCESS ? ad__req_new(request, mq, NULL, NULL, NULL, NULL) : rc;
   }
-  int err;
-  ad__comm *c = ad__mpi_comm(comm, &err);
-  if (!c) return err;
+  ad__comm *c = NULL;
+  if (!message) {
+    int err;
+    if (!(c = ad__mpi_comm(comm, &err))) return err;
+  }
   ad_tape *seen, *t = ad__mpi_tape(&seen);
   nbrecv *q = calloc(1, sizeof *q);
   if (!q) return MPI_ERR_NO_MEM;
@@ -822,15 +825,31 @@ int ad__dt_irecv(void *buf, int count, MPI_Datatype type, int source, int tag, M
     free(q);
     return rc;
   }
+  MPI_Message mm = MPI_MESSAGE_NULL;
+  uint64_t post = 0;
+  if (message) { /* taken once nothing else can fail before it is received */
+    int got = ad__msg_take(message, fn, &c, &post, &mm);
+    if (got <= 0) {
+      mbuf_close(&q->m);
+      free(q);
+      if (got < 0) return -got;
+      MPI_Request mq;
+      rc = MPI_Imrecv(NULL, 0, MPI_BYTE, &message->mpi, &mq);
+      return rc == MPI_SUCCESS ? ad__req_new(request, mq, NULL, NULL, NULL, NULL) : rc;
+    }
+  } else {
+    post = ad__recv_post(c, source, tag);
+  }
   q->d = d;
   q->c = c;
   q->ubuf = buf;
   q->count = count;
-  q->post = ad__recv_post(c, source, tag);
+  q->post = post;
   ad__mrec *r = t ? ad__mrec_push(t, AD__M_IRECV, c, 0, 0) : NULL;
   MPI_Request mq = MPI_REQUEST_NULL;
-  rc = d->npass ? MPI_Irecv(q->m.wire, (int)q->m.bytes, MPI_BYTE, source, tag, comm, &mq)
-                : MPI_Irecv(q->m.wire, q->m.nact, MPI_DOUBLE, source, tag, comm, &mq);
+  MPI_Datatype wt = d->npass ? MPI_BYTE : MPI_DOUBLE;
+  int wn = d->npass ? (int)q->m.bytes : q->m.nact;
+  rc = message ? MPI_Imrecv(q->m.wire, wn, wt, &mm, &mq) : MPI_Irecv(q->m.wire, wn, wt, source, tag, comm, &mq);
   if (rc == MPI_SUCCESS) rc = ad__req_new(request, mq, r ? t : NULL, r, &nbrecv_ops, q);
   if (rc != MPI_SUCCESS) {
     /* MPI_ERR_NO_MEM from the slot table leaves a posted receive: it cannot
@@ -847,6 +866,43 @@ int ad__dt_irecv(void *buf, int count, MPI_Datatype type, int source, int tag, M
   }
   ad__recv_attach(c, q->post, request->slot, request->gen);
   return MPI_SUCCESS;
+}
+
+int ad__dt_irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, ad_mpi_request *request) {
+  return dt_irecv_any("ad_mpi_irecv", buf, count, type, source, tag, comm, NULL, request);
+}
+
+int ad__dt_imrecv(void *buf, int count, MPI_Datatype type, ad_mpi_message *message, ad_mpi_request *request) {
+  return dt_irecv_any("ad_mpi_imrecv", buf, count, type, 0, 0, MPI_COMM_NULL, message, request);
+}
+
+int ad__dt_mrecv(void *buf, int count, MPI_Datatype type, ad_mpi_message *message, MPI_Status *status) {
+  const char *fn = "ad_mpi_mrecv";
+  const ad__dtype *d = ad__dtype_get(type);
+  if (!d) return MPI_ERR_NO_MEM;
+  if (d->why) return ad__dtype_refuse(fn, "a datatype built from AD_MPI_REAL with %s is not differentiated", d->why);
+  mbuf m;
+  int rc = mbuf_open(&m, fn, d, count);
+  if (rc != 0) {
+    mbuf_close(&m);
+    return rc;
+  }
+  ad__comm *c;
+  uint64_t post;
+  MPI_Message mm;
+  int got = ad__msg_take(message, fn, &c, &post, &mm);
+  if (got <= 0) {
+    mbuf_close(&m);
+    return got < 0 ? -got : MPI_Mrecv(NULL, 0, MPI_BYTE, &message->mpi, status);
+  }
+  ad_tape *seen, *t = ad__mpi_tape(&seen);
+  MPI_Status st;
+  st.MPI_SOURCE = st.MPI_TAG = -1;
+  rc = d->npass ? MPI_Mrecv(m.wire, (int)m.bytes, MPI_BYTE, &mm, &st) : MPI_Mrecv(m.wire, m.nact, MPI_DOUBLE, &mm, &st);
+  rc = mixed_recv_done(c, t, seen, fn, d, buf, count, post, rc, &st, &m);
+  if (rc == MPI_SUCCESS && status != MPI_STATUS_IGNORE) *status = st;
+  mbuf_close(&m);
+  return rc;
 }
 
 /* A send of a type with passive fields: the wire buffer lives until the
@@ -869,9 +925,8 @@ static void nbsend_failed(void *ctx, int rc) {
 
 static const ad__req_ops nbsend_ops = {nbsend_complete, nbsend_failed};
 
-static int mixed_isend(const ad__dtype *d, const void *buf, int count, int dest, int tag, MPI_Comm comm,
-                       ad_mpi_request *request) {
-  const char *fn = "ad_mpi_isend";
+static int mixed_isend(ad__dt_mpi_isend_fn mpifn, const char *fn, const ad__dtype *d, const void *buf, int count,
+                       int dest, int tag, MPI_Comm comm, ad_mpi_request *request) {
   int err;
   ad__comm *c = ad__mpi_comm(comm, &err);
   if (!c) return err;
@@ -896,7 +951,7 @@ static int mixed_isend(const ad__dtype *d, const void *buf, int count, int dest,
     }
   }
   MPI_Request mq = MPI_REQUEST_NULL;
-  rc = MPI_Isend(m.wire, (int)m.bytes, MPI_BYTE, dest, tag, comm, &mq);
+  rc = mpifn(m.wire, (int)m.bytes, MPI_BYTE, dest, tag, comm, &mq);
   if (rc == MPI_SUCCESS) rc = ad__req_new(request, mq, r ? t : NULL, r, &nbsend_ops, m.wire);
   if (rc == MPI_SUCCESS) {
     if (dest != MPI_PROC_NULL) ad__mpi_counters.forward_bytes += (uint64_t)m.nact * sizeof(double);
@@ -924,15 +979,15 @@ int ad__dt_send(ad__dt_send_fn fn, const char *name, const void *buf, int count,
   return rc;
 }
 
-int ad__dt_isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                 ad_mpi_request *request) {
-  /* ad_mpi_isend on AD_MPI_REAL takes the values and handles at once: the
+int ad__dt_isend(ad__dt_mpi_isend_fn mpifn, ad__dt_isend_fn fn, const char *name, const void *buf, int count,
+                 MPI_Datatype type, int dest, int tag, MPI_Comm comm, ad_mpi_request *request) {
+  /* The wrapper on AD_MPI_REAL takes the values and handles at once: the
    * gathered copy can go when it returns. */
   const ad__dtype *md = mixed(type);
-  if (md) return mixed_isend(md, buf, count, dest, tag, comm, request);
+  if (md) return mixed_isend(mpifn, name, md, buf, count, dest, tag, comm, request);
   side s;
-  int rc = side_open(&s, "ad_mpi_isend", type, buf, count, 1);
-  if (rc == 0) rc = ad_mpi_isend(side_buf(&s), side_count(&s, count), side_type(&s, type), dest, tag, comm, request);
+  int rc = side_open(&s, name, type, buf, count, 1);
+  if (rc == 0) rc = fn(side_buf(&s), side_count(&s, count), side_type(&s, type), dest, tag, comm, request);
   side_close(&s);
   return rc;
 }
@@ -1082,8 +1137,10 @@ void ad__dtype_copy(MPI_Datatype t, void *dst, const void *src, long long items)
     return;
   }
   for (long long i = 0; i < items; i++)
-    for (int j = 0; j < d->n; j++)
-      memcpy((char *)dst + i * d->ext + d->off[j], (const char *)src + i * d->ext + d->off[j], sizeof(ad_real));
+    for (size_t j = 0; j < d->ne; j++) {
+      MPI_Aint at = i * d->ext + d->e[j].off;
+      memcpy((char *)dst + at, (const char *)src + at, d->e[j].size ? (size_t)d->e[j].size : sizeof(ad_real));
+    }
 }
 
 MPI_Aint ad__dtype_extent(MPI_Datatype t) {
@@ -1098,28 +1155,24 @@ static int predefined_refused(const char *fn) {
   return MPI_ERR_OP;
 }
 
-int ad__dt_reduce(int kind, const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
-                  MPI_Comm comm) {
-  static const char *const names[] = {"ad_mpi_reduce", "ad_mpi_allreduce", "ad_mpi_scan", "ad_mpi_exscan"};
-  const char *fn = names[kind];
+int ad__dt_reduce(int kind, const void *sendbuf, void *recvbuf, int count, const int *recvcounts, MPI_Datatype type,
+                  MPI_Op op, int root, MPI_Comm comm, ad_mpi_request *req) {
+  static const char *const names[2][6] = {{"ad_mpi_reduce", "ad_mpi_allreduce", "ad_mpi_scan", "ad_mpi_exscan",
+                                           "ad_mpi_reduce_scatter_block", "ad_mpi_reduce_scatter"},
+                                          {"ad_mpi_ireduce", "ad_mpi_iallreduce", "ad_mpi_iscan", "ad_mpi_iexscan",
+                                           "ad_mpi_ireduce_scatter_block", "ad_mpi_ireduce_scatter"}};
+  const char *fn = names[req != NULL][kind];
+  if (type == AD_MPI_REAL_INT && (op == MPI_MINLOC || op == MPI_MAXLOC)) {
+    if (!req && kind < 2) return ad__loc_reduce(kind, sendbuf, recvbuf, count, op, root, comm);
+    return ad__user_reduce(kind, sendbuf, recvbuf, count, recvcounts, type, op, root, comm, req);
+  }
+  if (ad__op_user(op)) return ad__user_reduce(kind, sendbuf, recvbuf, count, recvcounts, type, op, root, comm, req);
   if (type == AD_MPI_REAL_INT) {
-    if ((op == MPI_MINLOC || op == MPI_MAXLOC) && kind < 2)
-      return ad__loc_reduce(kind, sendbuf, recvbuf, count, op, root, comm);
-    ad__dtype_refuse(fn,
-                     "AD_MPI_REAL_INT is differentiated with MPI_MINLOC and MPI_MAXLOC in reduce and allreduce only");
+    ad__dtype_refuse(fn, "AD_MPI_REAL_INT is differentiated with MPI_MINLOC and MPI_MAXLOC only (or an operation "
+                         "made by ad_mpi_op_create)");
     return MPI_ERR_OP;
   }
-  if (!ad__op_user(op)) return predefined_refused(fn);
-  int rc = ad__dtype_check(fn, type);
-  return rc ? rc : ad__user_reduce(kind, sendbuf, recvbuf, count, type, op, root, comm, NULL);
-}
-
-int ad__dt_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
-                                MPI_Comm comm) {
-  const char *fn = "ad_mpi_reduce_scatter_block";
-  if (!ad__op_user(op)) return predefined_refused(fn);
-  int rc = ad__dtype_check(fn, type);
-  return rc ? rc : ad__user_reduce(4, sendbuf, recvbuf, recvcount, type, op, 0, comm, NULL);
+  return predefined_refused(fn);
 }
 
 /* v-collectives: a derived side's counts and displacements in elements, its
@@ -1462,4 +1515,145 @@ int ad__dt_ibcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm
   L->s[0] = s;
   L->sbase[0] = rank != root ? buffer : NULL;
   return later_arm(L, rc, req);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Alltoallw and the neighbourhood collectives: a slot per peer, each with   */
+/* its own datatype, count and byte displacement                              */
+/* ------------------------------------------------------------------------ */
+
+/* One side of such a call, gathered into a packed ad_real buffer: slot j
+ * holds cnt[j] elements from dsp[j] on. The user's arrays are copied, so
+ * that a nonblocking call can scatter at completion. */
+typedef struct wside {
+  int n; /* slots */
+  ad_real *tmp;
+  int *cnt, *dsp;     /* elements, packed */
+  int *ucnt;          /* items of the user's type */
+  MPI_Aint *udsp;     /* bytes */
+  MPI_Datatype *type; /* per slot */
+} wside;
+
+static void wside_close(wside *w) {
+  free(w->tmp);
+  free(w->cnt);
+  free(w->ucnt);
+  free(w->udsp);
+  free(w->type);
+  memset(w, 0, sizeof *w);
+}
+
+/* Gather (to_tmp) or scatter the slots in use. */
+static void wside_move(const wside *w, void *buf, int to_tmp) {
+  for (int j = 0; j < w->n; j++) {
+    if (!w->ucnt[j]) continue;
+    char *base = (char *)buf + w->udsp[j];
+    ad_real *at = w->tmp + w->dsp[j];
+    const ad__dtype *d = w->type[j] == AD_MPI_REAL ? NULL : ad__dtype_get(w->type[j]);
+    if (!d)
+      memcpy(to_tmp ? (void *)at : base, to_tmp ? (void *)base : at, (size_t)w->ucnt[j] * sizeof(ad_real));
+    else if (to_tmp)
+      dt_gather(d, base, w->ucnt[j], at);
+    else
+      dt_scatter(d, base, at, w->cnt[j]);
+  }
+}
+
+static int wside_open(wside *w, const char *fn, const void *buf, const int *cnt, const MPI_Aint *dsp,
+                      const MPI_Datatype *types, int n, int fill) {
+  memset(w, 0, sizeof *w);
+  w->n = n;
+  size_t k = (size_t)(n > 0 ? n : 1);
+  w->cnt = malloc(2 * k * sizeof *w->cnt);
+  w->ucnt = malloc(k * sizeof *w->ucnt);
+  w->udsp = malloc(k * sizeof *w->udsp);
+  w->type = malloc(k * sizeof *w->type);
+  if (!w->cnt || !w->ucnt || !w->udsp || !w->type) return MPI_ERR_NO_MEM;
+  w->dsp = w->cnt + k;
+  long long at = 0;
+  for (int j = 0; j < n; j++) {
+    w->ucnt[j] = cnt[j];
+    w->udsp[j] = dsp[j];
+    w->type[j] = types[j];
+    w->cnt[j] = 0;
+    w->dsp[j] = (int)at;
+    if (cnt[j] < 0) return MPI_ERR_COUNT;
+    if (!cnt[j]) continue;
+    int per = 1;
+    if (types[j] != AD_MPI_REAL) {
+      if (types[j] == MPI_DATATYPE_NULL || derived_from_real(types[j], 0) != 1)
+        return ad__dtype_refuse(fn,
+                                "slot %d: with AD_MPI_REAL data in the call, every datatype in use must be "
+                                "AD_MPI_REAL or built from it (move passive data in a call of its own)",
+                                j);
+      const ad__dtype *d = ad__dtype_get(types[j]);
+      if (!d) return MPI_ERR_NO_MEM;
+      if (d->why)
+        return ad__dtype_refuse(fn, "a datatype built from AD_MPI_REAL with %s is not differentiated", d->why);
+      if (d->npass)
+        return ad__dtype_refuse(fn, "a datatype that mixes AD_MPI_REAL with passive fields is not supported in "
+                                    "alltoallw and the neighbourhood collectives");
+      per = d->n;
+    }
+    w->cnt[j] = cnt[j] * per;
+    at += (long long)cnt[j] * per;
+    if (at > 0x7fffffff) return ad__dtype_refuse(fn, "more than 2^31-1 ad_real elements in one call");
+  }
+  w->tmp = calloc((size_t)at + 1, sizeof(ad_real));
+  if (!w->tmp) return MPI_ERR_NO_MEM;
+  if (fill) wside_move(w, (void *)buf, 1);
+  return 0;
+}
+
+typedef struct wlater {
+  wside s, r;
+  void *recvbuf;
+} wlater;
+
+static void wlater_run(void *ctx, int ok) {
+  wlater *L = ctx;
+  if (ok) {
+    wside_move(&L->r, L->recvbuf, 0);
+    wside_close(&L->s);
+    wside_close(&L->r);
+  } else { /* MPI may still use them */
+    ad__mpi_keep(L->s.tmp);
+    ad__mpi_keep(L->r.tmp);
+    L->s.tmp = L->r.tmp = NULL;
+    wside_close(&L->s);
+    wside_close(&L->r);
+  }
+  free(L);
+}
+
+int ad__dt_alltoallw(int neighbor, const char *fn, const void *sendbuf, const int *scnt, const MPI_Aint *sdsp,
+                     const MPI_Datatype *stypes, int ns, void *recvbuf, const int *rcnt, const MPI_Aint *rdsp,
+                     const MPI_Datatype *rtypes, int nr, MPI_Comm comm, ad_mpi_request *req) {
+  int inplace = sendbuf == MPI_IN_PLACE;
+  wlater *L = calloc(1, sizeof *L);
+  if (!L) return MPI_ERR_NO_MEM;
+  /* The receive side is gathered too: a slot that receives nothing (a
+   * Cartesian neighbour MPI_PROC_NULL) keeps what it holds. */
+  int rc = inplace ? 0 : wside_open(&L->s, fn, sendbuf, scnt, sdsp, stypes, ns, 1);
+  if (rc == 0) rc = wside_open(&L->r, fn, recvbuf, rcnt, rdsp, rtypes, nr, 1);
+  if (rc == 0) {
+    const void *sb = inplace ? MPI_IN_PLACE : (const void *)L->s.tmp;
+    const int *sc = inplace ? L->r.cnt : L->s.cnt, *sd = inplace ? L->r.dsp : L->s.dsp;
+    if (neighbor)
+      rc = req ? ad_mpi_ineighbor_alltoallv(sb, sc, sd, AD_MPI_REAL, L->r.tmp, L->r.cnt, L->r.dsp, AD_MPI_REAL, comm,
+                                            req)
+               : ad_mpi_neighbor_alltoallv(sb, sc, sd, AD_MPI_REAL, L->r.tmp, L->r.cnt, L->r.dsp, AD_MPI_REAL, comm);
+    else
+      rc = req ? ad_mpi_ialltoallv(sb, sc, sd, AD_MPI_REAL, L->r.tmp, L->r.cnt, L->r.dsp, AD_MPI_REAL, comm, req)
+               : ad_mpi_alltoallv(sb, sc, sd, AD_MPI_REAL, L->r.tmp, L->r.cnt, L->r.dsp, AD_MPI_REAL, comm);
+    if (rc == MPI_SUCCESS && req) {
+      L->recvbuf = recvbuf;
+      return ad__req_then(req, wlater_run, L);
+    }
+    if (rc == MPI_SUCCESS) wside_move(&L->r, recvbuf, 0);
+  }
+  wside_close(&L->s);
+  wside_close(&L->r);
+  free(L);
+  return rc;
 }
