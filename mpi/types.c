@@ -455,7 +455,22 @@ typedef struct side {
   ad_real *tmp;
   int items;    /* items of the user's type */
   long long ne; /* ad_real elements */
+  char *pas;    /* a type with passive fields: their bytes, item after item */
+  int pbytes;   /* passive bytes per item */
 } side;
+
+/* The passive fields of `items` items into (or out of) a packed buffer. */
+static void pas_move(const ad__dtype *d, void *base, long long items, char *pas, int to_pas) {
+  char *b = base;
+  size_t pos = 0;
+  for (long long i = 0; i < items; i++)
+    for (size_t j = 0; j < d->ne; j++) {
+      if (!d->e[j].size) continue;
+      char *at = b + i * d->ext + d->e[j].off;
+      memcpy(to_pas ? pas + pos : at, to_pas ? at : pas + pos, (size_t)d->e[j].size);
+      pos += (size_t)d->e[j].size;
+    }
+}
 
 static void dt_gather(const ad__dtype *d, const void *base, long long items, ad_real *tmp) {
   const char *b = base;
@@ -478,10 +493,6 @@ static int side_open(side *s, const char *fn, MPI_Datatype t, const void *buf, l
   const ad__dtype *d = ad__dtype_get(t);
   if (!d) return MPI_ERR_NO_MEM;
   if (d->why) return ad__dtype_refuse(fn, "a datatype built from AD_MPI_REAL with %s is not differentiated", d->why);
-  if (d->npass)
-    return ad__dtype_refuse(
-        fn, "a datatype that mixes AD_MPI_REAL with passive fields is supported in point-to-point calls "
-            "and bcast only");
   if (items < 0) return MPI_ERR_COUNT;
   s->d = d;
   s->ne = items * d->n;
@@ -490,12 +501,26 @@ static int side_open(side *s, const char *fn, MPI_Datatype t, const void *buf, l
   s->tmp = calloc((size_t)(s->ne ? s->ne : 1), sizeof(ad_real));
   if (!s->tmp) return MPI_ERR_NO_MEM;
   if (fill && buf) dt_gather(d, buf, items, s->tmp);
+  if (d->npass) { /* (point to point sends these types whole, see mixed()) */
+    s->pbytes = d->wire - (int)sizeof(double) * d->n;
+    if (items * s->pbytes > 0x7fffffff) return ad__dtype_refuse(fn, "more than 2^31-1 passive bytes in one call");
+    if (!(s->pas = calloc((size_t)(items * s->pbytes) + 1, 1))) return MPI_ERR_NO_MEM;
+    if (fill && buf) pas_move(d, (void *)buf, items, s->pas, 1);
+  }
   return 0;
 }
 static void *side_buf(const side *s) { return s->d ? (void *)s->tmp : s->buf; }
 static MPI_Datatype side_type(const side *s, MPI_Datatype t) { return s->d ? AD_MPI_REAL : t; }
 static int side_count(const side *s, int count) { return s->d ? count * s->d->n : count; }
-static void side_close(side *s) { free(s->tmp); }
+static void side_close(side *s) {
+  free(s->tmp);
+  free(s->pas);
+}
+/* Scatter what arrived in a side (active and passive) into buf. */
+static void side_scatter(const side *s, void *buf) {
+  dt_scatter(s->d, buf, s->tmp, s->ne);
+  if (s->pas) pas_move(s->d, buf, s->items, s->pas, 0);
+}
 /* A datatype argument MPI does not look at here (a non-root's receive type,
  * the send type of an in-place call): AD_MPI_REAL if it is derived, so that
  * the inner call does not come back here. */
@@ -1179,7 +1204,8 @@ int ad__dt_reduce(int kind, const void *sendbuf, void *recvbuf, int count, const
  * slots packed in rank order in the gathered buffer. */
 typedef struct vside {
   side s;
-  int *cnt, *dsp; /* in ad_real elements, packed */
+  int *cnt, *dsp;   /* in ad_real elements, packed */
+  int *pcnt, *pdsp; /* passive fields: in bytes, packed */
 } vside;
 
 static int vside_open(vside *v, const char *fn, MPI_Datatype t, const void *buf, const int *cnt, const int *dsp, int p,
@@ -1191,27 +1217,37 @@ static int vside_open(vside *v, const char *fn, MPI_Datatype t, const void *buf,
   for (int j = 0; j < p; j++) items += cnt[j];
   int rc = side_open(&v->s, fn, t, buf, items, 0);
   if (rc != 0) return rc;
-  v->cnt = malloc(2 * (size_t)p * sizeof *v->cnt);
+  v->cnt = malloc(4 * (size_t)p * sizeof *v->cnt);
   if (!v->cnt) return MPI_ERR_NO_MEM;
   v->dsp = v->cnt + p;
-  int n = v->s.d->n, at = 0;
+  v->pcnt = v->cnt + 2 * p;
+  v->pdsp = v->cnt + 3 * p;
+  int n = v->s.d->n, at = 0, pat = 0, pb = v->s.pbytes;
   for (int j = 0; j < p; j++) {
+    char *base = (char *)buf + (MPI_Aint)dsp[j] * v->s.d->ext;
     v->cnt[j] = cnt[j] * n;
     v->dsp[j] = at;
-    if (fill) dt_gather(v->s.d, (const char *)buf + (MPI_Aint)dsp[j] * v->s.d->ext, cnt[j], v->s.tmp + at);
+    v->pcnt[j] = cnt[j] * pb;
+    v->pdsp[j] = pat;
+    if (fill) dt_gather(v->s.d, base, cnt[j], v->s.tmp + at);
+    if (fill && v->s.pas) pas_move(v->s.d, base, cnt[j], v->s.pas + pat, 1);
     at += cnt[j] * n;
+    pat += cnt[j] * pb;
   }
   return 0;
 }
 
 static void vside_scatter(const vside *v, void *buf, const int *dsp, int p, int only) {
   for (int j = 0; j < p; j++)
-    if (only < 0 || j == only)
-      dt_scatter(v->s.d, (char *)buf + (MPI_Aint)dsp[j] * v->s.d->ext, v->s.tmp + v->dsp[j], v->cnt[j]);
+    if (only < 0 || j == only) {
+      char *base = (char *)buf + (MPI_Aint)dsp[j] * v->s.d->ext;
+      dt_scatter(v->s.d, base, v->s.tmp + v->dsp[j], v->cnt[j]);
+      if (v->s.pas) pas_move(v->s.d, base, v->cnt[j] / v->s.d->n, v->s.pas + v->pdsp[j], 0);
+    }
 }
 
 static void vside_close(vside *v) {
-  free(v->s.tmp);
+  side_close(&v->s);
   free(v->cnt);
 }
 
@@ -1226,13 +1262,25 @@ typedef struct later {
   vside v[2];
   void *vbase[2]; /* scatter v[i] into this buffer, slots at vdsp[i] */
   int *vdsp[2], p;
-  int *keep[2]; /* count arrays handed to the call */
+  int *keep[2];     /* count arrays handed to the call */
+  MPI_Request preq; /* the passive fields' collective, MPI_REQUEST_NULL if none */
+  const char *fn;
+  int started; /* the AD_MPI_REAL call started (whatever became of the passive one) */
 } later;
 
 static void later_run(void *ctx, int ok) {
   later *L = ctx;
+  if (ok && L->preq != MPI_REQUEST_NULL) {
+    int rc = MPI_Wait(&L->preq, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      ad_tape *seen;
+      ad__mpi_tape(&seen);
+      ad__mpi_forward_error(seen, rc, L->fn);
+      ok = 0;
+    }
+  }
   for (int i = 0; i < 2; i++) {
-    if (ok && L->sbase[i] && L->s[i].d) dt_scatter(L->s[i].d, L->sbase[i], L->s[i].tmp, L->s[i].ne);
+    if (ok && L->sbase[i] && L->s[i].d) side_scatter(&L->s[i], L->sbase[i]);
     if (ok && L->vbase[i] && L->v[i].s.d) vside_scatter(&L->v[i], L->vbase[i], L->vdsp[i], L->p, -1);
     if (ok) {
       side_close(&L->s[i]);
@@ -1241,6 +1289,8 @@ static void later_run(void *ctx, int ok) {
       free(L->keep[i]);
     } else { /* MPI may still use them */
       ad__mpi_keep(L->s[i].tmp);
+      ad__mpi_keep(L->s[i].pas);
+      ad__mpi_keep(L->v[i].s.pas);
       ad__mpi_keep(L->v[i].s.tmp);
       ad__mpi_keep(L->v[i].cnt);
       ad__mpi_keep(L->vdsp[i]);
@@ -1253,7 +1303,7 @@ static void later_run(void *ctx, int ok) {
 /* After a nonblocking call returned rc on request req: hand the buffers to
  * the request (success) or release them now. */
 static int later_arm(later *L, int rc, ad_mpi_request *req) {
-  if (rc == MPI_SUCCESS) {
+  if (rc == MPI_SUCCESS || L->started) {
     ad__req_then(req, later_run, L);
     return rc;
   }
@@ -1265,6 +1315,22 @@ static int later_arm(later *L, int rc, ad_mpi_request *req) {
   }
   free(L);
   return rc;
+}
+
+/* The passive fields' collective after the AD_MPI_REAL one returned *rc:
+ * prc is what starting it returned. A failure after the active call started
+ * leaves the active request to complete (its buffers go with it); the call
+ * returns the error. */
+static int passive_after(later *L, int rc, int prc, const char *fn) {
+  if (L) L->fn = fn;
+  if (rc != MPI_SUCCESS || prc == MPI_SUCCESS) return rc;
+  ad_tape *seen;
+  ad__mpi_tape(&seen);
+  if (L) {
+    L->preq = MPI_REQUEST_NULL;
+    L->started = 1;
+  }
+  return ad__mpi_forward_error(seen, prc, fn);
 }
 
 static int *icopy_n(const int *a, int n) {
@@ -1300,6 +1366,7 @@ static int call_alltoallv(const void *sb, const int *sc, const int *sd, MPI_Data
 static later *later_new(ad_mpi_request *req, const int *dsp, int p, int *rc) {
   if (!req) return NULL;
   later *L = calloc(1, sizeof *L);
+  if (L) L->preq = MPI_REQUEST_NULL;
   if (L && dsp && !(L->vdsp[0] = icopy_n(dsp, p))) {
     free(L);
     L = NULL;
@@ -1350,6 +1417,14 @@ int ad__dt_gatherv(int v, const void *sendbuf, int sendcount, MPI_Datatype sendt
     else
       rc = call_gatherv(inplace ? MPI_IN_PLACE : side_buf(&a), sc, stype, recvbuf, recvcounts, displs,
                         me ? recvtype : unused(recvtype), root, comm, req);
+    if (rc == MPI_SUCCESS && (a.pas || b.s.pas)) { /* passive fields: as bytes, alongside */
+      const void *psb = inplace ? MPI_IN_PLACE : (const void *)a.pas;
+      int psc = inplace ? 0 : sendcount * a.pbytes;
+      rc = passive_after(L, rc,
+                         L ? MPI_Igatherv(psb, psc, MPI_BYTE, b.s.pas, b.pcnt, b.pdsp, MPI_BYTE, root, comm, &L->preq)
+                           : MPI_Gatherv(psb, psc, MPI_BYTE, b.s.pas, b.pcnt, b.pdsp, MPI_BYTE, root, comm),
+                         fn);
+    }
     if (L) {
       L->s[0] = a;
       L->v[0] = b;
@@ -1395,6 +1470,14 @@ int ad__dt_scatterv(int v, const void *sendbuf, const int sendcounts[], const in
     else
       rc = call_scatterv(sendbuf, sendcounts, displs, me ? sendtype : unused(sendtype), rb, rcnt, rtype, root, comm,
                          req);
+    if (rc == MPI_SUCCESS && (a.s.pas || b.pas)) { /* passive fields: as bytes, alongside */
+      void *prb = inplace ? MPI_IN_PLACE : (void *)b.pas;
+      int prc = inplace ? 0 : recvcount * b.pbytes;
+      rc = passive_after(L, rc,
+                         L ? MPI_Iscatterv(a.s.pas, a.pcnt, a.pdsp, MPI_BYTE, prb, prc, MPI_BYTE, root, comm, &L->preq)
+                           : MPI_Scatterv(a.s.pas, a.pcnt, a.pdsp, MPI_BYTE, prb, prc, MPI_BYTE, root, comm),
+                         fn);
+    }
     if (L) {
       L->v[0] = a;
       L->s[0] = b;
@@ -1402,7 +1485,7 @@ int ad__dt_scatterv(int v, const void *sendbuf, const int sendcounts[], const in
       L->keep[0] = uc;
       return later_arm(L, rc, req);
     }
-    if (rc == MPI_SUCCESS && b.d) dt_scatter(b.d, recvbuf, b.tmp, b.ne);
+    if (rc == MPI_SUCCESS && b.d) side_scatter(&b, recvbuf);
   }
   vside_close(&a);
   side_close(&b);
@@ -1439,6 +1522,16 @@ int ad__dt_allgatherv(int v, const void *sendbuf, int sendcount, MPI_Datatype se
     else
       rc = call_allgatherv(inplace ? MPI_IN_PLACE : side_buf(&a), sc, stype, recvbuf, recvcounts, displs, recvtype,
                            comm, req);
+    if (rc == MPI_SUCCESS && (a.pas || b.s.pas)) { /* passive fields: as bytes, alongside */
+      /* the own slot in place, as allgatherv_any does for the values */
+      if (a.pas && b.s.pas && b.pcnt[rank] == sendcount * a.pbytes)
+        memcpy(b.s.pas + b.pdsp[rank], a.pas, (size_t)b.pcnt[rank]);
+      rc = passive_after(
+          L, rc,
+          L ? MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_BYTE, b.s.pas, b.pcnt, b.pdsp, MPI_BYTE, comm, &L->preq)
+            : MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, b.s.pas, b.pcnt, b.pdsp, MPI_BYTE, comm),
+          fn);
+    }
     if (L) {
       L->s[0] = a;
       L->v[0] = b;
@@ -1483,6 +1576,14 @@ int ad__dt_alltoallv(int v, const void *sendbuf, const int sendcounts[], const i
     const int *sc = a.s.d ? a.cnt : sendcounts, *sd = a.s.d ? a.dsp : sdispls;
     rc = call_alltoallv(sb, sc, sd, a.s.d || inplace ? unused(sendtype) : sendtype, b.s.d ? (void *)b.s.tmp : recvbuf,
                         b.s.d ? b.cnt : recvcounts, b.s.d ? b.dsp : rdispls, b.s.d ? AD_MPI_REAL : recvtype, comm, req);
+    if (rc == MPI_SUCCESS && (a.s.pas || b.s.pas)) { /* passive fields: as bytes, alongside */
+      const void *psb = inplace ? MPI_IN_PLACE : (const void *)a.s.pas;
+      const int *pc = inplace ? b.pcnt : a.pcnt, *pd = inplace ? b.pdsp : a.pdsp;
+      rc = passive_after(L, rc,
+                         L ? MPI_Ialltoallv(psb, pc, pd, MPI_BYTE, b.s.pas, b.pcnt, b.pdsp, MPI_BYTE, comm, &L->preq)
+                           : MPI_Alltoallv(psb, pc, pd, MPI_BYTE, b.s.pas, b.pcnt, b.pdsp, MPI_BYTE, comm),
+                         fn);
+    }
     if (L) {
       L->v[1] = a;
       L->v[0] = b;
@@ -1512,6 +1613,8 @@ int ad__dt_ibcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm
     return rc;
   }
   rc = ad_mpi_ibcast(s.tmp, side_count(&s, count), AD_MPI_REAL, root, comm, req);
+  if (rc == MPI_SUCCESS && s.pas) /* passive fields: as bytes, alongside */
+    rc = passive_after(L, rc, MPI_Ibcast(s.pas, count * s.pbytes, MPI_BYTE, root, comm, &L->preq), "ad_mpi_ibcast");
   L->s[0] = s;
   L->sbase[0] = rank != root ? buffer : NULL;
   return later_arm(L, rc, req);

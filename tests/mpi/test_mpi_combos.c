@@ -228,6 +228,9 @@ int main(int argc, char **argv) {
    * and MPI libraries differ on which slot gets which message. */
   for (int k = 0; k < 4; k++)
     if ((k & 1) || mt_size > 2) run(nb[k], p_neighbor_ad, p_neighbor_pl, NX, NY, k);
+  static const char *const mx[] = {"passive fields in collectives", "passive fields in nonblocking collectives",
+                                   "passive fields in collectives, in place"};
+  for (int k = 0; k < 3; k++) run(mx[k], p_mixed_ad, p_mixed_pl, NX, NY, k);
   run("alltoallw", p_alltoallw_ad, p_alltoallw_pl, NX, NY, 0);
   run("ialltoallw", p_alltoallw_ad, p_alltoallw_pl, NX, NY, 1);
   run("alltoallw in place", p_alltoallw_ad, p_alltoallw_pl, NX, NY, 2);
@@ -421,6 +424,71 @@ static void V(p_mrecv)(REAL *x, int n, REAL *y, int m, void *ctx) {
   C(imrecv, Imrecv)(pb, 2, V(part), &msg, &q[2]);
   C(waitall, Waitall)(3, q, MPI_STATUSES_IGNORE);
   V(out)(x, b, pb, y);
+  V(free_types)();
+}
+
+/* Particles (active and passive fields) in the collectives that move data:
+ * ctx 0 blocking, 1 nonblocking, 2 in place where MPI allows it. */
+static void V(p_mixed)(REAL *x, int n, REAL *y, int m, void *ctx) {
+  (void)n;
+  (void)m;
+  int k = *(int *)ctx, p = mt_size, me = mt_rank, root = p - 1;
+  V(init_types)();
+  PART mine[2], *all = calloc((size_t)(2 * p + 1), sizeof(PART)), *all2 = calloc((size_t)(2 * p + 1), sizeof(PART));
+  PART *all3 = calloc((size_t)(2 * p + 1), sizeof(PART)), got[2];
+  REAL a[10];
+  V(fill)(x, a, mine);
+  memset(got, 0, sizeof got);
+  int *cnt = malloc(sizeof(int) * 4 * (size_t)p), *dsp = cnt + p, *rc = cnt + 2 * p, *rd = cnt + 3 * p;
+  for (int j = 0; j < p; j++) {
+    cnt[j] = 1 + j % 2;
+    dsp[j] = 2 * (p - 1 - j);
+    rc[j] = 1 + me % 2; /* what rank j sends here */
+    rd[j] = 2 * j;
+  }
+  for (int i = 0; i < 2 * p; i++) {
+    all[i].x = MUL(x[i % 12], K(1.0 + i));
+    all[i].id = 1000 * me + i;
+    all[i].y[0] = all[i].y[1] = K(0.5 * i);
+    all[i].w = -1.0 - i;
+    all3[i] = all2[i] = all[i];
+  }
+  REQ q[5] = {REQNULL, REQNULL, REQNULL, REQNULL, REQNULL};
+  if (k == 2) { /* in place */
+    all[2 * me] = mine[0];
+    all[2 * me + 1] = mine[1];
+    C(allgather, Allgather)(MPI_IN_PLACE, 0, V(part), all, 2, V(part), MPI_COMM_WORLD);
+    if (me == root) {
+      all2[dsp[root]] = mine[0];
+      if (cnt[root] > 1) all2[dsp[root] + 1] = mine[1];
+    }
+    C(gatherv, Gatherv)
+    (me == root ? MPI_IN_PLACE : (void *)mine, cnt[me], V(part), all2, cnt, dsp, V(part), root, MPI_COMM_WORLD);
+    C(alltoall, Alltoall)(MPI_IN_PLACE, 0, V(part), all3, 2, V(part), MPI_COMM_WORLD);
+    C(scatter, Scatter)(all, 2, V(part), me == root ? MPI_IN_PLACE : (void *)got, 2, V(part), root, MPI_COMM_WORLD);
+  } else if (k == 1) {
+    C(iallgather, Iallgather)(mine, 2, V(part), all, 2, V(part), MPI_COMM_WORLD, &q[0]);
+    C(igatherv, Igatherv)(mine, cnt[me], V(part), all2, cnt, dsp, V(part), root, MPI_COMM_WORLD, &q[1]);
+    C(ialltoall, Ialltoall)(all + 2 * p, 0, V(part), all3, 0, V(part), MPI_COMM_WORLD, &q[2]);
+    C(iscatterv, Iscatterv)(all3, cnt, dsp, V(part), got, cnt[me], V(part), root, MPI_COMM_WORLD, &q[3]);
+    C(ibcast, Ibcast)(mine, 2, V(part), 0, MPI_COMM_WORLD, &q[4]);
+    C(waitall, Waitall)(5, q, MPI_STATUSES_IGNORE);
+  } else {
+    C(allgather, Allgather)(mine, 2, V(part), all, 2, V(part), MPI_COMM_WORLD);
+    C(gatherv, Gatherv)(mine, cnt[me], V(part), all2, cnt, dsp, V(part), root, MPI_COMM_WORLD);
+    C(alltoallv, Alltoallv)(all, cnt, dsp, V(part), all3, rc, rd, V(part), MPI_COMM_WORLD);
+    C(scatterv, Scatterv)(all3, cnt, dsp, V(part), got, cnt[me], V(part), root, MPI_COMM_WORLD);
+  }
+  for (int i = 0; i < 12; i++) {
+    const PART *u = &all[i % (2 * p)], *v = &all2[(i + 1) % (2 * p)], *w = &all3[(i + 2) % (2 * p)];
+    y[i] = ADD(MUL(u->x, K(u->w + u->id % 7)), MUL(v->y[1], K(v->w - v->id % 5)));
+    y[12 + i] = ADD(MUL(w->y[0], K(w->id % 11 + w->w)), SIN(got[i % 2].x));
+  }
+  y[0] = ADD(y[0], MUL(mine[1].y[0], K(mine[1].w + mine[0].id)));
+  free(all);
+  free(all2);
+  free(all3);
+  free(cnt);
   V(free_types)();
 }
 
