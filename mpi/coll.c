@@ -1262,7 +1262,7 @@ static int alltoallw_any(const void *sendbuf, const int *scnt, const int *sdsp, 
       a[j] = inplace ? 0 : sdsp[j];
       a[size + j] = rdsp[j];
     }
-    rc = ad__dt_alltoallw(0, fn, sendbuf, scnt, a, stypes, size, recvbuf, rcnt, a + size, rtypes, size, comm, req);
+    rc = ad__dt_alltoallw(0, 0, fn, sendbuf, scnt, a, stypes, size, recvbuf, rcnt, a + size, rtypes, size, comm, req);
     free(a);
     return rc;
   }
@@ -1435,7 +1435,8 @@ static int neighbor_dt(int kind, const void *sendbuf, int sendcount, const int *
     d[outdeg + j] = (kind == 1 || kind == 3 ? rdsp[j] : (MPI_Aint)j * recvcount) * re;
     t[outdeg + j] = recvtype;
   }
-  rc = ad__dt_alltoallw(1, fn, sendbuf, c, d, t, outdeg, recvbuf, c + outdeg, d + outdeg, t + outdeg, indeg, comm, req);
+  rc = ad__dt_alltoallw(1, 1, fn, sendbuf, c, d, t, outdeg, recvbuf, c + outdeg, d + outdeg, t + outdeg, indeg, comm,
+                        req);
   free(c);
   free(d);
   free(t);
@@ -1547,7 +1548,8 @@ static int neighbor_w(const void *sendbuf, const int *scnt, const MPI_Aint *sdsp
   if (rc != MPI_SUCCESS) return rc;
   if (sendbuf == MPI_IN_PLACE) return MPI_ERR_BUFFER; /* MPI allows no MPI_IN_PLACE here */
   if (derived_in_use(outdeg, scnt, stypes, indeg, rcnt, rtypes))
-    return ad__dt_alltoallw(1, fn, sendbuf, scnt, sdsp, stypes, outdeg, recvbuf, rcnt, rdsp, rtypes, indeg, comm, req);
+    return ad__dt_alltoallw(1, 0, fn, sendbuf, scnt, sdsp, stypes, outdeg, recvbuf, rcnt, rdsp, rtypes, indeg, comm,
+                            req);
   int nreal = 0, nused = 0, bad = 0;
   for (int j = 0; j < outdeg && rc == MPI_SUCCESS; j++)
     if (scnt[j]) {

@@ -224,10 +224,12 @@ int ad__dt_alltoallv(int v, const void *sendbuf, const int sendcounts[], const i
  * built from AD_MPI_REAL in use: ns send and nr receive slots, each with its
  * count, byte displacement and datatype (AD_MPI_REAL or built from it);
  * runs the AD_MPI_REAL alltoallv on the gathered elements. The other
- * neighbourhood collectives come here with their slots spelled out. */
-int ad__dt_alltoallw(int neighbor, const char *fn, const void *sendbuf, const int *scnt, const MPI_Aint *sdsp,
-                     const MPI_Datatype *stypes, int ns, void *recvbuf, const int *rcnt, const MPI_Aint *rdsp,
-                     const MPI_Datatype *rtypes, int nr, MPI_Comm comm, ad_mpi_request *req);
+ * neighbourhood collectives come here with their slots spelled out and
+ * one_type 1: one datatype per side, so a struct with passive fields can
+ * move them (every rank has them); the w-forms refuse such a struct. */
+int ad__dt_alltoallw(int neighbor, int one_type, const char *fn, const void *sendbuf, const int *scnt,
+                     const MPI_Aint *sdsp, const MPI_Datatype *stypes, int ns, void *recvbuf, const int *rcnt,
+                     const MPI_Aint *rdsp, const MPI_Datatype *rtypes, int nr, MPI_Comm comm, ad_mpi_request *req);
 
 /* Reductions beyond the four predefined operations (reduce_ext.c):
  * 1 if op was made by ad_mpi_op_create. */

@@ -1632,6 +1632,8 @@ typedef struct wside {
   int n; /* slots */
   ad_real *tmp;
   int *cnt, *dsp;     /* elements, packed */
+  char *pas;          /* passive fields of the slots, as bytes (NULL: none) */
+  int *pcnt, *pdsp;   /* bytes, packed */
   int *ucnt;          /* items of the user's type */
   MPI_Aint *udsp;     /* bytes */
   MPI_Datatype *type; /* per slot */
@@ -1639,6 +1641,7 @@ typedef struct wside {
 
 static void wside_close(wside *w) {
   free(w->tmp);
+  free(w->pas);
   free(w->cnt);
   free(w->ucnt);
   free(w->udsp);
@@ -1659,27 +1662,32 @@ static void wside_move(const wside *w, void *buf, int to_tmp) {
       dt_gather(d, base, w->ucnt[j], at);
     else
       dt_scatter(d, base, at, w->cnt[j]);
+    if (d && d->npass && w->pas) pas_move(d, base, w->ucnt[j], w->pas + w->pdsp[j], to_tmp);
   }
 }
 
 static int wside_open(wside *w, const char *fn, const void *buf, const int *cnt, const MPI_Aint *dsp,
-                      const MPI_Datatype *types, int n, int fill) {
+                      const MPI_Datatype *types, int n, int fill, int mixed_ok) {
   memset(w, 0, sizeof *w);
   w->n = n;
   size_t k = (size_t)(n > 0 ? n : 1);
-  w->cnt = malloc(2 * k * sizeof *w->cnt);
+  w->cnt = malloc(4 * k * sizeof *w->cnt);
   w->ucnt = malloc(k * sizeof *w->ucnt);
   w->udsp = malloc(k * sizeof *w->udsp);
   w->type = malloc(k * sizeof *w->type);
   if (!w->cnt || !w->ucnt || !w->udsp || !w->type) return MPI_ERR_NO_MEM;
   w->dsp = w->cnt + k;
-  long long at = 0;
+  w->pcnt = w->cnt + 2 * k;
+  w->pdsp = w->cnt + 3 * k;
+  long long at = 0, pat = 0;
+  int anypas = 0;
   for (int j = 0; j < n; j++) {
     w->ucnt[j] = cnt[j];
     w->udsp[j] = dsp[j];
     w->type[j] = types[j];
-    w->cnt[j] = 0;
+    w->cnt[j] = w->pcnt[j] = 0;
     w->dsp[j] = (int)at;
+    w->pdsp[j] = (int)pat;
     if (cnt[j] < 0) return MPI_ERR_COUNT;
     if (!cnt[j]) continue;
     int per = 1;
@@ -1693,9 +1701,16 @@ static int wside_open(wside *w, const char *fn, const void *buf, const int *cnt,
       if (!d) return MPI_ERR_NO_MEM;
       if (d->why)
         return ad__dtype_refuse(fn, "a datatype built from AD_MPI_REAL with %s is not differentiated", d->why);
-      if (d->npass)
-        return ad__dtype_refuse(fn, "a datatype that mixes AD_MPI_REAL with passive fields is not supported in "
-                                    "alltoallw and the neighbourhood collectives");
+      if (d->npass && !mixed_ok)
+        return ad__dtype_refuse(fn, "a datatype that mixes AD_MPI_REAL with passive fields is not supported with a "
+                                    "datatype per slot (every rank could not tell whether passive fields move)");
+      if (d->npass) {
+        anypas = 1;
+        int pb = d->wire - (int)sizeof(double) * d->n;
+        w->pcnt[j] = cnt[j] * pb;
+        pat += (long long)cnt[j] * pb;
+        if (pat > 0x7fffffff) return ad__dtype_refuse(fn, "more than 2^31-1 passive bytes in one call");
+      }
       per = d->n;
     }
     w->cnt[j] = cnt[j] * per;
@@ -1704,6 +1719,7 @@ static int wside_open(wside *w, const char *fn, const void *buf, const int *cnt,
   }
   w->tmp = calloc((size_t)at + 1, sizeof(ad_real));
   if (!w->tmp) return MPI_ERR_NO_MEM;
+  if (anypas && !(w->pas = calloc((size_t)pat + 1, 1))) return MPI_ERR_NO_MEM;
   if (fill) wside_move(w, (void *)buf, 1);
   return 0;
 }
@@ -1711,10 +1727,21 @@ static int wside_open(wside *w, const char *fn, const void *buf, const int *cnt,
 typedef struct wlater {
   wside s, r;
   void *recvbuf;
+  MPI_Request preq; /* the passive fields' call, MPI_REQUEST_NULL if none */
+  const char *fn;
 } wlater;
 
 static void wlater_run(void *ctx, int ok) {
   wlater *L = ctx;
+  if (ok && L->preq != MPI_REQUEST_NULL) {
+    int rc = MPI_Wait(&L->preq, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      ad_tape *seen;
+      ad__mpi_tape(&seen);
+      ad__mpi_forward_error(seen, rc, L->fn);
+      ok = 0;
+    }
+  }
   if (ok) {
     wside_move(&L->r, L->recvbuf, 0);
     wside_close(&L->s);
@@ -1722,23 +1749,31 @@ static void wlater_run(void *ctx, int ok) {
   } else { /* MPI may still use them */
     ad__mpi_keep(L->s.tmp);
     ad__mpi_keep(L->r.tmp);
+    ad__mpi_keep(L->s.pas);
+    ad__mpi_keep(L->r.pas);
+    ad__mpi_keep(L->s.cnt);
+    ad__mpi_keep(L->r.cnt);
     L->s.tmp = L->r.tmp = NULL;
+    L->s.pas = L->r.pas = NULL;
+    L->s.cnt = L->r.cnt = NULL;
     wside_close(&L->s);
     wside_close(&L->r);
   }
   free(L);
 }
 
-int ad__dt_alltoallw(int neighbor, const char *fn, const void *sendbuf, const int *scnt, const MPI_Aint *sdsp,
-                     const MPI_Datatype *stypes, int ns, void *recvbuf, const int *rcnt, const MPI_Aint *rdsp,
-                     const MPI_Datatype *rtypes, int nr, MPI_Comm comm, ad_mpi_request *req) {
+int ad__dt_alltoallw(int neighbor, int one_type, const char *fn, const void *sendbuf, const int *scnt,
+                     const MPI_Aint *sdsp, const MPI_Datatype *stypes, int ns, void *recvbuf, const int *rcnt,
+                     const MPI_Aint *rdsp, const MPI_Datatype *rtypes, int nr, MPI_Comm comm, ad_mpi_request *req) {
   int inplace = sendbuf == MPI_IN_PLACE;
   wlater *L = calloc(1, sizeof *L);
   if (!L) return MPI_ERR_NO_MEM;
+  L->preq = MPI_REQUEST_NULL;
+  L->fn = fn;
   /* The receive side is gathered too: a slot that receives nothing (a
    * Cartesian neighbour MPI_PROC_NULL) keeps what it holds. */
-  int rc = inplace ? 0 : wside_open(&L->s, fn, sendbuf, scnt, sdsp, stypes, ns, 1);
-  if (rc == 0) rc = wside_open(&L->r, fn, recvbuf, rcnt, rdsp, rtypes, nr, 1);
+  int rc = inplace ? 0 : wside_open(&L->s, fn, sendbuf, scnt, sdsp, stypes, ns, 1, one_type);
+  if (rc == 0) rc = wside_open(&L->r, fn, recvbuf, rcnt, rdsp, rtypes, nr, 1, one_type);
   if (rc == 0) {
     const void *sb = inplace ? MPI_IN_PLACE : (const void *)L->s.tmp;
     const int *sc = inplace ? L->r.cnt : L->s.cnt, *sd = inplace ? L->r.dsp : L->s.dsp;
@@ -1749,9 +1784,28 @@ int ad__dt_alltoallw(int neighbor, const char *fn, const void *sendbuf, const in
     else
       rc = req ? ad_mpi_ialltoallv(sb, sc, sd, AD_MPI_REAL, L->r.tmp, L->r.cnt, L->r.dsp, AD_MPI_REAL, comm, req)
                : ad_mpi_alltoallv(sb, sc, sd, AD_MPI_REAL, L->r.tmp, L->r.cnt, L->r.dsp, AD_MPI_REAL, comm);
-    if (rc == MPI_SUCCESS && req) {
+    int started = rc == MPI_SUCCESS;
+    if (started && (L->s.pas || L->r.pas)) {
+      /* One datatype on each side, the same on every rank by MPI's rules:
+       * every rank moves passive fields here, as bytes, with MPI's own
+       * call (nonblocking, routed as the values are). */
+      const void *psb = inplace ? MPI_IN_PLACE : (const void *)L->s.pas;
+      const int *pc = inplace ? L->r.pcnt : L->s.pcnt, *pd = inplace ? L->r.pdsp : L->s.pdsp;
+      rc = neighbor ? MPI_Ineighbor_alltoallv(psb, pc, pd, MPI_BYTE, L->r.pas, L->r.pcnt, L->r.pdsp, MPI_BYTE, comm,
+                                              &L->preq)
+                    : MPI_Ialltoallv(psb, pc, pd, MPI_BYTE, L->r.pas, L->r.pcnt, L->r.pdsp, MPI_BYTE, comm, &L->preq);
+      if (rc == MPI_SUCCESS && !req) rc = MPI_Wait(&L->preq, MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS) {
+        ad_tape *seen;
+        ad__mpi_tape(&seen);
+        L->preq = MPI_REQUEST_NULL;
+        ad__mpi_forward_error(seen, rc, fn);
+      }
+    }
+    if (started && req) {
       L->recvbuf = recvbuf;
-      return ad__req_then(req, wlater_run, L);
+      ad__req_then(req, wlater_run, L);
+      return rc;
     }
     if (rc == MPI_SUCCESS) wside_move(&L->r, recvbuf, 0);
   }

@@ -177,10 +177,14 @@ static void test_refused(void) {
     }
     int idsp[64] = {0};
     switch (which) {
-    case 0: /* passive fields in a neighbourhood collective */
-      check_refused(ad_mpi_neighbor_alltoall(q, 1, part_ad, q + 4, 1, part_ad, ring[0]), MPI_ERR_TYPE, t,
-                    "ad_mpi_neighbor_alltoall", "passive");
+    case 0: { /* passive fields with a datatype per slot */
+      int nc[2] = {1, 1};
+      MPI_Aint nd[2] = {0, (MPI_Aint)sizeof(particle_ad)};
+      MPI_Datatype nt[2] = {part_ad, part_ad};
+      check_refused(ad_mpi_neighbor_alltoallw(q, nc, nd, nt, q + 4, nc, nd, nt, ring[0]), MPI_ERR_TYPE, t,
+                    "ad_mpi_neighbor_alltoallw", "passive");
       break;
+    }
     case 1: /* a predefined operation on a derived type, as MPI */
       check_refused(ad_mpi_ireduce_scatter(u, u + 32, cnt, vec_ad, MPI_SUM, MPI_COMM_WORLD, &r), MPI_ERR_OP, t,
                     "ad_mpi_ireduce_scatter", NULL);
@@ -485,6 +489,20 @@ static void V(p_mixed)(REAL *x, int n, REAL *y, int m, void *ctx) {
     y[12 + i] = ADD(MUL(w->y[0], K(w->id % 11 + w->w)), SIN(got[i % 2].x));
   }
   y[0] = ADD(y[0], MUL(mine[1].y[0], K(mine[1].w + mine[0].id)));
+  /* neighbours on the ring that is not periodic: its ends keep what they hold */
+  PART nb[2];
+  for (int i = 0; i < 2; i++) {
+    nb[i].x = nb[i].y[0] = nb[i].y[1] = K(3.0 + i);
+    nb[i].id = -5 - i;
+    nb[i].w = 0.25;
+  }
+  if (k == 1) {
+    C(ineighbor_alltoall, Ineighbor_alltoall)(mine, 1, V(part), nb, 1, V(part), ring[1], &q[0]);
+    C(wait, Wait)(&q[0], MPI_STATUS_IGNORE);
+  } else {
+    C(neighbor_allgather, Neighbor_allgather)(mine + 1, 1, V(part), nb, 1, V(part), ring[1]);
+  }
+  for (int i = 0; i < 2; i++) y[1 + i] = ADD(y[1 + i], MUL(nb[i].x, ADD(nb[i].y[1], K(nb[i].w * nb[i].id))));
   free(all);
   free(all2);
   free(all3);
