@@ -138,13 +138,16 @@ static void compare(const char *name, prog_ad fa, prog_pl fp, int n, int m, void
   free(ya);
 }
 
-static void run(const char *name, prog_ad fa, prog_pl fp, int n, int m, int ctx) {
+/* values: 0 where plain MPI is no reference (see main). */
+static void run_as(const char *name, prog_ad fa, prog_pl fp, int n, int m, int ctx, int values) {
   if (getenv("MT_VERBOSE") && mt_rank == 0) fprintf(stderr, "%s\n", name);
-  compare(name, fa, fp, n, m, &ctx);
+  if (values) compare(name, fa, fp, n, m, &ctx);
 #ifndef ARIADNE_PASSIVE
   mt_check_prog(name, (mt_prog)fa, n, m, &ctx, 1e-6);
 #endif
 }
+
+static void run(const char *name, prog_ad fa, prog_pl fp, int n, int m, int ctx) { run_as(name, fa, fp, n, m, ctx, 1); }
 
 #ifndef ARIADNE_PASSIVE
 static void check_refused(int rc, int cls_want, ad_tape *t, const char *call, const char *what) {
@@ -235,7 +238,11 @@ int main(int argc, char **argv) {
   static const char *const mx[] = {"passive fields in collectives", "passive fields in nonblocking collectives",
                                    "passive fields in collectives, in place"};
   for (int k = 0; k < 3; k++) run(mx[k], p_mixed_ad, p_mixed_pl, NX, NY, k);
-  run("alltoallw", p_alltoallw_ad, p_alltoallw_pl, NX, NY, 0);
+  int w_values = 1;
+#ifdef OPEN_MPI
+  w_values = mt_size > 1; /* Open MPI 4.1's MPI_Alltoallw on one rank moves nothing */
+#endif
+  run_as("alltoallw", p_alltoallw_ad, p_alltoallw_pl, NX, NY, 0, w_values);
   run("ialltoallw", p_alltoallw_ad, p_alltoallw_pl, NX, NY, 1);
   run("alltoallw in place", p_alltoallw_ad, p_alltoallw_pl, NX, NY, 2);
 #if MPI_VERSION >= 4
