@@ -7,12 +7,14 @@
  * with `buf` an array of ad_real. Datatypes built on AD_MPI_REAL
  * (MPI_Type_contiguous, _vector, _create_hvector, _indexed,
  * _create_indexed_block, _create_hindexed(_block), _create_subarray,
- * _create_resized, _dup, _create_struct, nested) work in every blocking
- * wrapper, in ad_mpi_isend/irecv and in the nonblocking bcast, gather(v),
- * scatter(v), allgather(v) and alltoall(v), as their MPI_DOUBLE twins work;
- * byte displacements and extents are written with sizeof(ad_real) and
- * offsetof. A struct mixing AD_MPI_REAL with passive fields works in point
- * to point and bcast. Types Ariadne cannot handle are refused with MPI_ERR_TYPE
+ * _create_resized, _dup, _create_struct, nested) work in every wrapper
+ * that moves data, blocking, nonblocking and persistent (alltoallw and the
+ * neighbourhood collectives included), as their MPI_DOUBLE twins work; byte
+ * displacements and extents are written with sizeof(ad_real) and offsetof.
+ * A struct mixing AD_MPI_REAL with passive fields works wherever data moves
+ * without being reduced, except in (neighbor_)alltoallw. Predefined
+ * reductions on derived types are refused with MPI_ERR_OP, as MPI refuses
+ * them; types Ariadne cannot handle are refused with MPI_ERR_TYPE
  * (docs/mpi.md). Buffers of any other datatype pass through to MPI untouched
  * and record nothing. Wrappers return MPI error codes.
  *
@@ -67,10 +69,12 @@ MPI_Datatype ad_mpi_real_datatype(void);
 /* Pairs for MPI_MINLOC / MPI_MAXLOC: AD_MPI_REAL_INT is the twin of
  * MPI_DOUBLE_INT, and its C layout is this struct (a value and an int, in
  * this order; in the passive build the value is a double, which is
- * MPI_DOUBLE_INT's layout). Reduce and allreduce with MPI_MINLOC or
- * MPI_MAXLOC on it give MPI's result (the extremum, and on a tie the lowest
- * index); the whole adjoint of a result goes to the rank whose pair it is
- * (the lowest such rank if several hold the same pair). */
+ * MPI_DOUBLE_INT's layout). Every reduction (reduce, allreduce,
+ * reduce_scatter(_block), scan, exscan; blocking, nonblocking and
+ * persistent) with MPI_MINLOC or MPI_MAXLOC on it gives MPI's result (the
+ * extremum, and on a tie the lowest index); the whole adjoint of a result
+ * goes to the rank whose pair it is (the lowest such rank if several hold
+ * the same pair). */
 typedef struct ad_real_int {
   ad_real value;
   int index;
@@ -87,7 +91,7 @@ MPI_Datatype ad_mpi_real_int_datatype(void);
  * calls it with the MPI_DOUBLE type; in the active build Ariadne calls it
  * with AD_MPI_REAL or the user's type built from it). Usable in
  * ad_mpi_reduce, _allreduce, _reduce_scatter, _reduce_scatter_block, _scan
- * and _exscan and their nonblocking forms except _ireduce_scatter (there the
+ * and _exscan, and their nonblocking and persistent forms (there the
  * function runs when a completion call completes the request). Cost: the contributions are gathered (to the root for reduce,
  * to every rank otherwise; an alltoall(v) for the reduce_scatters) and the
  * function is applied size - 1 times on every rank that gets a result: a
