@@ -162,7 +162,9 @@ static void check_refused(int rc, int cls_want, ad_tape *t, const char *call, co
 /* Every rank refuses before anything is posted, so nothing waits. */
 static void test_refused(void) {
   init_types_ad();
-  for (int which = 0; which < 5; which++) {
+  MPI_Op uop;
+  ad_mpi_op_create(uop_fn_ad, 1, &uop);
+  for (int which = 0; which < 7; which++) {
     if (which == 2 && mt_size == 1) continue; /* needs a second slot */
     ad_tape *t = ad_tape_create();
     ad_tape_begin(t);
@@ -201,14 +203,30 @@ static void test_refused(void) {
       check_refused(ad_mpi_iallreduce(q, q + 4, 1, part_ad, MPI_MAX, MPI_COMM_WORLD, &r), MPI_ERR_OP, t,
                     "ad_mpi_iallreduce", "predefined");
       break;
-    default: /* AD_MPI_REAL_INT with another operation */
+    case 4: /* AD_MPI_REAL_INT with another operation */
       check_refused(ad_mpi_iscan(u, u + 32, 1, AD_MPI_REAL_INT, MPI_SUM, MPI_COMM_WORLD, &r), MPI_ERR_OP, t,
                     "ad_mpi_iscan", "MINLOC");
       break;
+    case 5: /* a user operation on a struct with passive fields */
+      check_refused(ad_mpi_allreduce(q, q + 4, 1, part_ad, uop, MPI_COMM_WORLD), MPI_ERR_TYPE, t, "ad_mpi_allreduce",
+                    "passive");
+      break;
+    default: { /* an active persistent request on a derived type cannot be freed */
+      ad_mpi_request ps = AD_MPI_REQUEST_NULL;
+      MT_CHECK(ad_mpi_send_init(u, 1, vec_ad, mt_rank, 11, MPI_COMM_WORLD, &ps) == MPI_SUCCESS);
+      MT_CHECK(ad_mpi_irecv(u + 16, 1, vec_ad, mt_rank, 11, MPI_COMM_WORLD, &r) == MPI_SUCCESS);
+      MT_CHECK(ad_mpi_start(&ps) == MPI_SUCCESS);
+      check_refused(ad_mpi_request_free(&ps), MPI_ERR_REQUEST, t, "ad_mpi_request_free", "persistent");
+      MT_CHECK(ad_mpi_wait(&ps, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+      MT_CHECK(ad_mpi_wait(&r, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+      MT_CHECK(ad_mpi_request_free(&ps) == MPI_SUCCESS);
+      break;
+    }
     }
     ad_tape_end(t);
     ad_tape_destroy(t);
   }
+  ad_mpi_op_free(&uop);
   free_types_ad();
 }
 #endif
