@@ -80,9 +80,8 @@ typedef struct win {
   int open;          /* an access epoch is open (a fence without MPI_MODE_NOSUCCEED) */
   /* Passive-target epochs (see "Passive target" below). */
   int mode;        /* MODE_*: how this rank synchronised the window so far */
-  MPI_Win mw;      /* marks: per element of this rank's part, 1 + the ticket of the last
-                    * completed access that wrote it; then the ticket counter */
-  uint64_t *mk;    /* its memory (n + 1) */
+  uint64_t *mk;    /* marks, in the window after the shadow: per element of this rank's part, 1 + the
+                 * ticket of the last completed access that wrote it; then the ticket counter */
   uint64_t *seen;  /* per element, the mark that the last synchronisation took in */
   int *lk;         /* per rank, the lock this rank holds there (0: none) */
   int lk_all;      /* this rank holds MPI_Win_lock_all */
@@ -91,6 +90,9 @@ typedef struct win {
 } win;
 
 enum { MODE_NONE, MODE_FENCE, MODE_PASSIVE };
+
+/* Where the marks begin in a window of n elements (in doubles). */
+static int mark_at(int n) { return n + (n & 1); }
 
 typedef struct pwin {
   int refs;
@@ -352,29 +354,26 @@ static int win_make(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI
   /* The shadow is MPI's memory (MPI_Win_allocate): Open MPI 4.1 creates no
    * window on a single rank's own memory (MPI_Win_create fails there). Its
    * size is padded to a multiple of 16 bytes: MPICH 4.0 places a rank's
-   * segment of an allocated window at the wrong offset otherwise. */
+   * segment of an allocated window at the wrong offset otherwise. After the
+   * shadow come the marks of passive-target epochs (n elements and the
+   * ticket counter), accessed within the epochs that the program opens on
+   * the window (one window: making one costs as much as the rest of a
+   * small program). */
   if (rc == MPI_SUCCESS)
-    rc = MPI_Win_allocate((MPI_Aint)(n + (n & 1)) * (MPI_Aint)sizeof(double), (int)sizeof(double), info, comm,
-                          &w->shadow, &w->mpi);
-  /* The marks of passive-target epochs (n elements and the ticket
-   * counter), under a lock_all that lasts as long as the window. */
-  w->mw = MPI_WIN_NULL;
-  if (rc == MPI_SUCCESS)
-    rc = MPI_Win_allocate((MPI_Aint)(n + 1 + ((n + 1) & 1)) * (MPI_Aint)sizeof(uint64_t), (int)sizeof(uint64_t),
-                          MPI_INFO_NULL, comm, &w->mk, &w->mw);
+    rc = MPI_Win_allocate((MPI_Aint)(mark_at(n) + n + 1 + ((n + 1) & 1)) * (MPI_Aint)sizeof(double),
+                          (int)sizeof(double), info, comm, &w->shadow, &w->mpi);
   if (rc == MPI_SUCCESS) {
-    MPI_Win_set_errhandler(w->mw, MPI_ERRORS_RETURN);
+    w->mk = (uint64_t *)(w->shadow + mark_at(n));
     memset(w->mk, 0, ((size_t)n + 1) * sizeof *w->mk);
     w->seen = calloc((size_t)n + 1, sizeof *w->seen);
     w->lk = calloc((size_t)c->size, sizeof *w->lk);
-    rc = w->seen && w->lk ? MPI_Win_lock_all(MPI_MODE_NOCHECK, w->mw) : MPI_ERR_NO_MEM;
+    if (!w->seen || !w->lk) rc = MPI_ERR_NO_MEM;
   }
   if (rc == MPI_SUCCESS && win_keyval == MPI_KEYVAL_INVALID)
     rc = MPI_Win_create_keyval(MPI_WIN_NULL_COPY_FN, MPI_WIN_NULL_DELETE_FN, &win_keyval, NULL);
   if (rc == MPI_SUCCESS) rc = MPI_Win_set_attr(w->mpi, win_keyval, w);
   if (rc != MPI_SUCCESS) {
     if (w->mpi != MPI_WIN_NULL) MPI_Win_free(&w->mpi);
-    if (w->mw != MPI_WIN_NULL) MPI_Win_free(&w->mw);
     free(w->seen);
     free(w->lk);
     if (allocate) free(ubase);
@@ -447,8 +446,6 @@ int ad_mpi_win_free(MPI_Win *mwin) {
     if (ok && t && w->pw && w->pw->tape == t && !pw_end(w, t, my_tickets(w)))
       rc = refuse(seen, MPI_ERR_NO_MEM, "ad_mpi_win_free: no memory for the record");
   }
-  MPI_Win_unlock_all(w->mw);
-  MPI_Win_free(&w->mw);
   int frc = MPI_Win_free(&w->mpi);
   if (frc != MPI_SUCCESS) return ad__mpi_forward_error(seen, frc, "ad_mpi_win_free");
   for (win **p = &wins; *p; p = &(*p)->next)
@@ -1279,7 +1276,10 @@ static pwin *pw_make(ad_tape *t, win *w) {
 static int64_t my_tickets(win *w) {
   uint64_t v = 0;
   int me = w->c->rank;
-  if (MPI_Fetch_and_op(NULL, &v, MPI_UINT64_T, me, w->n, MPI_NO_OP, w->mw) == MPI_SUCCESS) MPI_Win_flush(me, w->mw);
+  if (MPI_Win_lock(MPI_LOCK_SHARED, me, 0, w->mpi) != MPI_SUCCESS) return -1;
+  if (MPI_Fetch_and_op(NULL, &v, MPI_UINT64_T, me, mark_at(w->n) + w->n, MPI_NO_OP, w->mpi) == MPI_SUCCESS)
+    MPI_Win_flush(me, w->mpi);
+  MPI_Win_unlock(me, w->mpi);
   return (int64_t)v;
 }
 
@@ -1323,8 +1323,9 @@ static int passive_check(win *w, ad_tape *t, ad_tape *seen, const char *fn) {
 static int read_marks(win *w, uint64_t *m) {
   int me = w->c->rank, rc = MPI_SUCCESS;
   if (w->n > 0)
-    rc = MPI_Get_accumulate(NULL, 0, MPI_UINT64_T, m, w->n, MPI_UINT64_T, me, 0, w->n, MPI_UINT64_T, MPI_NO_OP, w->mw);
-  return rc == MPI_SUCCESS ? MPI_Win_flush(me, w->mw) : rc;
+    rc = MPI_Get_accumulate(NULL, 0, MPI_UINT64_T, m, w->n, MPI_UINT64_T, me, mark_at(w->n), w->n, MPI_UINT64_T,
+                            MPI_NO_OP, w->mpi);
+  return rc == MPI_SUCCESS ? MPI_Win_flush(me, w->mpi) : rc;
 }
 
 /* This rank's synchronisation point: remote writes in, own stores out. */
@@ -1347,8 +1348,8 @@ static int psync(win *w, ad_tape *t, ad_tape *seen, const char *fn) {
     todo = m[e] != w->seen[e] || !same_real(w->base[e], w->snap[e]);
   uint64_t s = 0, one = 1;
   if (todo && rc == MPI_SUCCESS) {
-    rc = MPI_Fetch_and_op(&one, &s, MPI_UINT64_T, me, n, MPI_SUM, w->mw);
-    if (rc == MPI_SUCCESS) rc = MPI_Win_flush(me, w->mw);
+    rc = MPI_Fetch_and_op(&one, &s, MPI_UINT64_T, me, mark_at(n) + n, MPI_SUM, w->mpi);
+    if (rc == MPI_SUCCESS) rc = MPI_Win_flush(me, w->mpi);
     if (rc == MPI_SUCCESS) rc = read_marks(w, m);
     if (rc == MPI_SUCCESS) rc = MPI_Win_sync(w->mpi);
   }
@@ -1485,15 +1486,16 @@ static int batch_complete(win *w, int target, ad_tape *t, ad_tape *seen, const c
   uint64_t one = 1, b = 0;
   uint64_t *mb = malloc((size_t)maxc * sizeof *mb);
   int rc = mb ? MPI_Win_flush(target, w->mpi) : MPI_ERR_NO_MEM;
-  if (rc == MPI_SUCCESS) rc = MPI_Fetch_and_op(&one, &b, MPI_UINT64_T, target, w->sizes[target], MPI_SUM, w->mw);
-  if (rc == MPI_SUCCESS) rc = MPI_Win_flush(target, w->mw);
+  int tm = mark_at(w->sizes[target]);
+  if (rc == MPI_SUCCESS) rc = MPI_Fetch_and_op(&one, &b, MPI_UINT64_T, target, tm + w->sizes[target], MPI_SUM, w->mpi);
+  if (rc == MPI_SUCCESS) rc = MPI_Win_flush(target, w->mpi);
   for (int c = 0; mb && c < maxc; c++) mb[c] = b + 1;
   for (int i = 0; i < w->nacc && rc == MPI_SUCCESS; i++) {
     const access *a = &w->acc[i];
     if (a->target == target && contributes(a->kind) && a->count)
-      rc = MPI_Accumulate(mb, a->count, MPI_UINT64_T, target, a->disp, a->count, MPI_UINT64_T, MPI_MAX, w->mw);
+      rc = MPI_Accumulate(mb, a->count, MPI_UINT64_T, target, tm + a->disp, a->count, MPI_UINT64_T, MPI_MAX, w->mpi);
   }
-  if (rc == MPI_SUCCESS) rc = MPI_Win_flush(target, w->mw);
+  if (rc == MPI_SUCCESS) rc = MPI_Win_flush(target, w->mpi);
   free(mb);
   ad_tape *rt = code == MPI_SUCCESS && rc == MPI_SUCCESS ? t : NULL;
   pbatch *x = NULL;
