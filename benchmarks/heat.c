@@ -131,6 +131,8 @@ static const variant variants[] = {
     {"ariadne_stmt", run_ariadne, HEAT_MODE_STMT, 1, 1, "ad_stmt_begin/end around each cell"},
     {"ariadne_custom", run_ariadne, HEAT_MODE_CUSTOM, 1, 1, "ad_custom with hand partials"},
     {"ariadne_tapeoff", run_ariadne, HEAT_MODE_TAPEOFF, 0, 1, "op code, active build, no tape recording"},
+    {"ariadne_tapeoff_custom", run_ariadne, HEAT_MODE_TAPEOFF_CUSTOM, 0, 1,
+     "custom code, active build, no tape recording"},
 #ifdef HEAT_HAVE_PORT
     {"port", run_ariadne, HEAT_MODE_PORT, 1, 1, "heat_kernel.c ported by ariadne-port"},
     {"port_fused", run_ariadne, HEAT_MODE_PORT_FUSED, 1, 1, "heat_kernel.c ported by ariadne-port --fused"},
@@ -415,7 +417,7 @@ int main(int argc, char **argv) {
   /* The table. */
   printf("heat kernel: N=%d T=%d (%.0f cell updates), reps=%d, %s\n", o.n, o.steps, cells, o.reps,
          o.fork ? "one process per variant" : "all variants in one process");
-  printf("%-16s %10s %10s %10s %10s %10s %8s %9s %9s %10s %9s  %s\n", "variant", "primal_ms", "record_ms", "reverse_ms",
+  printf("%-22s %10s %10s %10s %10s %10s %8s %9s %9s %10s %9s  %s\n", "variant", "primal_ms", "record_ms", "reverse_ms",
          "grad_ratio", "cold_ratio", "vs_adolc", "B/cell", "resv/used", "peakRSS_MB", "ok", "J");
   const slot *sa = &slots[NVAR - 1];
   double adolc_t = (sa->done && sa->r.rc == 0) ? sa->r.record_s + sa->r.reverse_s : NAN;
@@ -423,7 +425,7 @@ int main(int argc, char **argv) {
     const slot *s = &slots[v];
     if (!s->selected) continue;
     if (!variants[v].run) {
-      printf("%-16s skipped: %s\n", variants[v].name, variants[v].about);
+      printf("%-22s skipped: %s\n", variants[v].name, variants[v].about);
       continue;
     }
     double t = s->r.record_s + s->r.reverse_s;
@@ -432,7 +434,7 @@ int main(int argc, char **argv) {
     char resv[32] = "-";
     if (s->r.reserved_bytes > 0 && s->r.tape_bytes > 0)
       snprintf(resv, sizeof resv, "%.2f", s->r.reserved_bytes / s->r.tape_bytes);
-    printf("%-16s %10.2f %10.2f %10.2f %10.2f %10.2f %8s %9.1f %9s %10.1f %9s  %.12g%s%s\n", variants[v].name,
+    printf("%-22s %10.2f %10.2f %10.2f %10.2f %10.2f %8s %9.1f %9s %10.1f %9s  %.12g%s%s\n", variants[v].name,
            1e3 * s->primal_s, 1e3 * s->r.record_s, 1e3 * s->r.reverse_s, t / s->primal_s,
            (s->cold_record_s + s->cold_reverse_s) / s->primal_s, speedup, s->r.tape_bytes / cells, resv,
            s->rss_peak_mb - s->rss_start_mb, chk[v].ok ? "yes" : "NO", s->r.J, s->r.msg[0] ? "  " : "", s->r.msg);

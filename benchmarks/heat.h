@@ -70,11 +70,13 @@ enum {
   HEAT_MODE_PORT = 4,
   HEAT_MODE_PORT_FUSED = 5,
   HEAT_MODE_CXX = 6,
-  HEAT_MODE_VALUES = 7
+  HEAT_MODE_VALUES = 7,
+  HEAT_MODE_TAPEOFF_CUSTOM = 8
 };
 /* HEAT_MODE_TAPEOFF: the op code in the active build with no tape recording,
  * as checkpointed loops recompute steps and finite differences run: no
- * gradient, record_s is the time of the run. HEAT_MODE_PORT(_FUSED): the
+ * gradient, record_s is the time of the run; HEAT_MODE_TAPEOFF_CUSTOM the
+ * same with the custom cell. HEAT_MODE_PORT(_FUSED): the
  * plain double kernel heat_kernel.c ported by ariadne-port at build time.
  * HEAT_MODE_CXX: the op code's cell update in C++ with ariadne.hpp's
  * operators (heat_cxx.cpp, HEAT_HAVE_CXX). HEAT_MODE_VALUES: the cell's

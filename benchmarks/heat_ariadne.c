@@ -47,7 +47,7 @@ void heat_cxx_step(int n, const ad_real *u, ad_real *v);
 
 /* One explicit step on the interior; the boundary handles of u and v are the
  * inputs themselves and never change. The op, stmt and custom cells are
- * heat_ad.h's; tapeoff runs its default cell, the custom one. */
+ * heat_ad.h's; the tape-off variants run the op and the custom cell. */
 static void step(int mode, int n, const ad_real *u, ad_real *v) {
 #if defined(HEAT_HAVE_CXX) && !defined(ARIADNE_PASSIVE)
   if (mode == HEAT_MODE_CXX) {
@@ -65,7 +65,10 @@ static void step(int mode, int n, const ad_real *u, ad_real *v) {
     return;
   }
 #endif
-  heat_ad_rows(mode, n, 1, n - 1, u, v);
+  heat_ad_rows(mode == HEAT_MODE_TAPEOFF          ? HEAT_MODE_OP
+               : mode == HEAT_MODE_TAPEOFF_CUSTOM ? HEAT_MODE_CUSTOM
+                                                  : mode,
+               n, 1, n - 1, u, v);
 }
 
 heat_ad *HEAT_AD(create)(int n) {
@@ -102,7 +105,8 @@ int HEAT_AD(run)(heat_ad *h, int mode, int n, int steps, const double *u0, doubl
   double t0 = now();
   ad_tape_reset(h->tape);
   double t1 = now();
-  if (mode != HEAT_MODE_TAPEOFF) ad_tape_begin(h->tape);
+  int off = mode == HEAT_MODE_TAPEOFF || mode == HEAT_MODE_TAPEOFF_CUSTOM;
+  if (!off) ad_tape_begin(h->tape);
   for (size_t k = 0; k < nn; k++) h->x[k] = h->u[k] = h->v[k] = ad_input(u0[k]);
   ad_real *u = h->u, *v = h->v;
   for (int t = 0; t < steps; t++) {
@@ -112,12 +116,12 @@ int HEAT_AD(run)(heat_ad *h, int mode, int n, int steps, const double *u0, doubl
     v = w;
   }
   ad_real J = ad_dot(nn, u, u);
-  if (mode != HEAT_MODE_TAPEOFF) ad_tape_end(h->tape);
+  if (!off) ad_tape_end(h->tape);
   double t2 = now();
   out->J = ad_value(J);
   out->reset_s = t1 - t0;
   out->record_s = t2 - t0;
-  if (mode == HEAT_MODE_TAPEOFF) {
+  if (off) {
     ad_clear_last_error(); /* ad_input without a recording tape */
     return 0;
   }
