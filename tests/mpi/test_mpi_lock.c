@@ -34,6 +34,7 @@ static MPI_Op op_of(int code) { return code == 0 ? MPI_SUM : code == 1 ? MPI_REP
 #define FLUSH ad_mpi_win_flush
 #define FLUSH_ALL ad_mpi_win_flush_all
 #define FLUSH_LOCAL ad_mpi_win_flush_local
+#define FLUSH_LOCAL_ALL ad_mpi_win_flush_local_all
 #define WIN_SYNC ad_mpi_win_sync
 #define BARRIER() ad_mpi_barrier(MPI_COMM_WORLD)
 #define PUT ad_mpi_put
@@ -58,6 +59,7 @@ static MPI_Op op_of(int code) { return code == 0 ? MPI_SUM : code == 1 ? MPI_REP
 #undef FLUSH
 #undef FLUSH_ALL
 #undef FLUSH_LOCAL
+#undef FLUSH_LOCAL_ALL
 #undef WIN_SYNC
 #undef BARRIER
 #undef PUT
@@ -82,6 +84,7 @@ static MPI_Op op_of(int code) { return code == 0 ? MPI_SUM : code == 1 ? MPI_REP
 #define FLUSH MPI_Win_flush
 #define FLUSH_ALL MPI_Win_flush_all
 #define FLUSH_LOCAL MPI_Win_flush_local
+#define FLUSH_LOCAL_ALL MPI_Win_flush_local_all
 #define WIN_SYNC MPI_Win_sync
 #define BARRIER() MPI_Barrier(MPI_COMM_WORLD)
 #define PUT MPI_Put
@@ -536,12 +539,13 @@ static void F(acc_prog)(R *x, int n, R *y, int m, void *ctx) {
 
 /* Gets under shared locks, twice, with stores of the target between them:
  * what a rank stores and then synchronises is what later gets see. Two
- * overlapping gets in one epoch (reads may overlap). */
+ * overlapping gets in one epoch (reads may overlap); a last get in a
+ * lock_all epoch completed by flush_local_all. */
 static void F(get_prog)(R *x, int n, R *y, int m, void *ctx) {
   (void)m;
   (void)ctx;
   MPI_Win win;
-  R *u = F(alloc)(n, &win), r[N], r2[N], r3;
+  R *u = F(alloc)(n, &win), r[N], r2[N], r3, r4;
   LOCK(MPI_LOCK_EXCLUSIVE, mt_rank, 0, win);
   for (int i = 0; i < n; i++) u[i] = SIN(MUL(0.3, x[i]));
   UNLOCK(mt_rank, win);
@@ -559,7 +563,12 @@ static void F(get_prog)(R *x, int n, R *y, int m, void *ctx) {
   GET(&r3, 1, RT, left(), 1, 1, RT, win);
   FLUSH_LOCAL(left(), win);
   UNLOCK(left(), win);
-  for (int i = 0; i < n; i++) y[i] = ADD(MUL(r2[i], r[i]), MUL(r3, x[i]));
+  LOCK_ALL(0, win);
+  GET(&r4, 1, RT, right(), n - 1, 1, RT, win);
+  FLUSH_LOCAL_ALL(win); /* the fetched value is there now */
+  R r5 = MUL(r4, r4);
+  UNLOCK_ALL(win);
+  for (int i = 0; i < n; i++) y[i] = ADD(MUL(r2[i], r[i]), MUL(ADD(r3, r5), x[i]));
   BARRIER();
   WIN_FREE(&win);
 }
