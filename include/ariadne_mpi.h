@@ -468,11 +468,11 @@ int ad_mpi_get_accumulate(const void *origin_addr, int origin_count, MPI_Datatyp
 /* Passive-target synchronisation (docs/mpi-onesided.md, "Passive target").
  * On a window of ad_real: a rank's array changes only at its
  * synchronisation points, ad_mpi_win_sync, its lock and unlock of its own
- * part, ad_mpi_win_lock_all and ad_mpi_win_unlock_all, and the window's
- * free: there it takes in what completed operations of other ranks wrote,
- * and its own stores become visible to them (call ad_mpi_win_sync after the
- * synchronisation with the writer, as MPI's separate memory model
- * requires, before reading). An origin's operations on one target complete
+ * part, ad_mpi_win_lock_all and ad_mpi_win_unlock_all, ad_mpi_barrier and
+ * the window's free: there it takes in what completed operations of other
+ * ranks wrote, and its own stores become visible to them (after ordering
+ * writer and reader by a message rather than a barrier, call
+ * ad_mpi_win_sync before reading, as MPI's separate memory model requires). An origin's operations on one target complete
  * at ad_mpi_win_unlock, ad_mpi_win_unlock_all or a flush (flush_local is a
  * flush here); fetched values are in the result buffer then. Accumulates
  * with MPI_REPLACE and get_accumulates other than MPI_NO_OP need an

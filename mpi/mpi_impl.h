@@ -341,6 +341,11 @@ int ad__rma_reverse(ad_tape *t, ad__mrec *r);
 int ad__rma_forward(ad_tape *t, ad__mrec *r);
 void ad__rma_free(void *data);
 int ad__rma_sweep_check(ad_tape *t);
+/* At ad_mpi_barrier: every window of ad_real used in passive-target epochs
+ * synchronises this rank's part (as ad_mpi_win_sync), so that a program
+ * written for MPI's unified memory model (flush, barrier, read) reads what
+ * was completed before the barrier. */
+int ad__rma_barrier(void);
 /* The record's line for ad_tape_dump (describe.c). */
 int ad__mrec_describe(const void *data, char *buf, size_t size);
 

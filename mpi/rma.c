@@ -1716,6 +1716,21 @@ static int passive_sweep_check(ad_tape *t) {
   return 0;
 }
 
+int ad__rma_barrier(void) {
+  int rc = MPI_SUCCESS;
+  for (win *w = wins; w; w = w->next) {
+    if (w->mode == MODE_FENCE) continue;
+    /* a rank that made no passive-target call itself may be the target of
+     * others: tickets drawn at its part say so */
+    if (w->mode == MODE_NONE && my_tickets(w) <= 0) continue;
+    ad_tape *seen, *t = ad__mpi_tape(&seen);
+    if (passive_check(w, t, seen, "ad_mpi_barrier") != MPI_SUCCESS) continue; /* its own calls were refused */
+    w->mode = MODE_PASSIVE;
+    rc = first_error(rc, psync(w, t, seen, "ad_mpi_barrier"));
+  }
+  return rc;
+}
+
 /* ---- the sweeps ---------------------------------------------------------- */
 
 static int sweep_barrier(ad_tape *t, ad__comm *c, const char *what) {
