@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* One-sided communication on windows of ad_real memory, synchronised by
- * fences, and the adjoint and tangent actions of its epochs
- * (docs/mpi-onesided.md).
+ * fences or in passive-target epochs (the section "Passive target" below),
+ * and the adjoint and tangent actions of its epochs (docs/mpi-onesided.md).
  *
  * A window on ad_real memory is an MPI window over a shadow array of doubles
  * (the values) kept next to the user's array. The wrappers move values
