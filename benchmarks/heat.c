@@ -29,13 +29,6 @@
 
 #include "heat.h"
 
-/* Published values for n = 128, steps = 100 (12 significant digits). */
-#define REF_N 128
-#define REF_T 100
-#define REF_J 18150.0729665
-#define REF_G1 3.24572929612e-06 /* dJ/du0[n + 1] */
-#define REF_G2 8.41379276415e-05 /* dJ/du0[n*n/2 + n/2] */
-
 /* Tolerances. Values agree to the last bit where variants evaluate the same
  * expression; gradients may differ in the order of accumulation only. */
 #define TOL_J 1e-12
@@ -58,90 +51,28 @@ static double maxrss_mb(void) {
 /* Primal and hand-written adjoint                                           */
 /* ------------------------------------------------------------------------ */
 
-static inline double cell(double x, double n, double s, double w, double e) {
-  return x + HEAT_C * (n + s + w + e - 4.0 * x) + HEAT_DT * x * (1.0 - x) + HEAT_SIN_WEIGHT * sin(x);
-}
-
-static void step(int n, const double *restrict u, double *restrict v) {
-  for (int i = 1; i < n - 1; i++)
-    for (int j = 1; j < n - 1; j++) {
-      int k = i * n + j;
-      v[k] = cell(u[k], u[k - n], u[k + n], u[k - 1], u[k + 1]);
-    }
-}
-
-static double objective(size_t nn, const double *u) {
-  double J = 0.0;
-  for (size_t k = 0; k < nn; k++) J += u[k] * u[k];
-  return J;
-}
-
 typedef struct work {
   int n, steps;
-  double *a, *b;   /* primal state buffers */
-  double *states;  /* hand adjoint: all states, (steps + 1) * n * n */
+  double *a, *b;  /* primal state buffers */
+  double *states; /* hand adjoint: all states, (steps + 1) * n * n */
   double *ubar, *vbar;
-  void *ad;        /* Ariadne context */
+  void *ad; /* Ariadne context */
 } work;
 
 /* The primal: the boundary of both buffers holds u0 and is never written. */
-static double primal(work *w, const double *u0) {
-  size_t nn = (size_t)w->n * (size_t)w->n;
-  memcpy(w->a, u0, nn * sizeof(double));
-  memcpy(w->b, u0, nn * sizeof(double));
-  double *u = w->a, *v = w->b;
-  for (int t = 0; t < w->steps; t++) {
-    step(w->n, u, v);
-    double *x = u;
-    u = v;
-    v = x;
-  }
-  return objective(nn, u);
-}
+static double primal(work *w, const double *u0) { return heat_primal(w->n, w->steps, u0, w->a, w->b); }
 
-/* Hand-written adjoint: store every state forward, then run the transposed
- * step backwards. Boundary values pass through unchanged; an interior value
- * v[k] sends ubar * dv/dx to u[k] and ubar * c to its four neighbours. */
+/* Hand-written adjoint (heat_hand.c): store every state forward, then run
+ * the transposed step backwards. */
 static int run_hand(work *w, int mode, const double *u0, double *grad, heat_result *out) {
   (void)mode;
-  int n = w->n;
-  size_t nn = (size_t)n * (size_t)n;
+  size_t nn = (size_t)w->n * (size_t)w->n;
   memset(out, 0, sizeof *out);
   out->in_memory = 1;
   double t0 = now();
-  memcpy(w->states, u0, nn * sizeof(double));
-  for (int t = 0; t < w->steps; t++) {
-    const double *u = w->states + (size_t)t * nn;
-    double *v = w->states + (size_t)(t + 1) * nn;
-    memcpy(v, u, nn * sizeof(double)); /* the boundary */
-    step(n, u, v);
-  }
-  const double *uT = w->states + (size_t)w->steps * nn;
-  out->J = objective(nn, uT);
+  out->J = heat_hand_forward(w->n, w->steps, u0, w->states);
   double t1 = now();
-
-  double *vbar = w->vbar, *ubar = w->ubar;
-  for (size_t k = 0; k < nn; k++) vbar[k] = 2.0 * uT[k];
-  for (int t = w->steps - 1; t >= 0; t--) {
-    const double *u = w->states + (size_t)t * nn;
-    memcpy(ubar, vbar, nn * sizeof(double)); /* boundary pass-through; interior overwritten below */
-    for (int i = 1; i < n - 1; i++)
-      for (int j = 1; j < n - 1; j++) ubar[i * n + j] = 0.0;
-    for (int i = 1; i < n - 1; i++)
-      for (int j = 1; j < n - 1; j++) {
-        int k = i * n + j;
-        double b = vbar[k], x = u[k];
-        ubar[k] += b * (1.0 - 4.0 * HEAT_C + HEAT_DT * (1.0 - 2.0 * x) + HEAT_SIN_WEIGHT * cos(x));
-        ubar[k - n] += HEAT_C * b;
-        ubar[k + n] += HEAT_C * b;
-        ubar[k - 1] += HEAT_C * b;
-        ubar[k + 1] += HEAT_C * b;
-      }
-    double *x = ubar;
-    ubar = vbar;
-    vbar = x;
-  }
-  memcpy(grad, vbar, nn * sizeof(double));
+  heat_hand_reverse(w->n, w->steps, w->states, w->ubar, w->vbar, grad);
   double t2 = now();
   out->record_s = t1 - t0;
   out->reverse_s = t2 - t1;
@@ -183,10 +114,10 @@ typedef int (*run_fn)(work *w, int mode, const double *u0, double *grad, heat_re
 
 typedef struct variant {
   const char *name;
-  run_fn run;       /* NULL: not built */
+  run_fn run; /* NULL: not built */
   int mode;
-  int gradient;     /* computes dJ/du0 */
-  int context;      /* 0 none, 1 Ariadne active, 2 Ariadne passive */
+  int gradient; /* computes dJ/du0 */
+  int context;  /* 0 none, 1 Ariadne active, 2 Ariadne passive */
   const char *about;
 } variant;
 
@@ -200,6 +131,8 @@ static const variant variants[] = {
     {"ariadne_stmt", run_ariadne, HEAT_MODE_STMT, 1, 1, "ad_stmt_begin/end around each cell"},
     {"ariadne_custom", run_ariadne, HEAT_MODE_CUSTOM, 1, 1, "ad_custom with hand partials"},
     {"ariadne_tapeoff", run_ariadne, HEAT_MODE_TAPEOFF, 0, 1, "op code, active build, no tape recording"},
+    {"ariadne_tapeoff_custom", run_ariadne, HEAT_MODE_TAPEOFF_CUSTOM, 0, 1,
+     "custom code, active build, no tape recording"},
 #ifdef HEAT_HAVE_PORT
     {"port", run_ariadne, HEAT_MODE_PORT, 1, 1, "heat_kernel.c ported by ariadne-port"},
     {"port_fused", run_ariadne, HEAT_MODE_PORT_FUSED, 1, 1, "heat_kernel.c ported by ariadne-port --fused"},
@@ -222,11 +155,11 @@ static const variant variants[] = {
 
 /* What a variant's child hands back through shared memory. */
 typedef struct slot {
-  heat_result r;       /* minimum times over repetitions; values of the last one */
+  heat_result r;                        /* minimum times over repetitions; values of the last one */
   double cold_record_s, cold_reverse_s; /* the first repetition: fresh memory */
-  double primal_s;     /* minimum primal time measured in the same child */
-  double rss_start_mb; /* peak RSS when the variant started */
-  double rss_peak_mb;  /* peak RSS when it ended */
+  double primal_s;                      /* minimum primal time measured in the same child */
+  double rss_start_mb;                  /* peak RSS when the variant started */
+  double rss_peak_mb;                   /* peak RSS when it ended */
   int done, selected;
 } slot;
 
@@ -370,8 +303,10 @@ int main(int argc, char **argv) {
   options o = {REF_N, REF_T, 5, 1, 0, NULL};
   for (int a = 1; a < argc; a++) {
     const char *arg = argv[a];
-    if (!strncmp(arg, "--", 2)) arg += 2;
-    else if (arg[0] == '-') arg += 1;
+    if (!strncmp(arg, "--", 2))
+      arg += 2;
+    else if (arg[0] == '-')
+      arg += 1;
     if (!strcmp(arg, "no-fork")) {
       o.fork = 0;
     } else if (!strcmp(arg, "verbose") || !strcmp(arg, "v")) {
@@ -407,7 +342,7 @@ int main(int argc, char **argv) {
   }
   slot *slots = shared;
   double *grads = (double *)(slots + NVAR);
-  for (size_t k = 0; k < nn; k++) u0[k] = 0.5 + 0.4 * sin(0.37 * (double)k);
+  for (size_t k = 0; k < nn; k++) u0[k] = heat_u0((double)k);
 
   for (int v = 0; v < NVAR; v++) {
     slot *s = &slots[v];
@@ -432,7 +367,8 @@ int main(int argc, char **argv) {
     if (!s->done) {
       s->r.rc = -1;
       snprintf(s->r.msg, sizeof s->r.msg, "the variant's process died (%s %d)",
-               WIFSIGNALED(status) ? "signal" : "exit status", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+               WIFSIGNALED(status) ? "signal" : "exit status",
+               WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
     }
   }
 
@@ -481,15 +417,15 @@ int main(int argc, char **argv) {
   /* The table. */
   printf("heat kernel: N=%d T=%d (%.0f cell updates), reps=%d, %s\n", o.n, o.steps, cells, o.reps,
          o.fork ? "one process per variant" : "all variants in one process");
-  printf("%-16s %10s %10s %10s %10s %10s %8s %9s %9s %10s %9s  %s\n", "variant", "primal_ms", "record_ms",
-         "reverse_ms", "grad_ratio", "cold_ratio", "vs_adolc", "B/cell", "resv/used", "peakRSS_MB", "ok", "J");
+  printf("%-22s %10s %10s %10s %10s %10s %8s %9s %9s %10s %9s  %s\n", "variant", "primal_ms", "record_ms", "reverse_ms",
+         "grad_ratio", "cold_ratio", "vs_adolc", "B/cell", "resv/used", "peakRSS_MB", "ok", "J");
   const slot *sa = &slots[NVAR - 1];
   double adolc_t = (sa->done && sa->r.rc == 0) ? sa->r.record_s + sa->r.reverse_s : NAN;
   for (int v = 0; v < NVAR; v++) {
     const slot *s = &slots[v];
     if (!s->selected) continue;
     if (!variants[v].run) {
-      printf("%-16s skipped: %s\n", variants[v].name, variants[v].about);
+      printf("%-22s skipped: %s\n", variants[v].name, variants[v].about);
       continue;
     }
     double t = s->r.record_s + s->r.reverse_s;
@@ -498,7 +434,7 @@ int main(int argc, char **argv) {
     char resv[32] = "-";
     if (s->r.reserved_bytes > 0 && s->r.tape_bytes > 0)
       snprintf(resv, sizeof resv, "%.2f", s->r.reserved_bytes / s->r.tape_bytes);
-    printf("%-16s %10.2f %10.2f %10.2f %10.2f %10.2f %8s %9.1f %9s %10.1f %9s  %.12g%s%s\n", variants[v].name,
+    printf("%-22s %10.2f %10.2f %10.2f %10.2f %10.2f %8s %9.1f %9s %10.1f %9s  %.12g%s%s\n", variants[v].name,
            1e3 * s->primal_s, 1e3 * s->r.record_s, 1e3 * s->r.reverse_s, t / s->primal_s,
            (s->cold_record_s + s->cold_reverse_s) / s->primal_s, speedup, s->r.tape_bytes / cells, resv,
            s->rss_peak_mb - s->rss_start_mb, chk[v].ok ? "yes" : "NO", s->r.J, s->r.msg[0] ? "  " : "", s->r.msg);

@@ -58,6 +58,8 @@ extern "C" int heat_adolc_run(int n, int steps, const double *u0, double *grad, 
       for (int i = 1; i < n - 1; i++) {
         for (int j = 1; j < n - 1; j++) {
           int k = i * n + j;
+          /* HEAT_CELL of heat_kernel.h (a C header) written again for
+           * adouble, in the same order so that it computes the same bits. */
           const adouble &x = u[k];
           v[k] = x + HEAT_C * (u[k - n] + u[k + n] + u[k - 1] + u[k + 1] - 4.0 * x) + HEAT_DT * x * (1.0 - x) +
                  HEAT_SIN_WEIGHT * sin(x);

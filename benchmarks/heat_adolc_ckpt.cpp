@@ -32,7 +32,8 @@ static double now() {
 static int grid_n;
 static double *dbuf;
 
-/* The same expression, in the same order, as the primal's cell update. */
+/* The same expression, in the same order, as the primal's cell update
+ * (HEAT_CELL in heat_kernel.h, a C header), written again for adouble. */
 template <typename T> static T cell(const T &x, const T &n, const T &s, const T &w, const T &e) {
   return x + HEAT_C * (n + s + w + e - 4.0 * x) + HEAT_DT * x * (1.0 - x) + HEAT_SIN_WEIGHT * sin(x);
 }

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "heat.h"
+#include "heat_ad.h"
 
 #ifdef ARIADNE_PASSIVE
 #define HEAT_AD(name) heat_passive_##name
@@ -33,28 +33,6 @@ static double now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* One cell update, one Ariadne operation per C operation, in the order in
- * which C evaluates the primal expression, so that all variants compute
- * bit-identical values. */
-static ad_real cell_op(ad_real x, ad_real n, ad_real s, ad_real w, ad_real e) {
-  ad_real lap = ad_sub(ad_add(ad_add(ad_add(n, s), w), e), ad_mul(4.0, x));
-  ad_real v = ad_add(x, ad_mul(HEAT_C, lap));
-  v = ad_add(v, ad_mul(ad_mul(HEAT_DT, x), ad_sub(1.0, x)));
-  return ad_add(v, ad_mul(HEAT_SIN_WEIGHT, ad_sin(x)));
-}
-
-/* The same update as one statement with hand-computed local partials:
- * dv/dx = 1 - 4c + dt*(1 - 2x) + 0.01*cos(x), dv/d(neighbour) = c. */
-static ad_real cell_custom(ad_real x, ad_real n, ad_real s, ad_real w, ad_real e) {
-  double xv = ad_value(x);
-  double value = xv + HEAT_C * (ad_value(n) + ad_value(s) + ad_value(w) + ad_value(e) - 4.0 * xv) +
-                 HEAT_DT * xv * (1.0 - xv) + HEAT_SIN_WEIGHT * sin(xv);
-  ad_real args[5] = {x, n, s, w, e};
-  double partials[5] = {1.0 - 4.0 * HEAT_C + HEAT_DT * (1.0 - 2.0 * xv) + HEAT_SIN_WEIGHT * cos(xv), HEAT_C, HEAT_C,
-                        HEAT_C, HEAT_C};
-  return ad_custom(value, 5, args, partials);
-}
-
 #if defined(HEAT_HAVE_PORT) && !defined(ARIADNE_PASSIVE)
 /* heat_kernel.c, the plain double step, ported at build time by ariadne-port
  * op by op (suffix _port) and with --fused (suffix _fused). */
@@ -68,7 +46,8 @@ void heat_cxx_step(int n, const ad_real *u, ad_real *v);
 #endif
 
 /* One explicit step on the interior; the boundary handles of u and v are the
- * inputs themselves and never change. */
+ * inputs themselves and never change. The op, stmt and custom cells are
+ * heat_ad.h's; the tape-off variants run the op and the custom cell. */
 static void step(int mode, int n, const ad_real *u, ad_real *v) {
 #if defined(HEAT_HAVE_CXX) && !defined(ARIADNE_PASSIVE)
   if (mode == HEAT_MODE_CXX) {
@@ -86,24 +65,10 @@ static void step(int mode, int n, const ad_real *u, ad_real *v) {
     return;
   }
 #endif
-  for (int i = 1; i < n - 1; i++) {
-    for (int j = 1; j < n - 1; j++) {
-      int k = i * n + j;
-      switch (mode) {
-      case HEAT_MODE_OP:
-        v[k] = cell_op(u[k], u[k - n], u[k + n], u[k - 1], u[k + 1]);
-        break;
-      case HEAT_MODE_STMT:
-        /* The region is preaccumulated into one statement with five arguments. */
-        ad_stmt_begin();
-        v[k] = ad_stmt_end(cell_op(u[k], u[k - n], u[k + n], u[k - 1], u[k + 1]));
-        break;
-      default:
-        v[k] = cell_custom(u[k], u[k - n], u[k + n], u[k - 1], u[k + 1]);
-        break;
-      }
-    }
-  }
+  heat_ad_rows(mode == HEAT_MODE_TAPEOFF          ? HEAT_MODE_OP
+               : mode == HEAT_MODE_TAPEOFF_CUSTOM ? HEAT_MODE_CUSTOM
+                                                  : mode,
+               n, 1, n - 1, u, v);
 }
 
 heat_ad *HEAT_AD(create)(int n) {
@@ -140,7 +105,8 @@ int HEAT_AD(run)(heat_ad *h, int mode, int n, int steps, const double *u0, doubl
   double t0 = now();
   ad_tape_reset(h->tape);
   double t1 = now();
-  if (mode != HEAT_MODE_TAPEOFF) ad_tape_begin(h->tape);
+  int off = mode == HEAT_MODE_TAPEOFF || mode == HEAT_MODE_TAPEOFF_CUSTOM;
+  if (!off) ad_tape_begin(h->tape);
   for (size_t k = 0; k < nn; k++) h->x[k] = h->u[k] = h->v[k] = ad_input(u0[k]);
   ad_real *u = h->u, *v = h->v;
   for (int t = 0; t < steps; t++) {
@@ -150,12 +116,12 @@ int HEAT_AD(run)(heat_ad *h, int mode, int n, int steps, const double *u0, doubl
     v = w;
   }
   ad_real J = ad_dot(nn, u, u);
-  if (mode != HEAT_MODE_TAPEOFF) ad_tape_end(h->tape);
+  if (!off) ad_tape_end(h->tape);
   double t2 = now();
   out->J = ad_value(J);
   out->reset_s = t1 - t0;
   out->record_s = t2 - t0;
-  if (mode == HEAT_MODE_TAPEOFF) {
+  if (off) {
     ad_clear_last_error(); /* ad_input without a recording tape */
     return 0;
   }

@@ -88,79 +88,6 @@ static double maxrss_mb(void) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Primal and hand-written adjoint (as in heat.c)                            */
-/* ------------------------------------------------------------------------ */
-
-static void step(int n, const double *restrict u, double *restrict v) {
-  for (int i = 1; i < n - 1; i++)
-    for (int j = 1; j < n - 1; j++) {
-      int k = i * n + j;
-      v[k] = heat_cell(u[k], u[k - n], u[k + n], u[k - 1], u[k + 1]);
-    }
-}
-
-static double objective(size_t nn, const double *u) {
-  double J = 0.0;
-  for (size_t k = 0; k < nn; k++) J += u[k] * u[k];
-  return J;
-}
-
-static double primal(int n, int steps, const double *u0, double *a, double *b) {
-  size_t nn = (size_t)n * (size_t)n;
-  memcpy(a, u0, nn * sizeof(double));
-  memcpy(b, u0, nn * sizeof(double));
-  double *u = a, *v = b;
-  for (int t = 0; t < steps; t++) {
-    step(n, u, v);
-    double *x = u;
-    u = v;
-    v = x;
-  }
-  return objective(nn, u);
-}
-
-/* Every state stored forward, then the transposed steps backwards. */
-static double hand(int n, int steps, const double *u0, double *states, double *ubar, double *vbar, double *grad,
-                   double *record_s, double *reverse_s) {
-  size_t nn = (size_t)n * (size_t)n;
-  double t0 = now();
-  memcpy(states, u0, nn * sizeof(double));
-  for (int t = 0; t < steps; t++) {
-    const double *u = states + (size_t)t * nn;
-    double *v = states + (size_t)(t + 1) * nn;
-    memcpy(v, u, nn * sizeof(double));
-    step(n, u, v);
-  }
-  const double *uT = states + (size_t)steps * nn;
-  double J = objective(nn, uT);
-  double t1 = now();
-  for (size_t k = 0; k < nn; k++) vbar[k] = 2.0 * uT[k];
-  for (int t = steps - 1; t >= 0; t--) {
-    const double *u = states + (size_t)t * nn;
-    memcpy(ubar, vbar, nn * sizeof(double));
-    for (int i = 1; i < n - 1; i++)
-      for (int j = 1; j < n - 1; j++) ubar[i * n + j] = 0.0;
-    for (int i = 1; i < n - 1; i++)
-      for (int j = 1; j < n - 1; j++) {
-        int k = i * n + j;
-        double b = vbar[k], x = u[k];
-        ubar[k] += b * (1.0 - 4.0 * HEAT_C + HEAT_DT * (1.0 - 2.0 * x) + HEAT_SIN_WEIGHT * cos(x));
-        ubar[k - n] += HEAT_C * b;
-        ubar[k + n] += HEAT_C * b;
-        ubar[k - 1] += HEAT_C * b;
-        ubar[k + 1] += HEAT_C * b;
-      }
-    double *x = ubar;
-    ubar = vbar;
-    vbar = x;
-  }
-  memcpy(grad, vbar, nn * sizeof(double));
-  *record_s = t1 - t0;
-  *reverse_s = now() - t1;
-  return J;
-}
-
-/* ------------------------------------------------------------------------ */
 /* Variants                                                                  */
 /* ------------------------------------------------------------------------ */
 
@@ -337,7 +264,7 @@ static void measure(const options *o, const variant *v, const double *u0, double
   if (rc) snprintf(s->msg, sizeof s->msg, "out of memory setting up the variant");
   for (int rep = 0; rep < o->reps && !rc; rep++) {
     double t0 = now(), c0 = cpu_now();
-    double Jp = primal(n, o->steps, u0, a, b);
+    double Jp = heat_primal(n, o->steps, u0, a, b);
     double tp = now() - t0, cp = cpu_now() - c0, rec = 0.0, rev = 0.0;
     c0 = cpu_now();
     switch (v->kind) {
@@ -345,10 +272,16 @@ static void measure(const options *o, const variant *v, const double *u0, double
       s->J = Jp;
       rec = tp;
       break;
-    case K_HAND:
-      s->J = hand(n, o->steps, u0, states, ubar, vbar, grad, &rec, &rev);
+    case K_HAND: {
+      double t1 = now();
+      s->J = heat_hand_forward(n, o->steps, u0, states);
+      double t2 = now();
+      heat_hand_reverse(n, o->steps, states, ubar, vbar, grad);
+      rec = t2 - t1;
+      rev = now() - t2;
       s->outer_bytes = (double)(o->steps + 1) * (double)nn * sizeof(double);
       break;
+    }
     case K_TAPED:
     case K_CKPT:
       rc = run_ariadne(o, v, &ac, u0, grad, s, &rec, &rev);
@@ -496,7 +429,7 @@ int main(int argc, char **argv) {
   }
   slot *slots = shared;
   double *grads = (double *)(slots + NVAR);
-  for (size_t k = 0; k < nn; k++) u0[k] = 0.5 + 0.4 * sin(0.37 * (double)k);
+  for (size_t k = 0; k < nn; k++) u0[k] = heat_u0((double)k);
 
   for (int v = 0; v < NVAR; v++) {
     slot *s = &slots[v];

@@ -18,11 +18,6 @@ typedef struct stepper {
                    checkpointing): every cell through ad_custom, partials included */
 } stepper;
 
-/* One cell update of the primal, written once for every variant. */
-static inline double heat_cell(double x, double n, double s, double w, double e) {
-  return x + HEAT_C * (n + s + w + e - 4.0 * x) + HEAT_DT * x * (1.0 - x) + HEAT_SIN_WEIGHT * sin(x);
-}
-
 int heat_step(void *ud, int64_t i, size_t *nstate, ad_real *u, size_t *pbytes, void *pstate);
 AD_CKPT_TWIN_DECL(heat_step);
 

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The heat kernel's step in C++ with ariadne.hpp's operators: the cell
- * update of heat_ariadne.c's cell_op written as plain arithmetic. C++
+ * update of heat_ad.h's heat_cell_op (the formula of HEAT_CELL in
+ * heat_kernel.h) written again as plain arithmetic, on purpose: this
+ * variant measures the operators. C++
  * evaluates it in the same order as the nested ad_* calls, so it records the
  * same statements and gives the same gradient bits (the benchmark's
  * cxx_op variant, checked against the hand adjoint like the others).

@@ -33,16 +33,7 @@
 #include <string.h>
 #include <time.h>
 
-#define HEAT_C 0.2
-#define HEAT_DT 0.1
-#define HEAT_SIN_WEIGHT 0.01
-
-/* Published values for n = 128, steps = 100 (12 significant digits). */
-#define REF_N 128
-#define REF_T 100
-#define REF_J 18150.0729665
-#define REF_G1 3.24572929612e-06 /* dJ/du0[n + 1] */
-#define REF_G2 8.41379276415e-05 /* dJ/du0[n*n/2 + n/2] */
+#include "heat_ad.h"
 
 /* Values differ from the serial ones only in the order of the sums (the
  * allreduce, the adjoints of ghost cells added on their owner), so they agree
@@ -67,9 +58,9 @@ typedef struct result {
   int ranks, ran;
   double primal_s, record_s, reverse_s, grad_s; /* minima over the repetitions of the slowest rank */
   double J, J_primal;
-  uint64_t forward_bytes, adjoint_bytes;        /* summed over the ranks, last repetition */
-  int bytes_equal;                              /* adjoint == forward in every repetition */
-  double tape_bytes;                            /* summed over the ranks */
+  uint64_t forward_bytes, adjoint_bytes; /* summed over the ranks, last repetition */
+  int bytes_equal;                       /* adjoint == forward in every repetition */
+  double tape_bytes;                     /* summed over the ranks */
   double J_err, grad_err, ref_J_err, ref_g1_err, ref_g2_err, g1, g2;
   int ref, failures;
   char msg[160];
@@ -112,52 +103,14 @@ static void polite_barrier(MPI_Comm comm) {
 /* The serial reference: primal and hand-written adjoint on the whole grid   */
 /* ------------------------------------------------------------------------ */
 
-static inline double cell(double x, double n, double s, double w, double e) {
-  return x + HEAT_C * (n + s + w + e - 4.0 * x) + HEAT_DT * x * (1.0 - x) + HEAT_SIN_WEIGHT * sin(x);
-}
-
-/* Every state is stored forward, then the transposed steps run backwards:
- * an interior value v[k] sends vbar * dv/dx to u[k] and vbar * c to each of
- * its four neighbours; boundary values pass their adjoint through. */
+/* Every state is stored forward, then the transposed steps run backwards
+ * (heat_hand.c). */
 static double serial_gradient(int n, int steps, const double *u0, double *grad) {
   size_t nn = (size_t)n * (size_t)n;
   double *states = xcalloc((size_t)(steps + 1) * nn, sizeof *states);
   double *ubar = xcalloc(nn, sizeof *ubar), *vbar = xcalloc(nn, sizeof *vbar);
-  memcpy(states, u0, nn * sizeof *states);
-  for (int t = 0; t < steps; t++) {
-    const double *u = states + (size_t)t * nn;
-    double *v = states + (size_t)(t + 1) * nn;
-    memcpy(v, u, nn * sizeof *v);
-    for (int i = 1; i < n - 1; i++)
-      for (int j = 1; j < n - 1; j++) {
-        int k = i * n + j;
-        v[k] = cell(u[k], u[k - n], u[k + n], u[k - 1], u[k + 1]);
-      }
-  }
-  const double *uT = states + (size_t)steps * nn;
-  double J = 0.0;
-  for (size_t k = 0; k < nn; k++) J += uT[k] * uT[k];
-  for (size_t k = 0; k < nn; k++) vbar[k] = 2.0 * uT[k];
-  for (int t = steps - 1; t >= 0; t--) {
-    const double *u = states + (size_t)t * nn;
-    memcpy(ubar, vbar, nn * sizeof *ubar);
-    for (int i = 1; i < n - 1; i++)
-      for (int j = 1; j < n - 1; j++) ubar[i * n + j] = 0.0;
-    for (int i = 1; i < n - 1; i++)
-      for (int j = 1; j < n - 1; j++) {
-        int k = i * n + j;
-        double b = vbar[k], x = u[k];
-        ubar[k] += b * (1.0 - 4.0 * HEAT_C + HEAT_DT * (1.0 - 2.0 * x) + HEAT_SIN_WEIGHT * cos(x));
-        ubar[k - n] += HEAT_C * b;
-        ubar[k + n] += HEAT_C * b;
-        ubar[k - 1] += HEAT_C * b;
-        ubar[k + 1] += HEAT_C * b;
-      }
-    double *x = ubar;
-    ubar = vbar;
-    vbar = x;
-  }
-  memcpy(grad, vbar, nn * sizeof *grad);
+  double J = heat_hand_forward(n, steps, u0, states);
+  heat_hand_reverse(n, steps, states, ubar, vbar, grad);
   free(states);
   free(ubar);
   free(vbar);
@@ -174,11 +127,12 @@ typedef struct block {
   MPI_Comm comm;
   int rank, size, n, steps, variant;
   int row0, rows;
-  int up, down; /* neighbour ranks, MPI_PROC_NULL beyond the grid */
-  double *u, *v;          /* primal state */
+  int li0, li1;  /* the local rows [li0, li1) that a step updates: the own rows but the grid's boundary */
+  int up, down;  /* neighbour ranks, MPI_PROC_NULL beyond the grid */
+  double *u, *v; /* primal state */
   ad_tape *tape;
-  ad_real *x, *ua, *va;   /* inputs (own rows) and active state */
-  double *g;              /* dJ/du0 of the own rows */
+  ad_real *x, *ua, *va; /* inputs (own rows) and active state */
+  double *g;            /* dJ/du0 of the own rows */
 } block;
 
 static void block_rows(int n, int size, int rank, int *row0, int *rows) {
@@ -191,7 +145,7 @@ static void initial_rows(const block *b, double *u0) {
   for (int li = 0; li < b->rows; li++)
     for (int j = 0; j < b->n; j++) {
       int k = (b->row0 + li) * b->n + j;
-      u0[li * b->n + j] = 0.5 + 0.4 * sin(0.37 * k);
+      u0[li * b->n + j] = heat_u0(k);
     }
 }
 
@@ -207,14 +161,7 @@ static double primal(block *b, const double *u0) {
                  MPI_STATUS_IGNORE);
     MPI_Sendrecv(u + (size_t)b->rows * n, n, MPI_DOUBLE, b->down, 1, u, n, MPI_DOUBLE, b->up, 1, b->comm,
                  MPI_STATUS_IGNORE);
-    for (int li = 1; li <= b->rows; li++) {
-      int gi = b->row0 + li - 1;
-      if (gi == 0 || gi == n - 1) continue;
-      for (int j = 1; j < n - 1; j++) {
-        int k = li * n + j;
-        v[k] = cell(u[k], u[k - n], u[k + n], u[k - 1], u[k + 1]);
-      }
-    }
+    heat_kernel_rows(n, b->li0, b->li1, u, v);
     double *w = u;
     u = v;
     v = w;
@@ -223,23 +170,6 @@ static double primal(block *b, const double *u0) {
   for (size_t k = 0; k < own; k++) Jl += u[n + k] * u[n + k];
   MPI_Allreduce(&Jl, &J, 1, MPI_DOUBLE, MPI_SUM, b->comm);
   return J;
-}
-
-/* One operation per C operation, in the order C evaluates the primal. */
-static ad_real cell_op(ad_real x, ad_real n, ad_real s, ad_real w, ad_real e) {
-  ad_real lap = ad_sub(ad_add(ad_add(ad_add(n, s), w), e), ad_mul(4.0, x));
-  ad_real v = ad_add(x, ad_mul(HEAT_C, lap));
-  v = ad_add(v, ad_mul(ad_mul(HEAT_DT, x), ad_sub(1.0, x)));
-  return ad_add(v, ad_mul(HEAT_SIN_WEIGHT, ad_sin(x)));
-}
-
-/* The same update as one statement with its local partials. */
-static ad_real cell_custom(ad_real x, ad_real n, ad_real s, ad_real w, ad_real e) {
-  double xv = ad_value(x);
-  ad_real args[5] = {x, n, s, w, e};
-  double partials[5] = {1.0 - 4.0 * HEAT_C + HEAT_DT * (1.0 - 2.0 * xv) + HEAT_SIN_WEIGHT * cos(xv), HEAT_C, HEAT_C,
-                        HEAT_C, HEAT_C};
-  return ad_custom(cell(xv, ad_value(n), ad_value(s), ad_value(w), ad_value(e)), 5, args, partials);
 }
 
 /* The port of primal(): record, then one reverse sweep on every rank. */
@@ -257,15 +187,7 @@ static int gradient(block *b, const double *u0, double *J, double *record_s, dou
     if (rc == MPI_SUCCESS)
       rc = ad_mpi_sendrecv(u + (size_t)b->rows * n, n, AD_MPI_REAL, b->down, 1, u, n, AD_MPI_REAL, b->up, 1, b->comm,
                            MPI_STATUS_IGNORE);
-    for (int li = 1; li <= b->rows; li++) {
-      int gi = b->row0 + li - 1;
-      if (gi == 0 || gi == n - 1) continue;
-      for (int j = 1; j < n - 1; j++) {
-        int k = li * n + j;
-        v[k] = b->variant == VAR_OP ? cell_op(u[k], u[k - n], u[k + n], u[k - 1], u[k + 1])
-                                    : cell_custom(u[k], u[k - n], u[k + n], u[k - 1], u[k + 1]);
-      }
-    }
+    heat_ad_rows(b->variant == VAR_OP ? HEAT_MODE_OP : HEAT_MODE_CUSTOM, n, b->li0, b->li1, u, v);
     ad_real *w = u;
     u = v;
     v = w;
@@ -320,6 +242,8 @@ static void run_on(const options *o, MPI_Comm comm, const double *ref_g, double 
   b.steps = o->steps;
   b.variant = o->variant;
   block_rows(o->n, b.size, b.rank, &b.row0, &b.rows);
+  b.li0 = b.row0 == 0 ? 2 : 1;
+  b.li1 = b.row0 + b.rows == o->n ? b.rows : b.rows + 1;
   b.up = b.rank > 0 ? b.rank - 1 : MPI_PROC_NULL;
   b.down = b.rank < b.size - 1 ? b.rank + 1 : MPI_PROC_NULL;
   int n = o->n;
@@ -417,15 +341,15 @@ static void run_on(const options *o, MPI_Comm comm, const double *ref_g, double 
       r->ref_g1_err = rel(r->g1, REF_G1);
       r->ref_g2_err = rel(r->g2, REF_G2);
     }
-    if (!(r->J_err <= TOL_J * fmax(1.0, (double)n * n / (REF_N * REF_N)))) r->failures++, snprintf(r->msg, sizeof r->msg, "J differs from the serial J");
+    if (!(r->J_err <= TOL_J * fmax(1.0, (double)n * n / (REF_N * REF_N))))
+      r->failures++, snprintf(r->msg, sizeof r->msg, "J differs from the serial J");
     if (!(r->grad_err <= TOL_GRAD))
       r->failures++, snprintf(r->msg, sizeof r->msg, "the gradient differs from the serial gradient");
     if (r->ref && !(r->ref_J_err <= TOL_REF && r->ref_g1_err <= TOL_REF && r->ref_g2_err <= TOL_REF))
       r->failures++, snprintf(r->msg, sizeof r->msg, "J or dJ/du0 differs from the reference values");
     if (!bytes_equal)
-      r->failures++,
-          snprintf(r->msg, sizeof r->msg, "adjoint payload %llu bytes != forward payload %llu bytes",
-                   (unsigned long long)adj, (unsigned long long)fwd);
+      r->failures++, snprintf(r->msg, sizeof r->msg, "adjoint payload %llu bytes != forward payload %llu bytes",
+                              (unsigned long long)adj, (unsigned long long)fwd);
   }
   free(g);
   free(counts);
@@ -463,8 +387,8 @@ static void report(const options *o, int world_size, const result *res, int nres
       printf("%5d  skipped: only %d processes were launched\n", r->ranks, world_size);
       continue;
     }
-    printf("%5d %10.2f %10.2f %10.2f %10.2f %10.2f %11.1f %8.3f %8.1f %13.2e %4s  %.12g\n", r->ranks,
-           1e3 * r->primal_s, 1e3 * r->record_s, 1e3 * r->reverse_s, 1e3 * r->grad_s, r->grad_s / r->primal_s,
+    printf("%5d %10.2f %10.2f %10.2f %10.2f %10.2f %11.1f %8.3f %8.1f %13.2e %4s  %.12g\n", r->ranks, 1e3 * r->primal_s,
+           1e3 * r->record_s, 1e3 * r->reverse_s, 1e3 * r->grad_s, r->grad_s / r->primal_s,
            (double)r->forward_bytes / 1024.0,
            r->forward_bytes ? (double)r->adjoint_bytes / (double)r->forward_bytes : NAN, r->tape_bytes / cells,
            r->grad_err, r->failures ? "NO" : "yes", r->J);
@@ -591,7 +515,7 @@ int main(int argc, char **argv) {
   double *ref_g = NULL, ref_J = 0.0;
   if (world_rank == 0) {
     double *u0 = xcalloc(nn, sizeof *u0);
-    for (size_t k = 0; k < nn; k++) u0[k] = 0.5 + 0.4 * sin(0.37 * (double)k);
+    for (size_t k = 0; k < nn; k++) u0[k] = heat_u0((double)k);
     ref_g = xcalloc(nn, sizeof *ref_g);
     ref_J = serial_gradient(o.n, o.steps, u0, ref_g);
     free(u0);

@@ -445,8 +445,9 @@ int ad_mpi_win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info, M
  * one), freed by ad_mpi_win_free. */
 int ad_mpi_win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr, MPI_Win *win);
 /* Collective. MPI_ERR_RMA_SYNC on every rank if any rank has operations not
- * yet completed by a fence. Records on tapes do not need the window: it may
- * be freed before the sweeps. */
+ * yet completed by a fence (or an unlock), or holds a lock. Records of
+ * fence epochs do not need the window: it may be freed before the sweeps;
+ * a window used in passive-target epochs is freed in the recording. */
 int ad_mpi_win_free(MPI_Win *win);
 /* Collective over the window's ranks; closes the epoch begun by the
  * previous fence and opens one (unless MPI_MODE_NOSUCCEED). It refuses, on
@@ -468,15 +469,30 @@ int ad_mpi_accumulate(const void *origin_addr, int origin_count, MPI_Datatype or
 int ad_mpi_get_accumulate(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, void *result_addr,
                           int result_count, MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp,
                           int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win);
-/* Passive-target synchronisation: MPI's own calls on windows these calls
- * did not create; on a window of ad_real they are refused with
- * MPI_ERR_RMA_SYNC and a sticky tape error (not differentiated: the target
- * makes no call in such an epoch; see docs/mpi-onesided.md). */
+/* Passive-target synchronisation (docs/mpi-onesided.md, "Passive target").
+ * On a window of ad_real: a rank's array changes only at its
+ * synchronisation points, ad_mpi_win_sync, its lock and unlock of its own
+ * part, ad_mpi_win_lock_all and ad_mpi_win_unlock_all, ad_mpi_barrier and
+ * the window's free: there it takes in what completed operations of other
+ * ranks wrote, and its own stores become visible to them (after ordering
+ * writer and reader by a message rather than a barrier, call
+ * ad_mpi_win_sync before reading, as MPI's separate memory model requires). An origin's operations on one target complete
+ * at ad_mpi_win_unlock, ad_mpi_win_unlock_all or a flush (flush_local is a
+ * flush here); fetched values are in the result buffer then. Accumulates
+ * with MPI_REPLACE and get_accumulates other than MPI_NO_OP need an
+ * exclusive lock (MPI_ERR_RMA_SYNC otherwise). A window used so while
+ * recording is created and freed in that recording; a window is used
+ * either with fences or with locks (MPI_ERR_RMA_SYNC). On other windows,
+ * MPI's own calls. */
 int ad_mpi_win_lock(int lock_type, int rank, int assert, MPI_Win win);
 int ad_mpi_win_unlock(int rank, MPI_Win win);
 int ad_mpi_win_lock_all(int assert, MPI_Win win);
 int ad_mpi_win_unlock_all(MPI_Win win);
 int ad_mpi_win_flush(int rank, MPI_Win win);
+int ad_mpi_win_flush_all(MPI_Win win);
+int ad_mpi_win_flush_local(int rank, MPI_Win win);
+int ad_mpi_win_flush_local_all(MPI_Win win);
+int ad_mpi_win_sync(MPI_Win win);
 /* ---- end of one-sided communication ------------------------------------- */
 
 #else /* ARIADNE_PASSIVE: every wrapper is its MPI twin. */
@@ -621,6 +637,10 @@ typedef MPI_Message ad_mpi_message;
 #define ad_mpi_win_lock_all MPI_Win_lock_all
 #define ad_mpi_win_unlock_all MPI_Win_unlock_all
 #define ad_mpi_win_flush MPI_Win_flush
+#define ad_mpi_win_flush_all MPI_Win_flush_all
+#define ad_mpi_win_flush_local MPI_Win_flush_local
+#define ad_mpi_win_flush_local_all MPI_Win_flush_local_all
+#define ad_mpi_win_sync MPI_Win_sync
 /* ---- end of one-sided communication ---- */
 
 #endif /* ARIADNE_PASSIVE */

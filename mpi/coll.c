@@ -475,7 +475,12 @@ static int barrier_any(MPI_Comm comm, ad_mpi_request *req, const char *fn) {
   return pend_go(q, rc, mq, req);
 }
 
-int ad_mpi_barrier(MPI_Comm comm) { return barrier_any(comm, NULL, "ad_mpi_barrier"); }
+/* After a barrier, windows used in passive-target epochs take in what was
+ * completed before it (see ad__rma_barrier). */
+int ad_mpi_barrier(MPI_Comm comm) {
+  int rc = barrier_any(comm, NULL, "ad_mpi_barrier");
+  return rc == MPI_SUCCESS ? ad__rma_barrier() : rc;
+}
 int ad_mpi_ibarrier(MPI_Comm comm, ad_mpi_request *request) { return barrier_any(comm, request, "ad_mpi_ibarrier"); }
 
 static int bcast_any(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm, ad_mpi_request *req,

@@ -1166,6 +1166,8 @@ int ad__mpi_forward_error(ad_tape *t, int mpirc, const char *fn) {
   return mpirc;
 }
 
+double ad__mpi_timeout(void) { return timeout_s; }
+
 int ad__mpi_wait(ad_tape *t, MPI_Request *r, MPI_Status *st, const char *what) {
   double t0 = MPI_Wtime();
   unsigned spins = 0;

@@ -50,8 +50,10 @@ int ad__mrec_describe(const void *data, char *buf, size_t size) {
   const ad__mrec *r = data;
   ad__line l = {buf, size, 0};
   int kind = r->kind >= AD__M_SEND && r->kind <= AD__M_CANCELLED ? r->kind : 0;
-  if (r->kind == AD__M_RMA_FENCE || r->kind == AD__M_RMA_OPEN) {
-    ad__line_printf(&l, "%s", r->kind == AD__M_RMA_FENCE ? "win_fence" : "win_epoch_open");
+  if (r->kind >= AD__M_RMA_FENCE && r->kind <= AD__M_RMA_SYNC) {
+    static const char *rma_names[] = {"win_fence", "win_epoch_open", "win_create",
+                                      "win_free",  "win_unlock",     "win_sync"};
+    ad__line_printf(&l, "%s", rma_names[r->kind - AD__M_RMA_FENCE]);
     comm_field(&l, r->c);
     return (int)l.len;
   }

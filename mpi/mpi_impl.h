@@ -143,6 +143,8 @@ void ad__tan_set(ad_tape *t, const ad_index *h, int n, const double *buf);
 /* Wait for a request with the sweep timeout; on failure the tape gets a
  * pending error naming `what`. */
 int ad__mpi_wait(ad_tape *t, MPI_Request *r, MPI_Status *st, const char *what);
+/* The sweep timeout in seconds (ARIADNE_MPI_TIMEOUT, ad_mpi_set_timeout). */
+double ad__mpi_timeout(void);
 /* An operation that a failed wait left pending. A receive (is_recv) is
  * cancelled and completed: returns 1, its buffer may be freed. Anything else
  * (a send, a nonblocking collective) cannot be taken back: returns 0, and its
@@ -304,7 +306,11 @@ enum {
 /* One-sided communication (rma.c): kinds from 80 up. */
 enum {
   AD__M_RMA_FENCE = 80, /* a fence, with the epoch it closed */
-  AD__M_RMA_OPEN        /* the first access of an epoch on this tape */
+  AD__M_RMA_OPEN,       /* the first access of an epoch on this tape */
+  AD__M_RMA_PBEGIN,     /* a window created while recording */
+  AD__M_RMA_PEND,       /* its free, when it was used in passive-target epochs */
+  AD__M_RMA_BATCH,      /* an origin's passive-target accesses to one target, at their completion */
+  AD__M_RMA_SYNC        /* a rank's synchronisation of its part of a window */
 };
 
 /* A new record of `kind` on t with room for nin/nout handles (NULL, and a
@@ -360,6 +366,11 @@ int ad__rma_reverse(ad_tape *t, ad__mrec *r);
 int ad__rma_forward(ad_tape *t, ad__mrec *r);
 void ad__rma_free(void *data);
 int ad__rma_sweep_check(ad_tape *t);
+/* At ad_mpi_barrier: every window of ad_real used in passive-target epochs
+ * synchronises this rank's part (as ad_mpi_win_sync), so that a program
+ * written for MPI's unified memory model (flush, barrier, read) reads what
+ * was completed before the barrier. */
+int ad__rma_barrier(void);
 /* The record's line for ad_tape_dump (describe.c). */
 int ad__mrec_describe(const void *data, char *buf, size_t size);
 

@@ -131,6 +131,10 @@ static const mpi_fn fns[] = {
     {"MPI_Win_lock_all", NONE, 5, -1},
     {"MPI_Win_unlock_all", NONE, 5, -1},
     {"MPI_Win_flush", NONE, 5, -1},
+    {"MPI_Win_flush_all", NONE, 5, -1},
+    {"MPI_Win_flush_local", NONE, 5, -1},
+    {"MPI_Win_flush_local_all", NONE, 5, -1},
+    {"MPI_Win_sync", NONE, 5, -1},
     {NULL, NONE, 0, -1},
 };
 #undef P2P

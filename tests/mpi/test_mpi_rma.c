@@ -383,47 +383,6 @@ static void probe_create(void) {
            mt_size);
 }
 
-#ifndef ARIADNE_PASSIVE
-/* Passive-target epochs: refused on a window of ad_real with an error on
- * the tape; MPI's own on a plain window. */
-static void passive_target_test(void) {
-  ad_real *base = calloc(4, sizeof *base);
-  MPI_Win w;
-  MT_CHECK(ad_mpi_win_create(base, 4 * (MPI_Aint)sizeof(ad_real), (int)sizeof(ad_real), MPI_INFO_NULL, MPI_COMM_WORLD,
-                             &w) == MPI_SUCCESS);
-  ad_tape *t = ad_tape_create();
-  ad_tape_begin(t);
-  MT_CHECK(ad_mpi_win_lock(MPI_LOCK_SHARED, 0, 0, w) == MPI_ERR_RMA_SYNC);
-  MT_CHECK(ad_mpi_win_lock_all(0, w) == MPI_ERR_RMA_SYNC);
-  ad_tape_end(t);
-  MT_CHECK(ad_tape_error(t) == AD_ERR_MPI);
-  MT_CHECK(strstr(ad_tape_error_message(t), "passive-target") != NULL);
-  ad_tape_destroy(t);
-  MT_CHECK(ad_mpi_win_free(&w) == MPI_SUCCESS);
-  free(base);
-  int *ib = calloc(2, sizeof *ib);
-  MPI_Win pw;
-  MPI_Win_create(ib, 2 * (MPI_Aint)sizeof(int), (int)sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &pw);
-  if (mt_size > 1 || pw != MPI_WIN_NULL) {
-    int one = 1;
-    MT_CHECK(ad_mpi_win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, pw) == MPI_SUCCESS);
-    MT_CHECK(MPI_Accumulate(&one, 1, MPI_INT, 0, 0, 1, MPI_INT, MPI_SUM, pw) == MPI_SUCCESS);
-    MT_CHECK(ad_mpi_win_unlock(0, pw) == MPI_SUCCESS);
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (mt_rank == 0) {
-      MT_CHECK(ad_mpi_win_lock(MPI_LOCK_SHARED, 0, 0, pw) == MPI_SUCCESS);
-      int got = -1;
-      MT_CHECK(MPI_Get(&got, 1, MPI_INT, 0, 0, 1, MPI_INT, pw) == MPI_SUCCESS);
-      MT_CHECK(ad_mpi_win_flush(0, pw) == MPI_SUCCESS);
-      MT_CHECK(ad_mpi_win_unlock(0, pw) == MPI_SUCCESS);
-      MT_CHECK(got == mt_size);
-    }
-    MPI_Win_free(&pw);
-  }
-  free(ib);
-}
-#endif
-
 int main(int argc, char **argv) {
   mt_init(&argc, &argv);
   probe_create();
@@ -462,7 +421,6 @@ int main(int argc, char **argv) {
   usage_test();
   open_epoch_test();
   lost_epoch_test();
-  passive_target_test();
 #endif
   return mt_finalize();
 }

@@ -74,6 +74,7 @@ enum kind {
   K_SUBCOMM,
   K_NBCOLL,
   K_PERSIST,
+  K_RMA,
   K_COUNT
 };
 static const char *kind_name[K_COUNT] = {"blocking",   "sendrecv", "nonblocking",
@@ -83,9 +84,9 @@ static const char *kind_name[K_COUNT] = {"blocking",   "sendrecv", "nonblocking"
                                          "allgatherv", "alltoall", "alltoallv",
                                          "scan",       "exscan",   "reduce_scatter_block",
                                          "barrier",    "subcomm",  "nonblocking collectives",
-                                         "persistent"};
+                                         "persistent", "one-sided"};
 /* Point-to-point steps are drawn more often: they have the most variants. */
-static const int kind_weight[K_COUNT] = {4, 3, 4, 3, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1};
+static const int kind_weight[K_COUNT] = {4, 3, 4, 3, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1};
 
 typedef struct program {
   unsigned long long seed;
@@ -566,6 +567,76 @@ static void step_persist(ad_real *st, uint64_t *g, int k) {
   CALL(ad_mpi_request_free(&q[1]));
 }
 
+/* One-sided: a window of p + 1 elements per rank, made and freed in the
+ * step, synchronised by fences, by lock epochs (exclusive or shared), or by
+ * one lock_all epoch with flushes. Every rank stores into its own part, puts
+ * a value into element 1 + me of a random rank and adds one into element 0
+ * of another; after the synchronisation it reads its part and fetches one
+ * element of a third rank. Nothing conflicts, so the values do not depend
+ * on the order in which MPI applies the operations. */
+static void step_rma(ad_real *st, uint64_t *g, int k) {
+  (void)k;
+  int p = mt_size, me = mt_rank, sync = rng_int(g, 3), excl = rng_int(g, 2), n = p + 1 + ((p + 1) & 1);
+  int *tput = ints(p), *tacc = ints(p), *tget = ints(p), *eget = ints(p);
+  for (int r = 0; r < p; r++) {
+    tput[r] = rng_int(g, p);
+    tacc[r] = rng_int(g, p);
+    tget[r] = rng_int(g, p);
+    eget[r] = rng_int(g, p + 1);
+  }
+  ad_real *u = NULL, got, v[2] = {ad_sin(st[0]), ad_mul(st[1], st[2])};
+  MPI_Win win;
+  CALL(ad_mpi_win_allocate((MPI_Aint)n * (MPI_Aint)sizeof(ad_real), (int)sizeof(ad_real), MPI_INFO_NULL, MPI_COMM_WORLD,
+                           &u, &win));
+  if (sync == 0) {
+    for (int j = 0; j < n; j++) u[j] = ad_mul(st[(j + 3) % S], 0.5);
+    CALL(ad_mpi_win_fence(0, win));
+    CALL(ad_mpi_put(&v[0], 1, AD_MPI_REAL, tput[me], 1 + me, 1, AD_MPI_REAL, win));
+    CALL(ad_mpi_accumulate(&v[1], 1, AD_MPI_REAL, tacc[me], 0, 1, AD_MPI_REAL, MPI_SUM, win));
+    CALL(ad_mpi_win_fence(0, win));
+    CALL(ad_mpi_get(&got, 1, AD_MPI_REAL, tget[me], eget[me], 1, AD_MPI_REAL, win));
+    CALL(ad_mpi_win_fence(MPI_MODE_NOSUCCEED, win));
+  } else if (sync == 1) {
+    CALL(ad_mpi_win_lock(MPI_LOCK_EXCLUSIVE, me, 0, win));
+    for (int j = 0; j < n; j++) u[j] = ad_mul(st[(j + 3) % S], 0.5);
+    CALL(ad_mpi_win_unlock(me, win));
+    CALL(ad_mpi_barrier(MPI_COMM_WORLD));
+    CALL(ad_mpi_win_lock(excl ? MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED, tput[me], 0, win));
+    CALL(ad_mpi_put(&v[0], 1, AD_MPI_REAL, tput[me], 1 + me, 1, AD_MPI_REAL, win));
+    CALL(ad_mpi_win_unlock(tput[me], win));
+    CALL(ad_mpi_win_lock(excl ? MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED, tacc[me], 0, win));
+    CALL(ad_mpi_accumulate(&v[1], 1, AD_MPI_REAL, tacc[me], 0, 1, AD_MPI_REAL, MPI_SUM, win));
+    CALL(ad_mpi_win_unlock(tacc[me], win));
+    CALL(ad_mpi_barrier(MPI_COMM_WORLD));
+    CALL(ad_mpi_win_lock(MPI_LOCK_SHARED, tget[me], 0, win));
+    CALL(ad_mpi_get(&got, 1, AD_MPI_REAL, tget[me], eget[me], 1, AD_MPI_REAL, win));
+    CALL(ad_mpi_win_unlock(tget[me], win));
+    CALL(ad_mpi_win_lock(MPI_LOCK_SHARED, me, 0, win));
+    CALL(ad_mpi_win_unlock(me, win));
+  } else {
+    CALL(ad_mpi_win_lock_all(0, win));
+    for (int j = 0; j < n; j++) u[j] = ad_mul(st[(j + 3) % S], 0.5);
+    CALL(ad_mpi_win_sync(win));
+    CALL(ad_mpi_barrier(MPI_COMM_WORLD));
+    CALL(ad_mpi_put(&v[0], 1, AD_MPI_REAL, tput[me], 1 + me, 1, AD_MPI_REAL, win));
+    CALL(ad_mpi_accumulate(&v[1], 1, AD_MPI_REAL, tacc[me], 0, 1, AD_MPI_REAL, MPI_SUM, win));
+    CALL(ad_mpi_win_flush_all(win));
+    CALL(ad_mpi_barrier(MPI_COMM_WORLD));
+    CALL(ad_mpi_get(&got, 1, AD_MPI_REAL, tget[me], eget[me], 1, AD_MPI_REAL, win));
+    CALL(ad_mpi_win_flush(tget[me], win));
+    CALL(ad_mpi_win_sync(win));
+    CALL(ad_mpi_win_unlock_all(win));
+  }
+  ad_real b[4] = {got, u[0], u[1 + (me + 1) % p], u[1 + me]};
+  CALL(ad_mpi_barrier(MPI_COMM_WORLD)); /* every get is done before the free */
+  fold(st, b, 4, me % S);
+  CALL(ad_mpi_win_free(&win));
+  free(tput);
+  free(tacc);
+  free(tget);
+  free(eget);
+}
+
 /* Fan-in to a random root that receives with MPI_ANY_SOURCE, knowing only how
  * many messages come: blocking receives, or irecvs completed by waitany, or
  * (fenced by a barrier, so no later message can be taken) MPI_ANY_SOURCE with
@@ -963,6 +1034,9 @@ static void run_program(ad_real *x, int n, ad_real *y, int m, void *ctx) {
       break;
     case K_PERSIST:
       step_persist(st, &g, s);
+      break;
+    case K_RMA:
+      step_rma(st, &g, s);
       break;
     default:
       step_collective(st, &g, pr->kind[s]);
