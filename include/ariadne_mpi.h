@@ -9,8 +9,9 @@
  * _create_indexed_block, _create_hindexed(_block), _create_subarray,
  * _create_resized, _dup, _create_struct, nested) work in every wrapper
  * that moves data, blocking, nonblocking and persistent (alltoallw and the
- * neighbourhood collectives included), as their MPI_DOUBLE twins work; byte
- * displacements and extents are written with sizeof(ad_real) and offsetof.
+ * neighbourhood collectives included; not the one-sided calls), as their
+ * MPI_DOUBLE twins work; byte displacements and extents are written with
+ * sizeof(ad_real) and offsetof.
  * A struct mixing AD_MPI_REAL with passive fields works wherever data moves
  * without being reduced, except in (neighbor_)alltoallw. Predefined
  * reductions on derived types are refused with MPI_ERR_OP, as MPI refuses
