@@ -8,12 +8,13 @@
  * (MPI_Type_contiguous, _vector, _create_hvector, _indexed,
  * _create_indexed_block, _create_hindexed(_block), _create_subarray,
  * _create_resized, _dup, _create_struct, nested) work in every wrapper
- * that moves data, blocking, nonblocking and persistent (alltoallw and the
- * neighbourhood collectives included; not the one-sided calls), as their
+ * that moves data, blocking, nonblocking and persistent (alltoallw, the
+ * neighbourhood collectives and the one-sided accesses included), as their
  * MPI_DOUBLE twins work; byte displacements and extents are written with
  * sizeof(ad_real) and offsetof.
  * A struct mixing AD_MPI_REAL with passive fields works wherever data moves
- * without being reduced, except in (neighbor_)alltoallw. Predefined
+ * without being reduced, except in (neighbor_)alltoallw and one-sided
+ * accesses. Predefined
  * reductions on derived types are refused with MPI_ERR_OP, as MPI refuses
  * them; types Ariadne cannot handle are refused with MPI_ERR_TYPE
  * (docs/mpi.md). Buffers of any other datatype pass through to MPI untouched
@@ -430,9 +431,10 @@ int ad_mpi_neighbor_alltoallw_init(const void *sendbuf, const int sendcounts[], 
  * every rank. All calls return MPI error codes; a refused call leaves a
  * sticky error naming it on the recording tape.
  *
- * Access epochs are opened and closed by ad_mpi_win_fence. Inside one, only
- * AD_MPI_REAL data with equal origin and target counts (MPI_ERR_TYPE,
- * MPI_ERR_COUNT otherwise); a window that these calls did not create takes
+ * Access epochs are opened and closed by ad_mpi_win_fence (or are
+ * passive-target epochs, below). Inside one, only AD_MPI_REAL data and
+ * datatypes built on it without passive fields, with as many elements at
+ * the origin as at the target (MPI_ERR_TYPE, MPI_ERR_COUNT otherwise); a window that these calls did not create takes
  * other data and passes it to MPI (AD_MPI_REAL there is MPI_ERR_WIN). An
  * epoch's operations belong to one recording (MPI_ERR_RMA_SYNC otherwise),
  * and a sweep of a tape with an epoch still open fails (AD_ERR_MPI) on every

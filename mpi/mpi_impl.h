@@ -247,6 +247,11 @@ int ad__user_reduce(int kind, const void *sendbuf, void *recvbuf, int count, con
 int ad__dtype_check(const char *fn, MPI_Datatype t);
 void ad__dtype_copy(MPI_Datatype t, void *dst, const void *src, long long items);
 MPI_Aint ad__dtype_extent(MPI_Datatype t);
+/* The byte offsets of the ad_real elements of `count` items of t
+ * (AD_MPI_REAL, or a type built on it without passive fields), in typemap
+ * order, in *off (malloc'd): their number, or -1 after a refusal naming fn
+ * (MPI_ERR_TYPE). For one-sided communication. */
+long ad__dtype_offsets(const char *fn, MPI_Datatype t, int count, MPI_Aint **off);
 /* How far the elements of the last item of t reach beyond its extent. */
 MPI_Aint ad__dtype_tail(MPI_Datatype t);
 int ad__loc_reduce(int all, const void *sendbuf, void *recvbuf, int count, MPI_Op op, int root, MPI_Comm comm);

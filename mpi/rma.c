@@ -60,6 +60,8 @@ typedef struct access {
   double *val;   /* the origin values, which MPI may read until the fence */
   double *res;   /* fetched values, which MPI may write until the fence */
   ad_real *rbuf; /* the user's result buffer, filled at the fence */
+  ad_real **dst; /* a derived result type: where each element of rbuf (then
+                  * this access's own buffer) goes; NULL otherwise */
 } access;
 
 typedef struct win {
@@ -413,6 +415,18 @@ static void access_free(access *a) {
   free(a->in);
   free(a->val);
   free(a->res);
+  if (a->dst) {
+    free(a->rbuf);
+    free(a->dst);
+  }
+}
+
+/* The fetched values, as new handles (out: their handles, NULL if not
+ * recorded), where the user's result type puts them. */
+static void deliver(access *a, ad_tape *t, ad_index *out) {
+  ad__unpack(t, a->rbuf, a->count, a->res, out);
+  if (a->dst)
+    for (int k = 0; k < a->count; k++) *a->dst[k] = a->rbuf[k];
 }
 
 int ad_mpi_win_free(MPI_Win *mwin) {
@@ -482,8 +496,8 @@ static int in_some_window(const ad_real *p, int n) {
 /* Common part of put, get, accumulate and get_accumulate on a window of
  * ad_real memory. `origin` holds the contributed values, `result` receives
  * the fetched ones. */
-static int rma_access(const ad_real *origin, ad_real *result, int count, int target, MPI_Aint disp, int kind, MPI_Op op,
-                      win *w, const char *fn) {
+static int rma_access(const ad_real *origin, ad_real *result, ad_real **dst, int count, int target, MPI_Aint disp,
+                      int kind, MPI_Op op, win *w, const char *fn) {
   ad_tape *seen, *t = ad__mpi_tape(&seen);
   ad__mpi_note_coll(seen, w->c);
   if (count < 0) return refuse(seen, MPI_ERR_COUNT, "%s: negative count", fn);
@@ -517,7 +531,12 @@ static int rma_access(const ad_real *origin, ad_real *result, int count, int tar
                   "%s: the open epoch's earlier one-sided operations were recorded %s; one epoch belongs to one "
                   "recording",
                   fn, w->tape ? "on another tape" : "outside a recording");
-  if (returns(kind) && in_some_window(result, count))
+  int inwin = 0;
+  if (returns(kind) && dst)
+    for (int k = 0; k < count && !inwin; k++) inwin = in_some_window(dst[k], 1);
+  else if (returns(kind))
+    inwin = in_some_window(result, count);
+  if (inwin)
     return refuse(seen, MPI_ERR_BUFFER,
                   "%s: the result buffer lies in a window's memory; fetch into other memory and copy after the fence",
                   fn);
@@ -545,7 +564,7 @@ static int rma_access(const ad_real *origin, ad_real *result, int count, int tar
     r->rma = k;
     w->tok = k;
   }
-  access a = {target, (int)disp, count, kind, NULL, NULL, NULL, result};
+  access a = {target, (int)disp, count, kind, NULL, NULL, NULL, result, NULL};
   size_t sz = (size_t)(count ? count : 1);
   int nomem = 0;
   if (contributes(kind)) {
@@ -553,6 +572,16 @@ static int rma_access(const ad_real *origin, ad_real *result, int count, int tar
     if (t) nomem |= !(a.in = calloc(sz, sizeof *a.in));
   }
   if (returns(kind)) nomem |= !(a.res = calloc(sz, sizeof *a.res));
+  if (returns(kind) && dst && !nomem) {
+    a.rbuf = calloc(sz, sizeof *a.rbuf);
+    a.dst = malloc(sz * sizeof *a.dst);
+    if (a.dst) memcpy(a.dst, dst, (size_t)count * sizeof *a.dst);
+    nomem |= !a.rbuf || !a.dst;
+    if (!a.dst) {
+      free(a.rbuf);
+      a.rbuf = NULL;
+    }
+  }
   if (nomem) {
     access_free(&a);
     return refuse(seen, MPI_ERR_NO_MEM, "%s: no memory", fn);
@@ -598,12 +627,8 @@ static int rma_access(const ad_real *origin, ad_real *result, int count, int tar
  * with *rc = MPI_SUCCESS: a plain window with other data, for MPI itself. */
 static win *access_window(MPI_Win mwin, int n_types, const MPI_Datatype *types, int *rc, const char *fn) {
   *rc = MPI_SUCCESS;
-  for (int i = 0; i < n_types; i++) {
-    *rc = ad__types_refuse(fn, 1, types[i]);
-    if (*rc != MPI_SUCCESS) return NULL;
-  }
   int nreal = 0;
-  for (int i = 0; i < n_types; i++) nreal += types[i] == AD_MPI_REAL;
+  for (int i = 0; i < n_types; i++) nreal += types[i] == AD_MPI_REAL || ad__dtype_any(1, types[i]);
   win *w = lookup(mwin);
   ad_tape *seen;
   ad__mpi_tape(&seen);
@@ -617,6 +642,54 @@ static win *access_window(MPI_Win mwin, int n_types, const MPI_Datatype *types, 
   return w;
 }
 
+/* An access with any datatypes of active values: AD_MPI_REAL alone goes
+ * straight to rma_access; derived types (built on AD_MPI_REAL, no passive
+ * fields) are flattened, the target's elements cut into contiguous runs, and
+ * each run becomes one access, its origin values gathered and its results
+ * scattered where the result type puts them. */
+static int typed_access(const void *origin, int ocount, MPI_Datatype otype, void *result, int rcount,
+                        MPI_Datatype rtype, int target, MPI_Aint tdisp, int tcount, MPI_Datatype ttype, int kind,
+                        MPI_Op op, win *w, const char *fn) {
+  ad_tape *seen;
+  ad__mpi_tape(&seen);
+  int c = contributes(kind), r = returns(kind);
+  if ((!c || otype == AD_MPI_REAL) && (!r || rtype == AD_MPI_REAL) && ttype == AD_MPI_REAL) {
+    if ((c && ocount != tcount) || (r && rcount != tcount))
+      return refuse(seen, MPI_ERR_COUNT, "%s: origin count %d, result count %d and target count %d differ", fn,
+                    c ? ocount : tcount, r ? rcount : tcount, tcount);
+    return rma_access(origin, result, NULL, tcount, target, tdisp, kind, op, w, fn);
+  }
+  if (ocount < 0 || rcount < 0 || tcount < 0) return refuse(seen, MPI_ERR_COUNT, "%s: negative count", fn);
+  MPI_Aint *to = NULL, *oo = NULL, *ro = NULL;
+  long nt = ad__dtype_offsets(fn, ttype, tcount, &to), no = 0, nr = 0;
+  int rc = nt < 0 ? MPI_ERR_TYPE : MPI_SUCCESS;
+  if (rc == MPI_SUCCESS && c && (no = ad__dtype_offsets(fn, otype, ocount, &oo)) < 0) rc = MPI_ERR_TYPE;
+  if (rc == MPI_SUCCESS && r && (nr = ad__dtype_offsets(fn, rtype, rcount, &ro)) < 0) rc = MPI_ERR_TYPE;
+  if (rc == MPI_SUCCESS && ((c && no != nt) || (r && nr != nt)))
+    rc = refuse(seen, MPI_ERR_COUNT, "%s: the origin has %ld, the result %ld and the target %ld ad_real elements", fn,
+                c ? no : nt, r ? nr : nt, nt);
+  for (long k = 0; rc == MPI_SUCCESS && k < nt; k++)
+    if (to[k] % (MPI_Aint)sizeof(ad_real) != 0)
+      rc = refuse(seen, MPI_ERR_TYPE, "%s: the target datatype places an element between two ad_real elements", fn);
+  ad_real *ob = c ? malloc(((size_t)nt + 1) * sizeof *ob) : NULL;
+  ad_real **rd = r ? malloc(((size_t)nt + 1) * sizeof *rd) : NULL;
+  if (rc == MPI_SUCCESS && ((c && !ob) || (r && !rd))) rc = refuse(seen, MPI_ERR_NO_MEM, "%s: no memory", fn);
+  for (long k0 = 0, k1; rc == MPI_SUCCESS && k0 < nt; k0 = k1) {
+    MPI_Aint e0 = tdisp + to[k0] / (MPI_Aint)sizeof(ad_real);
+    for (k1 = k0 + 1; k1 < nt && tdisp + to[k1] / (MPI_Aint)sizeof(ad_real) == e0 + (k1 - k0); k1++) {
+    }
+    for (long k = k0; c && k < k1; k++) ob[k] = *(const ad_real *)((const char *)origin + oo[k]);
+    for (long k = k0; r && k < k1; k++) rd[k] = (ad_real *)((char *)result + ro[k]);
+    rc = rma_access(c ? ob + k0 : NULL, NULL, r ? rd + k0 : NULL, (int)(k1 - k0), target, e0, kind, op, w, fn);
+  }
+  free(to);
+  free(oo);
+  free(ro);
+  free(ob);
+  free(rd);
+  return rc;
+}
+
 int ad_mpi_put(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
                MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win) {
   const char *fn = "ad_mpi_put";
@@ -628,12 +701,8 @@ int ad_mpi_put(const void *origin_addr, int origin_count, MPI_Datatype origin_da
                              : MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
                                        target_count, target_datatype, win);
   if (rc != MPI_SUCCESS) return rc;
-  ad_tape *seen;
-  ad__mpi_tape(&seen);
-  if (origin_count != target_count)
-    return refuse(seen, MPI_ERR_COUNT, "%s: origin count %d and target count %d differ", fn, origin_count,
-                  target_count);
-  return rma_access(origin_addr, NULL, origin_count, target_rank, target_disp, K_PUT, MPI_REPLACE, w, fn);
+  return typed_access(origin_addr, origin_count, origin_datatype, NULL, 0, MPI_DATATYPE_NULL, target_rank, target_disp,
+                      target_count, target_datatype, K_PUT, MPI_REPLACE, w, fn);
 }
 
 int ad_mpi_get(void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp,
@@ -647,12 +716,8 @@ int ad_mpi_get(void *origin_addr, int origin_count, MPI_Datatype origin_datatype
                              : MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
                                        target_count, target_datatype, win);
   if (rc != MPI_SUCCESS) return rc;
-  ad_tape *seen;
-  ad__mpi_tape(&seen);
-  if (origin_count != target_count)
-    return refuse(seen, MPI_ERR_COUNT, "%s: origin count %d and target count %d differ", fn, origin_count,
-                  target_count);
-  return rma_access(NULL, origin_addr, origin_count, target_rank, target_disp, K_GET, MPI_OP_NULL, w, fn);
+  return typed_access(NULL, 0, MPI_DATATYPE_NULL, origin_addr, origin_count, origin_datatype, target_rank, target_disp,
+                      target_count, target_datatype, K_GET, MPI_OP_NULL, w, fn);
 }
 
 int ad_mpi_accumulate(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
@@ -670,11 +735,8 @@ int ad_mpi_accumulate(const void *origin_addr, int origin_count, MPI_Datatype or
   ad__mpi_tape(&seen);
   if (op != MPI_SUM && op != MPI_REPLACE)
     return refuse(seen, MPI_ERR_OP, "%s: only MPI_SUM and MPI_REPLACE are differentiable here", fn);
-  if (origin_count != target_count)
-    return refuse(seen, MPI_ERR_COUNT, "%s: origin count %d and target count %d differ", fn, origin_count,
-                  target_count);
-  return rma_access(origin_addr, NULL, origin_count, target_rank, target_disp,
-                    op == MPI_SUM ? K_ACC_SUM : K_ACC_REPLACE, op, w, fn);
+  return typed_access(origin_addr, origin_count, origin_datatype, NULL, 0, MPI_DATATYPE_NULL, target_rank, target_disp,
+                      target_count, target_datatype, op == MPI_SUM ? K_ACC_SUM : K_ACC_REPLACE, op, w, fn);
 }
 
 int ad_mpi_get_accumulate(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, void *result_addr,
@@ -696,11 +758,9 @@ int ad_mpi_get_accumulate(const void *origin_addr, int origin_count, MPI_Datatyp
   ad__mpi_tape(&seen);
   if (op != MPI_SUM && op != MPI_REPLACE && !noop)
     return refuse(seen, MPI_ERR_OP, "%s: only MPI_SUM, MPI_REPLACE and MPI_NO_OP are differentiable here", fn);
-  if ((!noop && origin_count != target_count) || result_count != target_count)
-    return refuse(seen, MPI_ERR_COUNT, "%s: origin count %d, result count %d and target count %d differ", fn,
-                  origin_count, result_count, target_count);
   int kind = noop ? K_GET : op == MPI_SUM ? K_GACC_SUM : K_GACC_REPLACE;
-  return rma_access(origin_addr, result_addr, target_count, target_rank, target_disp, kind, op, w, fn);
+  return typed_access(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype,
+                      target_rank, target_disp, target_count, target_datatype, kind, op, w, fn);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1001,7 +1061,7 @@ int ad_mpi_win_fence(int assert, MPI_Win mwin) {
   for (int i = 0; i < w->nacc; i++) {
     access *a = &w->acc[i];
     if (x && a->in) memcpy(x->o_in + x->ooff[i], a->in, (size_t)a->count * sizeof *a->in);
-    if (returns(a->kind)) ad__unpack(rt, a->rbuf, a->count, a->res, x ? x->o_out + x->ooff[i] : NULL);
+    if (returns(a->kind)) deliver(a, rt, x ? x->o_out + x->ooff[i] : NULL);
     access_free(a);
   }
   if (w->tok) {
@@ -1536,7 +1596,7 @@ static int batch_complete(win *w, int target, ad_tape *t, ad_tape *seen, const c
       x->off[j + 1] = x->off[j] + a->count;
       if (a->in) memcpy(x->in + x->off[j], a->in, (size_t)a->count * sizeof *a->in);
     }
-    if (returns(a->kind)) ad__unpack(rt, a->rbuf, a->count, a->res, x ? x->out + x->off[j] : NULL);
+    if (returns(a->kind)) deliver(a, rt, x ? x->out + x->off[j] : NULL);
     access_free(a);
     j++;
   }

@@ -1168,6 +1168,28 @@ void ad__dtype_copy(MPI_Datatype t, void *dst, const void *src, long long items)
     }
 }
 
+long ad__dtype_offsets(const char *fn, MPI_Datatype t, int count, MPI_Aint **off) {
+  *off = NULL;
+  const ad__dtype *d = t == AD_MPI_REAL ? NULL : ad__dtype_get(t);
+  if (t != AD_MPI_REAL) {
+    if (!d) return ad__dtype_refuse(fn, "no memory for the datatype's layout"), -1;
+    if (d->why)
+      return ad__dtype_refuse(fn, "a datatype built from AD_MPI_REAL with %s is not differentiated", d->why), -1;
+    if (d->npass)
+      return ad__dtype_refuse(fn, "a datatype that mixes AD_MPI_REAL with passive fields is not differentiated in "
+                                  "one-sided communication"),
+             -1;
+  }
+  long per = d ? d->n : 1, n = per * (long)count;
+  MPI_Aint ext = d ? d->ext : (MPI_Aint)sizeof(ad_real);
+  MPI_Aint *o = malloc(((size_t)n + 1) * sizeof *o);
+  if (!o) return ad__dtype_refuse(fn, "no memory"), -1;
+  for (long i = 0; i < count; i++)
+    for (long j = 0; j < per; j++) o[i * per + j] = (MPI_Aint)i * ext + (d ? d->off[j] : 0);
+  *off = o;
+  return n;
+}
+
 MPI_Aint ad__dtype_extent(MPI_Datatype t) {
   const ad__dtype *d = t == AD_MPI_REAL ? NULL : ad__dtype_get(t);
   return d ? d->ext : (MPI_Aint)sizeof(ad_real);

@@ -12,6 +12,8 @@
  * runs. Windows are allocated (MPI_Win_allocate), which every MPI library
  * here supports at one rank. */
 #ifndef LOCK_PROGS
+#include <stddef.h>
+
 #include "mtest.h"
 
 #define N 3
@@ -240,6 +242,20 @@ static void usage_test(void) {
   MT_CHECK(ad_mpi_win_unlock(right(), win) == MPI_SUCCESS);
   /* an access to a rank this one holds no lock on */
   MT_CHECK(ad_mpi_put(&v, 1, AD_MPI_REAL, right(), 0, 1, AD_MPI_REAL, win) == MPI_ERR_RMA_SYNC);
+  /* a struct with a passive field */
+  struct pair {
+    ad_real v;
+    int k;
+  } sv = {v, 1};
+  int bl2[2] = {1, 1};
+  MPI_Aint dp2[2] = {offsetof(struct pair, v), offsetof(struct pair, k)};
+  MPI_Datatype ty2[2] = {AD_MPI_REAL, MPI_INT}, st;
+  MPI_Type_create_struct(2, bl2, dp2, ty2, &st);
+  MPI_Type_commit(&st);
+  MT_CHECK(ad_mpi_win_lock(MPI_LOCK_SHARED, right(), 0, win) == MPI_SUCCESS);
+  MT_CHECK(ad_mpi_put(&sv, 1, st, right(), 0, 1, AD_MPI_REAL, win) == MPI_ERR_TYPE);
+  MT_CHECK(ad_mpi_win_unlock(right(), win) == MPI_SUCCESS);
+  MPI_Type_free(&st);
   /* unlock without lock, lock twice */
   MT_CHECK(ad_mpi_win_unlock(right(), win) == MPI_ERR_RMA_SYNC);
   MT_CHECK(ad_mpi_win_lock(MPI_LOCK_SHARED, right(), 0, win) == MPI_SUCCESS);
@@ -403,6 +419,7 @@ int main(int argc, char **argv) {
   values("accumulate", acc_prog_ad, acc_prog_plain, NULL);
   values("get", get_prog_ad, get_prog_plain, NULL);
   values("relay", relay_prog_ad, relay_prog_plain, NULL);
+  values("columns", column_prog_ad, column_prog_plain, NULL);
   for (int op = 0; op < 3; op++) values("get_accumulate", gacc_prog_ad, gacc_prog_plain, &op);
 #ifndef ARIADNE_PASSIVE
   mt_check_prog("lock_halo", lock_halo_ad, N, N, NULL, 1e-6);
@@ -411,6 +428,7 @@ int main(int argc, char **argv) {
   mt_check_prog("accumulate", acc_prog_ad, N, N, NULL, 1e-6);
   mt_check_prog("get", get_prog_ad, N, N, NULL, 1e-6);
   mt_check_prog("relay", relay_prog_ad, N, N, NULL, 1e-6);
+  mt_check_prog("columns", column_prog_ad, N, N, NULL, 1e-6);
   char name[64];
   for (int op = 0; op < 3; op++) {
     snprintf(name, sizeof name, "get_accumulate_%s", op == 0 ? "sum" : op == 1 ? "replace" : "no_op");
@@ -670,6 +688,50 @@ static void F(gacc_prog)(R *x, int n, R *y, int m, void *ctx) {
   for (int i = 0; i < n; i++) y[i] = ADD(MUL(res[i], u[i]), MUL(u[i], u[i]));
   UNLOCK(mt_rank, win);
   WIN_FREE(&win);
+}
+
+/* Derived datatypes in lock epochs: a 3 by 4 row-major block per rank with
+ * ghost columns 0 and 3; each rank puts its columns 1 and 2 into the
+ * neighbours' ghost columns as one column type on each side (exclusive
+ * locks), and after the update fetches the right neighbour's column 1 into
+ * a contiguous buffer (a shared lock). */
+static void F(column_prog)(R *x, int n, R *y, int m, void *ctx) {
+  (void)n;
+  (void)m;
+  (void)ctx;
+  MPI_Datatype col;
+  MPI_Type_vector(3, 1, 4, RT, &col);
+  MPI_Type_commit(&col);
+  MPI_Win win;
+  R *u = F(alloc)(12, &win), g[3], nb[12];
+  LOCK(MPI_LOCK_EXCLUSIVE, mt_rank, 0, win);
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 4; j++) u[4 * i + j] = j == 0 || j == 3 ? CST(0.0) : MUL(x[i], 0.5 + j);
+  UNLOCK(mt_rank, win);
+  BARRIER();
+  LOCK(MPI_LOCK_EXCLUSIVE, left(), 0, win);
+  PUT(u + 1, 1, col, left(), 3, 1, col, win);
+  UNLOCK(left(), win);
+  LOCK(MPI_LOCK_EXCLUSIVE, right(), 0, win);
+  PUT(u + 2, 1, col, right(), 0, 1, col, win);
+  UNLOCK(right(), win);
+  BARRIER();
+  LOCK(MPI_LOCK_EXCLUSIVE, mt_rank, 0, win);
+  for (int i = 0; i < 3; i++)
+    for (int j = 1; j < 3; j++) nb[4 * i + j] = ADD(u[4 * i + j], MUL(0.25, MUL(u[4 * i + j - 1], u[4 * i + j + 1])));
+  for (int i = 0; i < 3; i++)
+    for (int j = 1; j < 3; j++) u[4 * i + j] = nb[4 * i + j];
+  UNLOCK(mt_rank, win);
+  BARRIER();
+  LOCK(MPI_LOCK_SHARED, right(), 0, win);
+  GET(g, 3, RT, right(), 1, 1, col, win);
+  UNLOCK(right(), win);
+  LOCK(MPI_LOCK_SHARED, mt_rank, 0, win);
+  for (int i = 0; i < 3; i++) y[i] = ADD(MUL(g[i], u[4 * i + 1]), MUL(u[4 * i + 3], u[4 * i + 2]));
+  UNLOCK(mt_rank, win);
+  BARRIER();
+  WIN_FREE(&win);
+  MPI_Type_free(&col);
 }
 
 #endif /* LOCK_PROGS */

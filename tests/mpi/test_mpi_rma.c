@@ -413,8 +413,10 @@ int main(int argc, char **argv) {
 #endif
   }
   values("halo", halo_prog_ad, halo_prog_plain, NULL, 1);
+  values("columns", column_prog_ad, column_prog_plain, NULL, 1);
 #ifndef ARIADNE_PASSIVE
   mt_check_prog("halo", halo_prog_ad, N, N, NULL, 1e-6);
+  mt_check_prog("columns", column_prog_ad, N, N, NULL, 1e-6);
   stats_test();
   for (int mode = 0; mode < 3; mode++) conflict_test(mode);
   conflict_acc_test();
@@ -548,6 +550,48 @@ static void F(halo_prog)(R *x, int n, R *y, int m, void *ctx) {
   for (int i = 0; i < n; i++) y[i] = MUL(u[i + 1], ADD(u[i + 1], CST(1.0)));
   WIN_FREE(&win);
   free(u);
+}
+
+/* Derived datatypes: a block of 3 rows by 4 columns per rank, row-major, in
+ * a window; columns 0 and 3 are ghosts. Each rank puts its column 1 into
+ * the left neighbour's ghost column 3 and its column 2 into the right
+ * neighbour's ghost column 0, both as one column type on each side; after an
+ * update, it fetches the right neighbour's column 1 into a contiguous buffer
+ * and adds two of its values (an indexed origin type) into two contiguous
+ * elements of the left neighbour's block. */
+static void F(column_prog)(R *x, int n, R *y, int m, void *ctx) {
+  (void)n;
+  (void)m;
+  (void)ctx;
+  MPI_Datatype col, pair;
+  MPI_Type_vector(3, 1, 4, RT, &col);
+  MPI_Type_commit(&col);
+  int bl[2] = {1, 1}, dp[2] = {0, 2};
+  MPI_Type_indexed(2, bl, dp, RT, &pair);
+  MPI_Type_commit(&pair);
+  R *u = calloc(12, sizeof *u), g[3], a[3], nb[12];
+  MPI_Win win;
+  WIN_CREATE(u, 12 * (MPI_Aint)sizeof(R), (int)sizeof(R), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+  for (int i = 0; i < 3; i++)
+    for (int j = 1; j < 3; j++) u[4 * i + j] = MUL(x[i], 0.5 + j);
+  FENCE(0, win);
+  PUT(u + 1, 1, col, left(), 3, 1, col, win);
+  PUT(u + 2, 1, col, right(), 0, 1, col, win);
+  FENCE(0, win);
+  for (int i = 0; i < 3; i++)
+    for (int j = 1; j < 3; j++) nb[4 * i + j] = ADD(u[4 * i + j], MUL(0.25, MUL(u[4 * i + j - 1], u[4 * i + j + 1])));
+  for (int i = 0; i < 3; i++)
+    for (int j = 1; j < 3; j++) u[4 * i + j] = nb[4 * i + j];
+  FENCE(0, win);
+  GET(g, 3, RT, right(), 1, 1, col, win);
+  for (int i = 0; i < 3; i++) a[i] = SIN(x[i]);
+  ACC(a, 1, pair, left(), 6, 2, RT, MPI_SUM, win); /* a[0], a[2] into elements 6 and 7: columns 2 and 3 of row 1 */
+  FENCE(MPI_MODE_NOSUCCEED, win);
+  for (int i = 0; i < 3; i++) y[i] = ADD(MUL(g[i], u[4 * i + 1]), MUL(u[4 * i + 3], u[4 * i + 2]));
+  WIN_FREE(&win);
+  free(u);
+  MPI_Type_free(&col);
+  MPI_Type_free(&pair);
 }
 
 #endif /* RMA_PROGS */
