@@ -286,12 +286,27 @@ ad_real ad_dot(size_t n, const ad_real *a, const ad_real *b);
 /* value with user-supplied partials d value / d args[k]: see ad_custom below. */
 
 /* Statement-level preaccumulation: the operations between ad_stmt_begin and
- * ad_stmt_end are recorded, reduced by a local reverse sweep, and replaced by
- * one statement whose arguments are the distinct active inputs of the region.
+ * ad_stmt_end are replaced by one statement whose arguments are the distinct
+ * active inputs of the region (the values from before it that it uses), with
+ * the result's partials with respect to them. Nothing is recorded inside the
+ * region: each value computed there carries its partials with respect to
+ * the region's inputs, propagated forward, and ad_stmt_end writes the one
+ * statement (inputs whose partial is exactly 0 are left out; a result that
+ * depends on none becomes a statement without arguments, as an input).
  * Only `result` may be used after ad_stmt_end; other values computed inside
  * the region are discarded with it. Regions nest (inner pairs do nothing).
- * A region that contains special records (MPI, external functions) is left
- * as recorded. */
+ *
+ * A region with more than 8 inputs or more than 2048 operations, one with an
+ * operation whose partial is not finite (sqrt at 0), and one that meets a
+ * call that must see its statements (a special record: MPI, external
+ * functions, checkpointed loops; ad_input; ad_sum, ad_lincomb, ad_dot;
+ * ad_tape_position, a sweep, ad_tape_end) is recorded operation by
+ * operation from that point on and reduced at the end by a local reverse
+ * sweep, which gives the same statement; the gradient is that of the
+ * per-operation recording to round-off either way, infinite partials on
+ * unused paths included. A region that contains special records is left as
+ * recorded. The tape's sticky error (a stale handle inside the region, say)
+ * ends the region's work as it ends all recording. */
 /* void ad_stmt_begin(void) is inline, below. */
 ad_real ad_stmt_end(ad_real result);
 /* A region with several results (a kernel computing several outputs from
@@ -428,7 +443,7 @@ typedef struct ad__region {
   uint32_t epoch; /* recording at the begin: a reset inside the region ends it */
   /* Forward propagation: values computed and inputs met so far, and the
    * inputs' handles (see ad__fwd_row). */
-  uint32_t nloc, nin;
+  uint16_t nloc, nin; /* no alias of the handles in[] or of R's counters: kept in registers */
   ad_index in[AD__FWD_INPUTS];
 } ad__region;
 extern AD__THREAD_LOCAL ad__region ad__reg AD__TLS_MODEL;
@@ -438,9 +453,9 @@ extern AD__THREAD_LOCAL ad__region ad__reg AD__TLS_MODEL;
  * R->fwd_rows[(AD__FWD_FIRST + j) * AD__FWD_INPUTS ...] of its partials with
  * respect to the region's inputs, the outside values it uses, numbered in
  * the order they are met. Rows 0 .. AD__FWD_INPUTS - 1 are the inputs' unit
- * rows and row AD__FWD_INPUTS is zero (a passive argument). The common cases
- * are inline; the rest (a new block of rows, a stale handle, more inputs, a
- * non-finite partial) is lib/fused.c's. */
+ * rows (row AD__FWD_INPUTS is left zero). The common cases are inline; the
+ * rest (the first rows, a stale handle, a value of an older epoch, more
+ * inputs, a non-finite partial) is lib/fused.c's. */
 #define AD__FWD_FIRST (AD__FWD_INPUTS + 1)
 
 /* The row of argument a, or NULL for the library's path. */
@@ -456,7 +471,7 @@ static inline AD__ALWAYS_INLINE const double *ad__fwd_row(const ad__recorder *R,
   if (s == 0) {
     if (AD__UNLIKELY(k == AD__FWD_INPUTS)) return (const double *)0;
     g->in[k] = a.i;
-    g->nin = k + 1;
+    g->nin = (uint16_t)(k + 1);
     s = k + 1;
   }
   return R->fwd_rows + (size_t)(s - 1) * AD__FWD_INPUTS;
@@ -474,7 +489,7 @@ static inline AD__ALWAYS_INLINE ad_real ad__fwd_emit(const ad__recorder *R, doub
     for (unsigned k = 0; k < AD__FWD_INPUTS; k++) row[k] = da * ra[k] + db * rb[k];
   else
     for (unsigned k = 0; k < AD__FWD_INPUTS; k++) row[k] = da * ra[k];
-  g->nloc = j + 1;
+  g->nloc = (uint16_t)(j + 1);
   ad_real r;
   r.v = v;
   r.i = g->start + 1 + j;
@@ -505,6 +520,32 @@ static inline AD__ALWAYS_INLINE ad_real ad__fwd_op2(ad__recorder *R, double v, a
       (rb = ad__fwd_row(R, b)) != (const double *)0)
     return ad__fwd_emit(R, v, ra, da, rb, db);
   return ad__fwd2(R, v, a, da, b, db, op);
+}
+
+/* a + b and a - b: rows added or subtracted, no products. */
+static inline AD__ALWAYS_INLINE ad_real ad__fwd_op_pm(ad__recorder *R, double v, ad_real a, ad_real b, int minus,
+                                                      const char *op) {
+  double db = minus ? -1.0 : 1.0;
+  if (a.i == 0) return ad__fwd_op1(R, v, b, db, op);
+  if (b.i == 0) return ad__fwd_op1(R, v, a, 1.0, op);
+  const double *ra, *rb;
+  if (ad__reg.nloc < R->fwd_cap && (ra = ad__fwd_row(R, a)) != (const double *)0 &&
+      (rb = ad__fwd_row(R, b)) != (const double *)0) {
+    ad__region *g = &ad__reg;
+    uint32_t j = g->nloc;
+    double *row = R->fwd_rows + (size_t)(AD__FWD_FIRST + j) * AD__FWD_INPUTS;
+    if (minus)
+      for (unsigned k = 0; k < AD__FWD_INPUTS; k++) row[k] = ra[k] - rb[k];
+    else
+      for (unsigned k = 0; k < AD__FWD_INPUTS; k++) row[k] = ra[k] + rb[k];
+    g->nloc = (uint16_t)(j + 1);
+    ad_real r;
+    r.v = v;
+    r.i = g->start + 1 + j;
+    r.e = R->epoch;
+    return r;
+  }
+  return ad__fwd2(R, v, a, 1.0, b, db, op);
 }
 
 /* The recording fast path. Everything is read from the recorder before the
@@ -589,7 +630,7 @@ static inline ad_real ad__op_pm(double v, ad_real a, ad_real b, int minus, const
   ad__recorder *R = ad__rec;
   uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
   if (AD__UNLIKELY((na + 2 > R->lim) | ((AD__STALE(a, ep) | AD__STALE(b, ep)) != 0))) {
-    if (R->fwd) return ad__fwd_op2(R, v, a, 1.0, b, minus ? -1.0 : 1.0, op);
+    if (R->fwd) return ad__fwd_op_pm(R, v, a, b, minus, op);
     ad_real ab[2] = {a, b};
     if (!ad__need(R, 2, ab, op)) return ad__const(v);
     ns = R->ns;

@@ -215,7 +215,7 @@ static ad_real fwd_op(ad__recorder *R, double v, uint32_t n, const ad_real *args
       if (s == k) {
         if (k == FWD) goto spill;
         g->in[k] = a.i;
-        g->nin = k + 1;
+        g->nin = (uint16_t)(k + 1);
       }
       src = R->fwd_rows + (size_t)s * FWD;
     }
@@ -225,7 +225,7 @@ static ad_real fwd_op(ad__recorder *R, double v, uint32_t n, const ad_real *args
   }
   double *row = R->fwd_rows + (size_t)(AD__FWD_FIRST + j) * FWD;
   for (uint32_t k = 0; k < FWD; k++) row[k] = acc[k];
-  g->nloc = j + 1;
+  g->nloc = (uint16_t)(j + 1);
   ad_real r;
   r.v = v;
   r.i = start + 1 + j;
