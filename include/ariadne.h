@@ -383,7 +383,9 @@ typedef struct ad__recorder {
 #define AD__UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define AD__TLS_MODEL __attribute__((tls_model("initial-exec")))
 #define AD__ALWAYS_INLINE __attribute__((always_inline))
+#define AD__NOINLINE __attribute__((noinline, unused))
 #else
+#define AD__NOINLINE
 #define AD__UNLIKELY(x) (x)
 #define AD__TLS_MODEL
 #define AD__ALWAYS_INLINE
@@ -503,7 +505,7 @@ static inline AD__ALWAYS_INLINE int ad__fwd_ok(const ad__recorder *R, double da,
   return ad__reg.nloc < R->fwd_cap && (da - da) + (db - db) == 0.0;
 }
 
-static inline AD__ALWAYS_INLINE ad_real ad__fwd_op1(ad__recorder *R, double v, ad_real a, double da, const char *op) {
+static AD__NOINLINE ad_real ad__fwd_op1(ad__recorder *R, double v, ad_real a, double da, const char *op) {
   const double *ra;
   if (ad__fwd_ok(R, da, 0.0) && (ra = ad__fwd_row(R, a)) != (const double *)0)
     return ad__fwd_emit(R, v, ra, da, (const double *)0, 0.0);
@@ -511,8 +513,8 @@ static inline AD__ALWAYS_INLINE ad_real ad__fwd_op1(ad__recorder *R, double v, a
 }
 
 /* A passive side (often a constant the compiler sees) costs nothing. */
-static inline AD__ALWAYS_INLINE ad_real ad__fwd_op2(ad__recorder *R, double v, ad_real a, double da, ad_real b,
-                                                    double db, const char *op) {
+static AD__NOINLINE ad_real ad__fwd_op2(ad__recorder *R, double v, ad_real a, double da, ad_real b, double db,
+                                        const char *op) {
   if (a.i == 0) return ad__fwd_op1(R, v, b, db, op);
   if (b.i == 0) return ad__fwd_op1(R, v, a, da, op);
   const double *ra, *rb;
@@ -523,8 +525,7 @@ static inline AD__ALWAYS_INLINE ad_real ad__fwd_op2(ad__recorder *R, double v, a
 }
 
 /* a + b and a - b: rows added or subtracted, no products. */
-static inline AD__ALWAYS_INLINE ad_real ad__fwd_op_pm(ad__recorder *R, double v, ad_real a, ad_real b, int minus,
-                                                      const char *op) {
+static AD__NOINLINE ad_real ad__fwd_op_pm(ad__recorder *R, double v, ad_real a, ad_real b, int minus, const char *op) {
   double db = minus ? -1.0 : 1.0;
   if (a.i == 0) return ad__fwd_op1(R, v, b, db, op);
   if (b.i == 0) return ad__fwd_op1(R, v, a, 1.0, op);
@@ -547,6 +548,11 @@ static inline AD__ALWAYS_INLINE ad_real ad__fwd_op_pm(ad__recorder *R, double v,
   }
   return ad__fwd2(R, v, a, 1.0, b, db, op);
 }
+
+/* ad__fwd_op1, ad__fwd_op2 and ad__fwd_op_pm are not inlined: inlined, they
+ * made each operation so large that the compiler stopped inlining the
+ * recording fast path into its callers (per-operation recording got 15%
+ * slower). Within them everything is inline. */
 
 /* The recording fast path. Everything is read from the recorder before the
  * first store: the statement stream is bytes, which may alias anything, so
