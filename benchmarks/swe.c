@@ -11,9 +11,9 @@
  * Variants: the plain double primal; a hand-written adjoint (every state
  * stored, the face Jacobians transposed backwards), itself checked against
  * central finite differences; Ariadne per operation (op); the same code with
- * one region per face ended by ad_stmt_end_n (2 results) and one region per
- * updated value (stmt); the same statements written with hand-computed local
- * partials through ad_custom (custom). Every figure is a ratio measured in
+ * one region per face ended by ad_stmt_end_n (2 results), the cell update
+ * per operation (stmt); the face fluxes and the update as statements with
+ * hand-computed local partials through ad_custom (custom). Every figure is a ratio measured in
  * one process: each repetition times the primal and then the variant, and
  * the minimum of each is kept. Exits non-zero if a value or gradient is off.
  */
@@ -207,9 +207,6 @@ static void step_ad(int mode, const problem *p, const ad_real *q, ad_real *r, ad
         ad_real a[3] = {qi, fr, fl};
         double d[3] = {1.0, -lam, lam};
         r[c * n + i] = ad_custom(ad_value(qi) - lam * (ad_value(fr) - ad_value(fl)), 3, a, d);
-      } else if (mode == MODE_STMT) {
-        ad_stmt_begin();
-        r[c * n + i] = ad_stmt_end(ad_sub(qi, ad_mul(lam, ad_sub(fr, fl))));
       } else {
         r[c * n + i] = ad_sub(qi, ad_mul(lam, ad_sub(fr, fl)));
       }
