@@ -205,7 +205,7 @@ static ad_real fwd_op(ad__recorder *R, double v, uint32_t n, const ad_real *args
     if (a.i == 0) continue;
     const double *src;
     if (a.e == ep && a.i > start) { /* a value of the region */
-      uint32_t q = (uint32_t)(a.i - start - 1);
+      ad_index q = a.i - start - 1;
       if (q >= j) return fwd_stale(t, v, m, a, op);
       src = R->fwd_rows + (size_t)(AD__FWD_FIRST + q) * FWD;
     } else { /* an input of the region */
