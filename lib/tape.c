@@ -397,6 +397,8 @@ void ad_tape_begin(ad_tape *t) {
 void ad_tape_end(ad_tape *t) {
   if (!t || !t->recording) return;
   ad__region_flush(t); /* the region is left as recorded */
+  /* ... and forgets the tape, which may be destroyed before the region ends. */
+  if (ad__reg.rec == &t->rec) ad__reg.rec = NULL;
   t->recording = 0;
   t->rec.active = 0;
   ad__recorder_arm(t);

@@ -352,11 +352,47 @@ static void test_stale(void) {
   ad_tape_destroy(other);
 }
 
+/* The tape ends, and is destroyed, while a region on it is open: the region
+ * is left as recorded, and its end touches no freed memory. */
+static void test_tape_gone(void) {
+  CHECK_CONTEXT("tape ended inside a region");
+  ad_tape *t = ad_tape_create();
+  ad_tape_begin(t);
+  ad_real a = ad_input(0.5);
+  ad_stmt_begin();
+  ad_real u = ad_mul(ad_sin(a), a);
+  ad_tape_end(t);
+  ad_real r = ad_stmt_end(u);
+  CHECK_SAME(ad_value(r), sin(0.5) * 0.5);
+  double g;
+  CHECK_INT(ad_gradient(t, r, 1, &a, &g), AD_OK);
+  CHECK_CLOSE(g, cos(0.5) * 0.5 + sin(0.5), 1e-15);
+
+  ad_tape_reset(t);
+  ad_tape_begin(t);
+  a = ad_input(0.5);
+  ad_stmt_begin();
+  u = ad_mul(a, a);
+  ad_tape_destroy(t);
+  r = ad_stmt_end(u);
+  CHECK_SAME(ad_value(r), 0.25);
+  /* the thread records regions again on another tape */
+  ad_tape *t2 = ad_tape_create();
+  ad_tape_begin(t2);
+  a = ad_input(2.0);
+  ad_stmt_begin();
+  r = ad_stmt_end(ad_mul(a, a));
+  CHECK_INT(ad_gradient(t2, r, 1, &a, &g), AD_OK);
+  CHECK_CLOSE(g, 4.0, 1e-15);
+  ad_tape_destroy(t2);
+}
+
 int main(void) {
   test_heat();
   test_nonfinite();
   test_recorded();
   test_multi();
   test_stale();
+  test_tape_gone();
   return check_finish("test_stmt");
 }
