@@ -286,12 +286,27 @@ ad_real ad_dot(size_t n, const ad_real *a, const ad_real *b);
 /* value with user-supplied partials d value / d args[k]: see ad_custom below. */
 
 /* Statement-level preaccumulation: the operations between ad_stmt_begin and
- * ad_stmt_end are recorded, reduced by a local reverse sweep, and replaced by
- * one statement whose arguments are the distinct active inputs of the region.
+ * ad_stmt_end are replaced by one statement whose arguments are the distinct
+ * active inputs of the region (the values from before it that it uses), with
+ * the result's partials with respect to them. Nothing is recorded inside the
+ * region: each value computed there carries its partials with respect to
+ * the region's inputs, propagated forward, and ad_stmt_end writes the one
+ * statement (inputs whose partial is exactly 0 are left out; a result that
+ * depends on none becomes a statement without arguments, as an input).
  * Only `result` may be used after ad_stmt_end; other values computed inside
  * the region are discarded with it. Regions nest (inner pairs do nothing).
- * A region that contains special records (MPI, external functions) is left
- * as recorded. */
+ *
+ * A region with more than 8 inputs or more than 2048 operations, one with an
+ * operation whose partial is not finite (sqrt at 0), and one that meets a
+ * call that must see its statements (a special record: MPI, external
+ * functions, checkpointed loops; ad_input; ad_sum, ad_lincomb, ad_dot;
+ * ad_tape_position, a sweep, ad_tape_end) is recorded operation by
+ * operation from that point on and reduced at the end by a local reverse
+ * sweep, which gives the same statement; the gradient is that of the
+ * per-operation recording to round-off either way, infinite partials on
+ * unused paths included. A region that contains special records is left as
+ * recorded. The tape's sticky error (a stale handle inside the region, say)
+ * ends the region's work as it ends all recording. */
 /* void ad_stmt_begin(void) is inline, below. */
 ad_real ad_stmt_end(ad_real result);
 /* A region with several results (a kernel computing several outputs from
@@ -343,6 +358,9 @@ int ad_external(const ad_external_ops *ops, void *ud, size_t nin, const ad_real 
 #define AD__KIND_PLUS 1u
 #define AD__KIND_DIFF 2u
 #define AD__KIND_MINUS 3u
+/* Inputs a preaccumulation region propagates partials for; a region with
+ * more is recorded operation by operation and swept at its end. */
+#define AD__FWD_INPUTS 8u
 
 typedef struct ad__recorder {
   uint8_t *cnt;        /* statement bytes (count and kind) of the current block */
@@ -355,15 +373,22 @@ typedef struct ad__recorder {
   ad_index next;       /* handle of the last statement issued */
   uint32_t epoch;      /* recording identity, checked against handles */
   int active;          /* recording with no error */
+  int fwd;             /* a preaccumulation region propagates partials forward (lim is then 0) */
   uint64_t records;    /* special records pushed so far */
+  double *fwd_rows;    /* rows of forward propagation in a region (see ad__fwd_row) */
+  uint32_t fwd_cap;    /* values they have room for */
 } ad__recorder;
 
 #if defined(__GNUC__)
 #define AD__UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define AD__TLS_MODEL __attribute__((tls_model("initial-exec")))
+#define AD__ALWAYS_INLINE __attribute__((always_inline))
+#define AD__NOINLINE __attribute__((noinline, unused))
 #else
+#define AD__NOINLINE
 #define AD__UNLIKELY(x) (x)
 #define AD__TLS_MODEL
+#define AD__ALWAYS_INLINE
 #endif
 
 /* C11's thread storage, spelled so that the header compiles as C++ too. */
@@ -379,6 +404,12 @@ extern AD__THREAD_LOCAL ad__recorder *ad__rec AD__TLS_MODEL;
  * 0 if the statement must not be recorded (the tape then holds an error, or
  * is not recording). */
 int ad__need(ad__recorder *r, uint32_t nargs, const ad_real *args, const char *op);
+/* The operation inside a preaccumulation region (R->fwd): nothing is
+ * recorded; the result's partials with respect to the region's inputs are
+ * propagated forward (lib/fused.c). */
+ad_real ad__fwd(ad__recorder *R, double v, uint32_t n, const ad_real *args, const double *partials, const char *op);
+ad_real ad__fwd1(ad__recorder *R, double v, ad_real a, double da, const char *op);
+ad_real ad__fwd2(ad__recorder *R, double v, ad_real a, double da, ad_real b, double db, const char *op);
 
 static inline ad_real ad__const(double v) {
   ad_real r;
@@ -402,6 +433,126 @@ extern "C" {
 #define ad__lift(x) _Generic((x), ad_real : ad__lift_r, default : ad__lift_d)(x)
 #define ad__val(x) _Generic((x), ad_real : ad__val_r, default : ad__val_d)(x)
 #endif
+
+/* Preaccumulation region state of this thread (internal). */
+typedef struct ad__region {
+  int depth;
+  ad__recorder *rec;   /* recorder at the outermost begin; NULL if not recording */
+  ad_index start;      /* last handle before the region */
+  uint32_t ns, na, np; /* block position at the begin */
+  uint8_t *cnt;        /* block at the begin */
+  uint64_t records;
+  uint32_t epoch; /* recording at the begin: a reset inside the region ends it */
+  /* Forward propagation: values computed and inputs met so far, and the
+   * inputs' handles (see ad__fwd_row). */
+  uint16_t nloc, nin; /* no alias of the handles in[] or of R's counters: kept in registers */
+  ad_index in[AD__FWD_INPUTS];
+} ad__region;
+extern AD__THREAD_LOCAL ad__region ad__reg AD__TLS_MODEL;
+
+/* Forward propagation inside a preaccumulation region. A region's values
+ * are not recorded: value j (handle start + 1 + j) carries the row
+ * R->fwd_rows[(AD__FWD_FIRST + j) * AD__FWD_INPUTS ...] of its partials with
+ * respect to the region's inputs, the outside values it uses, numbered in
+ * the order they are met. Rows 0 .. AD__FWD_INPUTS - 1 are the inputs' unit
+ * rows (row AD__FWD_INPUTS is left zero). The common cases are inline; the
+ * rest (the first rows, a stale handle, a value of an older epoch, more
+ * inputs, a non-finite partial) is lib/fused.c's. */
+#define AD__FWD_FIRST (AD__FWD_INPUTS + 1)
+
+/* The row of argument a, or NULL for the library's path. */
+static inline AD__ALWAYS_INLINE const double *ad__fwd_row(const ad__recorder *R, ad_real a) {
+  ad__region *g = &ad__reg;
+  if (AD__UNLIKELY(a.e != R->epoch)) return (const double *)0;
+  ad_index d = a.i - g->start - 1; /* wraps for an input */
+  if (d < g->nloc) return R->fwd_rows + (size_t)(AD__FWD_FIRST + d) * AD__FWD_INPUTS;
+  if (AD__UNLIKELY(a.i > g->start)) return (const double *)0; /* stale */
+  /* Newest first: a stencil uses its centre value most, and meets it last. */
+  uint32_t k = g->nin, s = k;
+  while (s > 0 && g->in[s - 1] != a.i) s--;
+  if (s == 0) {
+    if (AD__UNLIKELY(k == AD__FWD_INPUTS)) return (const double *)0;
+    g->in[k] = a.i;
+    g->nin = (uint16_t)(k + 1);
+    s = k + 1;
+  }
+  return R->fwd_rows + (size_t)(s - 1) * AD__FWD_INPUTS;
+}
+
+/* Value of a region with partial da for row ra, and db for rb if rb is not
+ * NULL. Needs finite partials: 0 * a partial may not hide an infinite one,
+ * as the reverse sweep's skipping of zero adjoints would. */
+static inline AD__ALWAYS_INLINE ad_real ad__fwd_emit(const ad__recorder *R, double v, const double *ra, double da,
+                                                     const double *rb, double db) {
+  ad__region *g = &ad__reg;
+  uint32_t j = g->nloc;
+  double *row = R->fwd_rows + (size_t)(AD__FWD_FIRST + j) * AD__FWD_INPUTS;
+  if (rb)
+    for (unsigned k = 0; k < AD__FWD_INPUTS; k++) row[k] = da * ra[k] + db * rb[k];
+  else
+    for (unsigned k = 0; k < AD__FWD_INPUTS; k++) row[k] = da * ra[k];
+  g->nloc = (uint16_t)(j + 1);
+  ad_real r;
+  r.v = v;
+  r.i = g->start + 1 + j;
+  r.e = R->epoch;
+  return r;
+}
+
+/* 1 if an operation can take the inline path: room for a row, finite
+ * partials. */
+static inline AD__ALWAYS_INLINE int ad__fwd_ok(const ad__recorder *R, double da, double db) {
+  return ad__reg.nloc < R->fwd_cap && (da - da) + (db - db) == 0.0;
+}
+
+static AD__NOINLINE ad_real ad__fwd_op1(ad__recorder *R, double v, ad_real a, double da, const char *op) {
+  const double *ra;
+  if (ad__fwd_ok(R, da, 0.0) && (ra = ad__fwd_row(R, a)) != (const double *)0)
+    return ad__fwd_emit(R, v, ra, da, (const double *)0, 0.0);
+  return ad__fwd1(R, v, a, da, op);
+}
+
+/* A passive side (often a constant the compiler sees) costs nothing. */
+static AD__NOINLINE ad_real ad__fwd_op2(ad__recorder *R, double v, ad_real a, double da, ad_real b, double db,
+                                        const char *op) {
+  if (a.i == 0) return ad__fwd_op1(R, v, b, db, op);
+  if (b.i == 0) return ad__fwd_op1(R, v, a, da, op);
+  const double *ra, *rb;
+  if (ad__fwd_ok(R, da, db) && (ra = ad__fwd_row(R, a)) != (const double *)0 &&
+      (rb = ad__fwd_row(R, b)) != (const double *)0)
+    return ad__fwd_emit(R, v, ra, da, rb, db);
+  return ad__fwd2(R, v, a, da, b, db, op);
+}
+
+/* a + b and a - b: rows added or subtracted, no products. */
+static AD__NOINLINE ad_real ad__fwd_op_pm(ad__recorder *R, double v, ad_real a, ad_real b, int minus, const char *op) {
+  double db = minus ? -1.0 : 1.0;
+  if (a.i == 0) return ad__fwd_op1(R, v, b, db, op);
+  if (b.i == 0) return ad__fwd_op1(R, v, a, 1.0, op);
+  const double *ra, *rb;
+  if (ad__reg.nloc < R->fwd_cap && (ra = ad__fwd_row(R, a)) != (const double *)0 &&
+      (rb = ad__fwd_row(R, b)) != (const double *)0) {
+    ad__region *g = &ad__reg;
+    uint32_t j = g->nloc;
+    double *row = R->fwd_rows + (size_t)(AD__FWD_FIRST + j) * AD__FWD_INPUTS;
+    if (minus)
+      for (unsigned k = 0; k < AD__FWD_INPUTS; k++) row[k] = ra[k] - rb[k];
+    else
+      for (unsigned k = 0; k < AD__FWD_INPUTS; k++) row[k] = ra[k] + rb[k];
+    g->nloc = (uint16_t)(j + 1);
+    ad_real r;
+    r.v = v;
+    r.i = g->start + 1 + j;
+    r.e = R->epoch;
+    return r;
+  }
+  return ad__fwd2(R, v, a, 1.0, b, db, op);
+}
+
+/* ad__fwd_op1, ad__fwd_op2 and ad__fwd_op_pm are not inlined: inlined, they
+ * made each operation so large that the compiler stopped inlining the
+ * recording fast path into its callers (per-operation recording got 15%
+ * slower). Within them everything is inline. */
 
 /* The recording fast path. Everything is read from the recorder before the
  * first store: the statement stream is bytes, which may alias anything, so
@@ -441,6 +592,7 @@ static inline ad_real ad__op1(double v, ad_real a, double da, const char *op) {
   ad__recorder *R = ad__rec;
   uint32_t ns = R->ns, na = R->na, np = R->np;
   if (AD__UNLIKELY((na + 1 > R->lim) | (a.e != R->epoch))) {
+    if (R->fwd) return ad__fwd_op1(R, v, a, da, op);
     if (!ad__need(R, 1, &a, op)) return ad__const(v);
     ns = R->ns;
     na = R->na;
@@ -456,6 +608,7 @@ static inline ad_real ad__op2(double v, ad_real a, double da, ad_real b, double 
   ad__recorder *R = ad__rec;
   uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
   if (AD__UNLIKELY((na + 2 > R->lim) | ((AD__STALE(a, ep) | AD__STALE(b, ep)) != 0))) {
+    if (R->fwd) return ad__fwd_op2(R, v, a, da, b, db, op);
     ad_real ab[2] = {a, b};
     if (!ad__need(R, 2, ab, op)) return ad__const(v);
     ns = R->ns;
@@ -483,6 +636,7 @@ static inline ad_real ad__op_pm(double v, ad_real a, ad_real b, int minus, const
   ad__recorder *R = ad__rec;
   uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
   if (AD__UNLIKELY((na + 2 > R->lim) | ((AD__STALE(a, ep) | AD__STALE(b, ep)) != 0))) {
+    if (R->fwd) return ad__fwd_op_pm(R, v, a, b, minus, op);
     ad_real ab[2] = {a, b};
     if (!ad__need(R, 2, ab, op)) return ad__const(v);
     ns = R->ns;
@@ -505,6 +659,7 @@ static inline ad_real ad__op_unit(double v, ad_real a, int minus, const char *op
   ad__recorder *R = ad__rec;
   uint32_t ns = R->ns, na = R->na, np = R->np;
   if (AD__UNLIKELY((na + 1 > R->lim) | (a.e != R->epoch))) {
+    if (R->fwd) return ad__fwd_op1(R, v, a, minus ? -1.0 : 1.0, op);
     if (!ad__need(R, 1, &a, op)) return ad__const(v);
     ns = R->ns;
     na = R->na;
@@ -521,6 +676,10 @@ static inline ad_real ad__op3(double v, ad_real a, double da, ad_real b, double 
   uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
   if (AD__UNLIKELY((na + 3 > R->lim) | ((AD__STALE(a, ep) | AD__STALE(b, ep) | AD__STALE(c, ep)) != 0))) {
     ad_real abc[3] = {a, b, c};
+    if (R->fwd) {
+      double dabc[3] = {da, db, dc};
+      return ad__fwd(R, v, 3, abc, dabc, op);
+    }
     if (!ad__need(R, 3, abc, op)) return ad__const(v);
     ns = R->ns;
     na = R->na;
@@ -567,18 +726,6 @@ static inline ad_real ad_custom(double value, size_t n, const ad_real *args, con
   return ad__emit(R, value, ns, na, m, p, AD__KIND_GENERAL);
 }
 
-/* Preaccumulation region state of this thread (internal). */
-typedef struct ad__region {
-  int depth;
-  ad__recorder *rec;   /* recorder at the outermost begin; NULL if not recording */
-  ad_index start;      /* last handle before the region */
-  uint32_t ns, na, np; /* block position at the begin */
-  uint8_t *cnt;        /* block at the begin */
-  uint64_t records;
-  uint32_t epoch; /* recording at the begin: a reset inside the region ends it */
-} ad__region;
-extern AD__THREAD_LOCAL ad__region ad__reg AD__TLS_MODEL;
-
 static inline void ad_stmt_begin(void) {
   if (ad__reg.depth++ > 0) return;
   ad__recorder *R = ad__rec;
@@ -590,6 +737,13 @@ static inline void ad_stmt_begin(void) {
   ad__reg.cnt = R->cnt;
   ad__reg.records = R->records;
   ad__reg.epoch = R->epoch;
+  ad__reg.nloc = 0;
+  ad__reg.nin = 0;
+  /* Every operation now takes the slow path, which propagates partials. */
+  if (R->active) {
+    R->fwd = 1;
+    R->lim = 0;
+  }
 }
 
 /* ------------------------------------------------------------------------ */

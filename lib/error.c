@@ -81,6 +81,7 @@ void ad__fail(ad_tape *t, int code, const char *fmt, ...) {
   va_end(ap);
   t->err = code;
   t->rec.active = 0;
+  t->rec.fwd = 0;
   ad__recorder_arm(t);
   ad__report(t, code, t->msg);
 }
@@ -117,6 +118,7 @@ const char *ad_tape_error_message(const ad_tape *t) {
 }
 
 int ad__driver_check(ad_tape *t) {
+  ad__region_flush(t); /* a sweep inside a region sees its statements */
   if (t->err != AD_OK) return t->err;
   if (t->pending != AD_OK) {
     int e = t->pending;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Fused n-ary statements (sum, linear combination, dot product, user partials)
  * and statement-level preaccumulation. */
+#include <math.h>
 #include <string.h>
 
 #include "tape_impl.h"
@@ -71,6 +72,7 @@ static int gather_start(gather *g, size_t n, const char *op) {
   g->op = op;
   if (!g->R->active) return 0;
   g->t = ad__tape_of(g->R);
+  ad__region_flush(g->t); /* a fused statement inside a region: record the region */
   return scratch(g->t, n) == AD_OK;
 }
 
@@ -121,6 +123,8 @@ ad_real ad_dot(size_t n, const ad_real *a, const ad_real *b) {
 /* The general path of the inline ad_custom: not recording, stale handles, a
  * full block, or more than 63 arguments. */
 ad_real ad__custom_n(double value, size_t n, const ad_real *args, const double *partials) {
+  ad__recorder *R = ad__rec;
+  if (R->fwd && n <= AD__MAX_ARGS) return ad__fwd(R, value, (uint32_t)n, args, partials, "ad_custom");
   gather g;
   if (!gather_start(&g, n, "ad_custom")) return ad__const(value);
   for (size_t k = 0; k < n; k++)
@@ -133,6 +137,179 @@ ad_real ad__custom_n(double value, size_t n, const ad_real *args, const double *
 /* ------------------------------------------------------------------------ */
 
 _Thread_local ad__region ad__reg AD__TLS_MODEL;
+
+/* ------------------------------------------------------------------------ */
+/* Forward propagation inside a region                                      */
+/* ------------------------------------------------------------------------ */
+
+/* A region starts by propagating partials forward: value j of the region
+ * (handle start + 1 + j) carries a dense vector of its partials with respect
+ * to the region's inputs, the outside values it uses, numbered in the order
+ * in which they are met. Nothing goes on the tape until the end, which writes
+ * one statement per result from its vector. Whatever this cannot do exactly
+ * (see ad__region_spill) turns the region back into one recorded operation
+ * by operation. */
+
+#define FWD AD__FWD_INPUTS
+
+/* Room for `need` values: the rows of the unit vectors and the zero row come
+ * first (ad__fwd_row). */
+static int fwd_grow(ad__recorder *R, size_t need) {
+  ad_tape *t = ad__tape_of(R);
+  size_t vals = R->fwd_cap ? 2 * (size_t)R->fwd_cap : 64;
+  while (vals < need) vals *= 2;
+  size_t c = R->fwd_rows ? (AD__FWD_FIRST + (size_t)R->fwd_cap) * FWD : 0;
+  void *a = R->fwd_rows;
+  if (ad__grow_to(t, &a, &c, (AD__FWD_FIRST + vals) * FWD, sizeof(double)) != AD_OK) return 0;
+  R->fwd_rows = a;
+  R->fwd_cap = (uint32_t)vals;
+  for (unsigned k = 0; k < FWD; k++) R->fwd_rows[k * FWD + k] = 1.0; /* the rest is zero */
+  return 1;
+}
+
+/* One operation recorded as usual, with a partial per active argument (the
+ * operation that made a region spill). */
+static ad_real record_general(ad__recorder *R, double v, uint32_t n, const ad_real *args, const double *par,
+                              const char *op) {
+  if (!ad__need(R, n, args, op)) return ad__const(v);
+  uint32_t na = R->na, np = R->np;
+  for (uint32_t k = 0; k < n; k++) {
+    if (args[k].i == 0) continue;
+    R->idx[na++] = args[k].i;
+    R->par[np++] = par[k];
+  }
+  if (na == R->na) return ad__const(v);
+  ad_real r = ad__emit(R, v, R->ns, R->na, na, np, AD__KIND_GENERAL);
+  ad__recorder_lim(R);
+  return r;
+}
+
+static ad_real fwd_stale(ad_tape *t, double v, uint32_t k, ad_real a, const char *op) {
+  ad__fail(t, AD_ERR_STALE_HANDLE, "%s: argument %u has handle %llu of recording %u, %s (this tape is recording %u)",
+           op, k + 1, (unsigned long long)a.i, a.e, ad__stale_reason(t, a.i, a.e), t->rec.epoch);
+  return ad__const(v);
+}
+
+/* The library's side of ad__fwd_op1/2 (ariadne.h): every case. */
+static ad_real fwd_op(ad__recorder *R, double v, uint32_t n, const ad_real *args, const double *par, const char *op) {
+  ad__region *g = &ad__reg;
+  ad_tape *t = ad__tape_of(R);
+  uint32_t j = g->nloc, ep = R->epoch;
+  ad_index start = g->start;
+  if (AD__UNLIKELY(g->rec != R || g->depth == 0)) goto spill;
+  if (j >= R->fwd_cap && (j >= AD__FWD_VALUES || !fwd_grow(R, (size_t)j + 1))) goto spill;
+  double acc[FWD] = {0};
+  for (uint32_t m = 0; m < n; m++) {
+    ad_real a = args[m];
+    double p = par[m];
+    if (a.i == 0) continue;
+    const double *src;
+    if (a.e == ep && a.i > start) { /* a value of the region */
+      ad_index q = a.i - start - 1;
+      if (q >= j) return fwd_stale(t, v, m, a, op);
+      src = R->fwd_rows + (size_t)(AD__FWD_FIRST + q) * FWD;
+    } else { /* an input of the region */
+      if (a.e != ep && !ad__handle_live(t, a.i, a.e)) return fwd_stale(t, v, m, a, op);
+      uint32_t s = 0, k = g->nin;
+      while (s < k && g->in[s] != a.i) s++;
+      if (s == k) {
+        if (k == FWD) goto spill;
+        g->in[k] = a.i;
+        g->nin = (uint16_t)(k + 1);
+      }
+      src = R->fwd_rows + (size_t)s * FWD;
+    }
+    if (p == 0.0) continue; /* no 0 * inf, as the reverse sweep skips zero adjoints */
+    if (!isfinite(p)) goto spill;
+    for (uint32_t k = 0; k < FWD; k++) acc[k] += p * src[k];
+  }
+  double *row = R->fwd_rows + (size_t)(AD__FWD_FIRST + j) * FWD;
+  for (uint32_t k = 0; k < FWD; k++) row[k] = acc[k];
+  g->nloc = (uint16_t)(j + 1);
+  ad_real r;
+  r.v = v;
+  r.i = start + 1 + j;
+  r.e = ep;
+  return r;
+spill:
+  ad__region_spill(t);
+  return record_general(R, v, n, args, par, op);
+}
+
+/* The inline operations call these with their arguments in registers: an
+ * array built by the caller would be read back in pieces of other sizes than
+ * it was written in, which stalls. */
+ad_real ad__fwd(ad__recorder *R, double v, uint32_t n, const ad_real *args, const double *par, const char *op) {
+  return fwd_op(R, v, n, args, par, op);
+}
+ad_real ad__fwd1(ad__recorder *R, double v, ad_real a, double da, const char *op) {
+  return fwd_op(R, v, 1, &a, &da, op);
+}
+ad_real ad__fwd2(ad__recorder *R, double v, ad_real a, double da, ad_real b, double db, const char *op) {
+  ad_real ab[2] = {a, b};
+  double d[2] = {da, db};
+  return fwd_op(R, v, 2, ab, d, op);
+}
+
+void ad__region_spill(ad_tape *t) {
+  ad__recorder *R = &t->rec;
+  if (!R->fwd) return;
+  ad__region *g = &ad__reg;
+  R->fwd = 0;
+  ad__recorder_arm(t);
+  uint32_t nloc = g->rec == R ? g->nloc : 0, L = g->nin;
+  g->nloc = g->nin = 0;
+  ad_index in[FWD];
+  memcpy(in, g->in, sizeof in);
+  if (!R->active || nloc == 0) return;
+  if (R->next != g->start) {
+    ad__fail(t, AD_ERR_STATE, "ad_stmt_begin: the tape moved while a region propagated partials");
+    return;
+  }
+  /* Value j becomes statement start + 1 + j on the region's inputs, the
+   * handle it already has. */
+  for (uint32_t j = 0; j < nloc; j++) {
+    ad_real r = L ? emit(R, 0.0, L, in, R->fwd_rows + (size_t)(AD__FWD_FIRST + j) * FWD, "ad_stmt_begin")
+                  : ad__new_input(t, 0.0);
+    if (r.i != g->start + 1 + j) return; /* the tape failed (out of memory) */
+  }
+}
+
+/* The end of a region that still propagates forward: each result computed in
+ * it becomes one statement on the inputs it depends on (non-zero partials
+ * only), in the order of the results. */
+static void fwd_end(ad__recorder *R, ad__region *g, size_t m, ad_real *results, const char *op) {
+  ad_tape *t = ad__tape_of(R);
+  ad_index start = g->start, top = start + g->nloc;
+  uint32_t nin = g->nin;
+  R->fwd = 0;
+  ad__recorder_lim(R); /* nothing else changed while the region propagated */
+  /* A discarded value used anyway must still index inside the adjoint vector. */
+  if (top > t->hwm) t->hwm = top;
+  for (size_t i = 0; i < m; i++) {
+    ad_real r = results[i];
+    if (r.e != R->epoch || r.i <= start || r.i > top) continue;
+    const double *row = R->fwd_rows + (size_t)(AD__FWD_FIRST + (r.i - start - 1)) * FWD;
+    uint32_t na = R->na, np = R->np, k = 0;
+    if (na + FWD <= R->lim) { /* straight into the block, as ad_custom */
+      for (uint32_t q = 0; q < nin; q++) {
+        R->idx[na + k] = g->in[q];
+        R->par[np + k] = row[q];
+        k += row[q] != 0.0;
+      }
+      results[i] = k ? ad__emit(R, r.v, R->ns, na, na + k, np + k, AD__KIND_GENERAL) : ad__new_input(t, r.v);
+      continue;
+    }
+    ad_index idx[FWD];
+    double par[FWD];
+    for (uint32_t q = 0; q < nin; q++) {
+      idx[k] = g->in[q];
+      par[k] = row[q];
+      k += row[q] != 0.0;
+    }
+    results[i] = k ? emit(R, r.v, k, idx, par, op) : ad__new_input(t, r.v);
+  }
+}
 
 /* Regions up to this many statements and outside arguments use stack arrays. */
 #define SMALL 64
@@ -311,10 +488,30 @@ static ad__recorder *region_close(ad__region *g, ad_tape_pos *p) {
   return R;
 }
 
+/* 1 if the region ended by forward propagation; otherwise it was spilled
+ * (or never propagated) and ends as recorded. */
+static int region_fwd_end(ad__region *g, size_t m, ad_real *results, const char *op) {
+  ad__recorder *R = g->rec;
+  if (!R || !R->fwd) return 0;
+  if (ad__rec == R && R->active && R->epoch == g->epoch && R->records == g->records) {
+    g->rec = NULL;
+    if (results)
+      fwd_end(R, g, m, results, op);
+    else {
+      R->fwd = 0;
+      ad__recorder_arm(ad__tape_of(R));
+    }
+    return 1;
+  }
+  ad__region_spill(ad__tape_of(R));
+  return 0;
+}
+
 void ad_stmt_end_n(size_t m, ad_real *results) {
   ad__region *g = &ad__reg;
   if (g->depth == 0) return; /* unmatched end: nothing to do */
   if (--g->depth > 0) return;
+  if (region_fwd_end(g, m, results, "ad_stmt_end_n")) return;
   ad_tape_pos p;
   ad__recorder *R = region_close(g, &p);
   if (!R || !results || R->next == g->start) return;
@@ -361,6 +558,7 @@ ad_real ad_stmt_end(ad_real result) {
   ad__region *g = &ad__reg;
   if (g->depth == 0) return result; /* unmatched end: nothing to do */
   if (--g->depth > 0) return result;
+  if (region_fwd_end(g, 1, &result, "ad_stmt_end")) return result;
   ad__recorder *R = g->rec;
   g->rec = NULL;
   if (!R || !R->active || ad__rec != R) return result;

@@ -277,6 +277,7 @@ static int block_advance(ad_tape *t) {
 int ad__need(ad__recorder *R, uint32_t nargs, const ad_real *args, const char *op) {
   if (!R->active) return 0;
   ad_tape *t = ad__tape_of(R);
+  ad__region_flush(t); /* new inputs, fused statements inside a region */
   for (uint32_t k = 0; args && k < nargs; k++) {
     if (args[k].i != 0 && !ad__handle_live(t, args[k].i, args[k].e)) {
       ad__fail(t, AD_ERR_STALE_HANDLE,
@@ -362,6 +363,8 @@ void ad_tape_destroy(ad_tape *t) {
   ad__free(t, t->sc_par, t->sc_cap * sizeof(double));
   ad__free(t, t->sc_cnt, t->sc_cnt_cap * sizeof(size_t));
   ad__free(t, t->loc, t->loc_cap * sizeof(double));
+  if (t->rec.fwd_rows)
+    ad__free(t, t->rec.fwd_rows, (AD__FWD_FIRST + (size_t)t->rec.fwd_cap) * AD__FWD_INPUTS * sizeof(double));
   for (ad__block *b = t->head, *n; b; b = n) {
     n = b->next;
     ad__free(t, b, block_bytes(b->ns_alloc, b->na_alloc, b->np_alloc));
@@ -393,6 +396,9 @@ void ad_tape_begin(ad_tape *t) {
  * may be destroyed. */
 void ad_tape_end(ad_tape *t) {
   if (!t || !t->recording) return;
+  ad__region_flush(t); /* the region is left as recorded */
+  /* ... and forgets the tape, which may be destroyed before the region ends. */
+  if (ad__reg.rec == &t->rec) ad__reg.rec = NULL;
   t->recording = 0;
   t->rec.active = 0;
   ad__recorder_arm(t);
@@ -443,6 +449,7 @@ void ad_tape_reset(ad_tape *t) {
   t->err = t->pending = AD_OK;
   t->msg[0] = t->pmsg[0] = '\0';
   t->loop_comm = 0;
+  t->rec.fwd = 0; /* a region open across the reset is ended by the new epoch */
   t->rec.next = 0;
   t->rec.records = 0;
   t->rec.epoch = new_epoch();
@@ -467,6 +474,8 @@ ad_tape_pos ad_tape_position(const ad_tape *t) {
   ad_tape_pos p;
   memset(&p, 0, sizeof p);
   if (!t) return p;
+  /* A position inside a region is a position on its recorded statements. */
+  ad__region_flush((ad_tape *)(uintptr_t)t);
   p.index = t->rec.next;
   p.records = t->nrec;
   p.block = t->cur->id;
@@ -485,6 +494,9 @@ static const ad__lineage *lineage_of(const ad_tape *t, uint32_t e) {
 }
 
 int ad__handle_live(const ad_tape *t, ad_index i, uint32_t e) {
+  /* A value of a region that propagates forward, handed to a call that reads
+   * handles (drivers, external functions, checkpointing): record the region. */
+  if (AD__UNLIKELY(t->rec.fwd) && e == t->rec.epoch && i > t->rec.next) ad__region_spill((ad_tape *)(uintptr_t)t);
   if (e == t->rec.epoch) return i <= t->rec.next;
   const ad__lineage *l = lineage_of(t, e);
   return l && i > l->start && i <= l->cut;
@@ -575,6 +587,7 @@ static int lineage_cut(ad_tape *t, ad_index cut) {
 
 int ad_tape_reset_to(ad_tape *t, ad_tape_pos p) {
   if (!t) return AD_ERR_ARG;
+  ad__region_flush(t);
   int rc = ad__pos_check(t, p, "ad_tape_reset_to");
   if (rc != AD_OK) return rc;
   /* A region open across the reset is ended by the new epoch (ad_stmt_end
@@ -614,6 +627,7 @@ ad_real ad_input(double value) {
 }
 
 int ad__record_push(ad_tape *t, const ad__record_ops *ops, void *data, size_t bytes) {
+  ad__region_flush(t);
   if (!t->rec.active) {
     if (ops->destroy) ops->destroy(data);
     return t->err != AD_OK ? t->err : AD_ERR_STATE;

@@ -63,6 +63,9 @@ typedef struct ad__ext_ops {
 /* An earlier part of the current recording: a reset to a position ends the
  * recording's epoch and starts a new one. Handles of epoch `epoch` above
  * `start` and up to `cut` (the lowest position reset to since) are live. */
+/* Forward propagation bounds (see ad__region_spill). */
+#define AD__FWD_VALUES 2048
+
 typedef struct ad__lineage {
   uint32_t epoch;
   ad_index start, cut;
@@ -98,6 +101,12 @@ struct ad_tape {
   size_t sc_cnt_cap;
   double *loc;
   size_t loc_cap;
+  /* Forward propagation in a preaccumulation region: the partials of value j
+   * of the region with respect to its inputs fwd_in[k] are fwd[j *
+   * AD__FWD_INPUTS + k] (0 for inputs not met yet). */
+  double *fwd;
+  size_t fwd_cap; /* rows */
+  ad_index fwd_in[AD__FWD_INPUTS];
 
   /* The epochs before the current one whose handles are partly live, oldest
    * first, and the last handle before the current epoch's first. */
@@ -125,6 +134,18 @@ struct ad_tape {
   uint64_t index_limit;
   size_t bytes_alloc, bytes_peak;
 };
+
+/* A region that holds special records, new inputs, more than
+ * AD__FWD_INPUTS inputs or AD__FWD_VALUES values, a non-finite partial, or
+ * meets any call that reads the recording (positions, sweeps, the MPI
+ * layer) is spilled: its values so far become statements on its inputs, and
+ * the rest is recorded operation by operation and preaccumulated at the end
+ * by a local reverse sweep, as before. No-op unless a region propagates
+ * forward on t. */
+void ad__region_spill(ad_tape *t);
+static inline void ad__region_flush(ad_tape *t) {
+  if (AD__UNLIKELY(t->rec.fwd)) ad__region_spill(t);
+}
 
 /* Memory through the tape's allocator and limit. NULL (and a sticky
  * AD_ERR_NOMEM if `fail` is set) when it cannot be had. */
@@ -189,7 +210,7 @@ static inline ad_tape *ad__tape_of(ad__recorder *R) { return (ad_tape *)(void *)
 static inline void ad__recorder_lim(ad__recorder *R) {
   uint32_t rs = R->ns < R->ns_cap ? R->ns_cap - R->ns : 0, ra = R->na_cap - R->na, rp = R->np_cap - R->np;
   uint32_t r = rs < ra ? rs : ra;
-  R->lim = rs ? R->na + (r < rp ? r : rp) : 0;
+  R->lim = rs && !R->fwd ? R->na + (r < rp ? r : rp) : 0;
 }
 /* Recompute the recorder's statement capacity (0 while not recording). */
 void ad__recorder_arm(ad_tape *t);

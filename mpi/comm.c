@@ -1108,6 +1108,7 @@ int ad__sweep_tag(ad_tape *t, ad__comm *c, int peer, int tag, int k, int was_rec
 ad_tape *ad__mpi_tape(ad_tape **seen) {
   ad_tape *t = ad_tape_current();
   *seen = t && t->recording ? t : NULL;
+  if (t && t->recording) ad__region_flush(t); /* communication inside a region: record the region */
   return t && t->recording && t->rec.active ? t : NULL;
 }
 

@@ -386,8 +386,9 @@ static void test_preacc_nested(void) {
   uint64_t mid = statements();
   ad_real r = ad_add(ad_mul(inner, 2.0), t);
   ad_real out = ad_stmt_end(r);
-  /* The inner pair did nothing: the region kept growing past it. */
-  CHECK(mid - before > 5);
+  /* The inner pair did nothing: the region is still open, and nothing of it
+   * is on the tape before the outer end. */
+  CHECK_INT(mid - before, 0);
   CHECK_INT(statements() - before, 1);
   gradient(out, 3, z, g);
   CHECK_CLOSE(g[0], 2.0 * g_plain[0] + 1.5, 1e-14);

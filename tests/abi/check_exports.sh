@@ -6,7 +6,7 @@
 set -eu
 index64=$1
 shift
-allowed='^(ad__rec|ad__reg|ad__need|ad__custom_n)$'
+allowed='^(ad__rec|ad__reg|ad__need|ad__custom_n|ad__fwd|ad__fwd1|ad__fwd2)$'
 status=0
 for lib in "$@"; do
   [ -f "$lib" ] || { echo "no such library: $lib" >&2; exit 1; }

@@ -40,12 +40,12 @@ static void values_vs_plain(void) {
     dsp[j] = j * N;
   }
   unsigned long long seed = 99 + (unsigned long long)me;
-#define FILL()                                            \
-  for (int i = 0; i < np; i++) {                          \
-    pa[i] = 1.0 + 0.5 * i + 10.0 * me + mt_rand(&seed); \
-    a[i] = ad_input(pa[i]);                               \
-    pb[i] = -1.0;                                         \
-    b[i] = ad_const(-1.0);                                \
+#define FILL()                                                                                                         \
+  for (int i = 0; i < np; i++) {                                                                                       \
+    pa[i] = 1.0 + 0.5 * i + 10.0 * me + mt_rand(&seed);                                                                \
+    a[i] = ad_input(pa[i]);                                                                                            \
+    pb[i] = -1.0;                                                                                                      \
+    b[i] = ad_const(-1.0);                                                                                             \
   }
   ad_tape *t = ad_tape_create();
   ad_tape_begin(t);
@@ -193,6 +193,33 @@ static void halves_prog(ad_real *x, int n, ad_real *y, int m, void *ctx) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Communication inside preaccumulation regions                              */
+/* ------------------------------------------------------------------------ */
+
+/* A ring sendrecv of values computed inside a region, and an allreduce of
+ * values from before one: a region that communicates is recorded operation
+ * by operation (it cannot propagate partials across ranks), and a region
+ * around plain arithmetic next to it is not. */
+static void region_prog(ad_real *x, int n, ad_real *y, int m, void *ctx) {
+  (void)ctx;
+  (void)m;
+  ad_real s[N], r[N], sum[N];
+  ad_stmt_begin();
+  for (int i = 0; i < n; i++) s[i] = ad_mul(x[i], ad_add(x[i], 1.0));
+  ad_mpi_sendrecv(s, n, AD_MPI_REAL, (mt_rank + 1) % mt_size, 3, r, n, AD_MPI_REAL, (mt_rank + mt_size - 1) % mt_size,
+                  3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  ad_real first = ad_add(ad_mul(r[0], s[0]), ad_sin(x[0]));
+  first = ad_stmt_end(first);
+  ad_stmt_begin();
+  ad_mpi_allreduce(x, sum, n, AD_MPI_REAL, MPI_SUM, MPI_COMM_WORLD);
+  ad_real second = ad_stmt_end(ad_mul(ad_exp(ad_mul(sum[1], 0.1)), x[1]));
+  for (int i = 0; i < n; i++) {
+    ad_stmt_begin();
+    y[i] = ad_stmt_end(ad_add(ad_mul(ad_mul(first, x[i]), 0.5), ad_mul(second, ad_cos(x[i]))));
+  }
+}
+
+/* ------------------------------------------------------------------------ */
 /* MPI_PROC_NULL, testall, sendrecv_replace, MPI_COMM_SELF                   */
 /* ------------------------------------------------------------------------ */
 
@@ -304,8 +331,10 @@ static void sweeps_and_resets(void) {
     for (int i = 0; i < N; i++) ad_seed(t, y[i], 1.0 + i);
     MT_CHECK(ad_reverse(t) == AD_OK);
     for (int i = 0; i < N; i++) {
-      if (rep == 0) first[i] = ad_adjoint(t, x[i]);
-      else MT_CHECK(ad_adjoint(t, x[i]) == first[i]);
+      if (rep == 0)
+        first[i] = ad_adjoint(t, x[i]);
+      else
+        MT_CHECK(ad_adjoint(t, x[i]) == first[i]);
     }
   }
   /* Reset and record a different program, then the first one again. */
@@ -417,10 +446,10 @@ static void passive_types(void) {
   ad_mpi_stats mb, ma;
   MT_CHECK(ad_tape_stats(t, &before) == AD_OK);
   ad_mpi_stats_get(&mb);
-#define RESET()                  \
-  for (int i = 0; i < np; i++) { \
-    a[i] = iv(me, i);            \
-    b[i] = -1;                   \
+#define RESET()                                                                                                        \
+  for (int i = 0; i < np; i++) {                                                                                       \
+    a[i] = iv(me, i);                                                                                                  \
+    b[i] = -1;                                                                                                         \
   }
   MPI_Status st;
   /* Each send mode, into a receive posted beforehand (a ready send needs it). */
@@ -596,7 +625,8 @@ static void halo_run(int periodic, int nonblocking) {
     }
     ad_real v[cells];
     for (int i = 0; i < cells; i++)
-      v[i] = ad_add(u[halo + i], ad_mul(0.1, ad_sub(ad_add(u[halo + i - 1], u[halo + i + 1]), ad_mul(2.0, u[halo + i]))));
+      v[i] =
+          ad_add(u[halo + i], ad_mul(0.1, ad_sub(ad_add(u[halo + i - 1], u[halo + i + 1]), ad_mul(2.0, u[halo + i]))));
     for (int i = 0; i < cells; i++) u[halo + i] = ad_sin(v[i]);
   }
   ad_real y = ad_sum(cells, u + halo);
@@ -679,8 +709,8 @@ static void collective_bytes(void) {
   MPI_Allreduce(mine, sum, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   if (sum[0] != sum[1]) {
     mt_errors++;
-    fprintf(stderr, "[%d] collectives: adjoint bytes %.0f != forward bytes %.0f, summed over the ranks\n", me,
-            sum[1], sum[0]);
+    fprintf(stderr, "[%d] collectives: adjoint bytes %.0f != forward bytes %.0f, summed over the ranks\n", me, sum[1],
+            sum[0]);
   }
   MT_CHECK(tan.tangent_bytes == fwd.forward_bytes);
   MT_CHECK(p == 1 || sum[0] > 0);
@@ -708,6 +738,7 @@ int main(int argc, char **argv) {
   mt_check_prog("halves", halves_prog, N, N, NULL, 1e-6);
   mt_check_prog("procnull", procnull_prog, N, N, NULL, 1e-6);
   mt_check_prog("testall", testall_prog, N, N, NULL, 1e-6);
+  mt_check_prog("regions", region_prog, N, N, NULL, 1e-6);
   sweeps_and_resets();
   drivers();
   passive_types();
