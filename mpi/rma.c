@@ -1238,15 +1238,40 @@ static int rma_sweep(ad_tape *t, ad__mrec *r, int reverse) {
  *   an incorporation adds the new handle's adjoint into the window's, a
  *   publication takes the window's adjoint into the published handle. */
 
+static void batch_free(pbatch *x) {
+  if (!x) return;
+  free(x->a);
+  free(x->off);
+  free(x->in);
+  free(x->out);
+  free(x);
+}
+
+static void sync_free(psyncrec *x) {
+  if (!x) return;
+  free(x->ie);
+  free(x->pe);
+  free(x->ih);
+  free(x->ph);
+  free(x);
+}
+
+/* Off the list of windows whose recording lives (their begin record is
+ * gone, with its tape's recording). */
+static void pw_unlist(pwin *pw) {
+  if (!pw->tape) return;
+  if (pw->prev)
+    pw->prev->next = pw->next;
+  else
+    pwins = pw->next;
+  if (pw->next) pw->next->prev = pw->prev;
+  pw->prev = pw->next = NULL;
+  pw->tape = NULL;
+}
+
 static void pw_release(pwin *pw) {
   if (--pw->refs > 0) return;
-  if (pw->tape) {
-    if (pw->prev)
-      pw->prev->next = pw->next;
-    else
-      pwins = pw->next;
-    if (pw->next) pw->next->prev = pw->prev;
-  }
+  pw_unlist(pw);
   free(pw->h0);
   free(pw);
 }
@@ -1254,41 +1279,19 @@ static void pw_release(pwin *pw) {
 static void passive_free(void *data) {
   phead *h = data;
   pwin *pw = h->pw;
-  switch (h->what) {
-  case RMA_PBEGIN:
-    if (pw->tape) {
-      if (pw->prev)
-        pw->prev->next = pw->next;
-      else
-        pwins = pw->next;
-      if (pw->next) pw->next->prev = pw->prev;
-      pw->prev = pw->next = NULL;
-      pw->tape = NULL;
-    }
-    break;
-  case RMA_PEND:
-    pw->ended = 0;
-    break;
-  case RMA_BATCH: {
-    pbatch *x = data;
+  if (h->what == RMA_BATCH || h->what == RMA_SYNC) {
     if (pw->tape) pw->holes = 1;
-    free(x->a);
-    free(x->off);
-    free(x->in);
-    free(x->out);
-    break;
+    if (h->what == RMA_BATCH)
+      batch_free(data);
+    else
+      sync_free(data);
+  } else {
+    if (h->what == RMA_PBEGIN)
+      pw_unlist(pw);
+    else
+      pw->ended = 0;
+    free(h);
   }
-  default: {
-    psyncrec *x = data;
-    if (pw->tape) pw->holes = 1;
-    free(x->ie);
-    free(x->pe);
-    free(x->ih);
-    free(x->ph);
-    break;
-  }
-  }
-  free(h);
   pw_release(pw);
 }
 
@@ -1450,13 +1453,7 @@ static int psync(win *w, ad_tape *t, ad_tape *seen, const char *fn) {
       x->ph = malloc(((size_t)np + 1) * sizeof *x->ph);
     }
     if (!x || !x->ie || !x->ih || !x->pe || !x->ph) {
-      if (x) {
-        free(x->ie);
-        free(x->ih);
-        free(x->pe);
-        free(x->ph);
-        free(x);
-      }
+      sync_free(x);
       x = NULL;
       code = MPI_ERR_NO_MEM;
       snprintf(why, sizeof why, "no memory");
@@ -1487,12 +1484,7 @@ static int psync(win *w, ad_tape *t, ad_tape *seen, const char *fn) {
     if (pw_push(rt, AD__M_RMA_SYNC, w, &x->h))
       w->pw->used = 1;
     else {
-      x->h.pw = NULL;
-      free(x->ie);
-      free(x->ih);
-      free(x->pe);
-      free(x->ph);
-      free(x);
+      sync_free(x);
       code = MPI_ERR_NO_MEM;
       snprintf(why, sizeof why, "no memory for the record");
     }
@@ -1568,13 +1560,7 @@ static int batch_complete(win *w, int target, ad_tape *t, ad_tape *seen, const c
       x->out = calloc((size_t)total + 1, sizeof *x->out);
     }
     if (!x || !x->a || !x->off || !x->in || !x->out) {
-      if (x) {
-        free(x->a);
-        free(x->off);
-        free(x->in);
-        free(x->out);
-        free(x);
-      }
+      batch_free(x);
       x = NULL;
       rt = NULL;
       code = MPI_ERR_NO_MEM;
@@ -1611,11 +1597,7 @@ static int batch_complete(win *w, int target, ad_tape *t, ad_tape *seen, const c
     if (pw_push(rt, AD__M_RMA_BATCH, w, &x->h))
       w->pw->used = 1;
     else {
-      free(x->a);
-      free(x->off);
-      free(x->in);
-      free(x->out);
-      free(x);
+      batch_free(x);
       x = NULL;
       code = MPI_ERR_NO_MEM;
       snprintf(why, sizeof why, "no memory for the record");

@@ -1290,17 +1290,21 @@ typedef struct later {
   int started; /* the AD_MPI_REAL call started (whatever became of the passive one) */
 } later;
 
+/* Complete the passive fields' collective that runs beside an AD_MPI_REAL
+ * one (nothing if none): 1, or 0 with MPI's error on the tape naming fn. */
+static int passive_done(MPI_Request *preq, const char *fn) {
+  if (*preq == MPI_REQUEST_NULL) return 1;
+  int rc = MPI_Wait(preq, MPI_STATUS_IGNORE);
+  if (rc == MPI_SUCCESS) return 1;
+  ad_tape *seen;
+  ad__mpi_tape(&seen);
+  ad__mpi_forward_error(seen, rc, fn);
+  return 0;
+}
+
 static void later_run(void *ctx, int ok) {
   later *L = ctx;
-  if (ok && L->preq != MPI_REQUEST_NULL) {
-    int rc = MPI_Wait(&L->preq, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) {
-      ad_tape *seen;
-      ad__mpi_tape(&seen);
-      ad__mpi_forward_error(seen, rc, L->fn);
-      ok = 0;
-    }
-  }
+  ok = ok && passive_done(&L->preq, L->fn);
   for (int i = 0; i < 2; i++) {
     if (ok && L->sbase[i] && L->s[i].d) side_scatter(&L->s[i], L->sbase[i]);
     if (ok && L->vbase[i] && L->v[i].s.d) vside_scatter(&L->v[i], L->vbase[i], L->vdsp[i], L->p, -1);
@@ -1755,15 +1759,7 @@ typedef struct wlater {
 
 static void wlater_run(void *ctx, int ok) {
   wlater *L = ctx;
-  if (ok && L->preq != MPI_REQUEST_NULL) {
-    int rc = MPI_Wait(&L->preq, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) {
-      ad_tape *seen;
-      ad__mpi_tape(&seen);
-      ad__mpi_forward_error(seen, rc, L->fn);
-      ok = 0;
-    }
-  }
+  ok = ok && passive_done(&L->preq, L->fn);
   if (ok) {
     wside_move(&L->r, L->recvbuf, 0);
     wside_close(&L->s);
