@@ -213,6 +213,18 @@ int ad_tape_stats(const ad_tape *tape, ad_stats *out);
  * recording sets the sticky error AD_ERR_NOMEM. */
 void ad_tape_set_memory_limit(ad_tape *tape, size_t bytes);
 
+/* Memory kept for the next tapes (process-wide). The large arrays a tape lets
+ * go (blocks and vectors at ad_tape_destroy, a vector it outgrows) are kept,
+ * up to a limit, and reused by the tapes created later: a process that
+ * records one tape after another pays for fresh memory once. Arrays from an
+ * allocator of ad_tape_options are not kept. The limit is 1 GiB unless the
+ * environment variable ARIADNE_MEMORY_CACHE (bytes, with an optional K, M or
+ * G suffix) says otherwise when the cache is first used; 0 keeps nothing.
+ * ad_memory_cache_limit sets it, releases what is over it, and returns the
+ * previous limit; ad_memory_cache_bytes is what is kept now. */
+size_t ad_memory_cache_limit(size_t bytes);
+size_t ad_memory_cache_bytes(void);
+
 /* Positions: record something, remember where, then sweep or discard only
  * the part after it. ad_tape_reset_to(tape, pos) discards what was recorded
  * after pos: handles issued after pos become stale (AD_ERR_STALE_HANDLE
@@ -1048,6 +1060,11 @@ static inline void ad_tape_set_memory_limit(ad_tape *t, size_t b) {
   (void)t;
   (void)b;
 }
+static inline size_t ad_memory_cache_limit(size_t b) {
+  (void)b;
+  return 0;
+}
+static inline size_t ad_memory_cache_bytes(void) { return 0; }
 /* The rest of the tape API, so that a port keeps its tape and error calls. */
 static inline void ad_tape_options_default(ad_tape_options *o) {
   if (o) {

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #endif
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,10 +72,132 @@ static size_t bytes_recorded(const ad_tape *t);
 #endif
 #endif
 
-static void *big_alloc(size_t size) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE) && !defined(AD__NO_BIG_ALLOC)
+#define AD__MAPPED 1
+#endif
+
+/* The process-wide cache of mappings that tapes let go (ad_tape_destroy, an
+ * array outgrown), kept for the tapes that come next: a process that records
+ * one tape after another, or checks derivatives on tapes of their own, then
+ * touches fresh memory once. Taken once per block or vector, under a spin
+ * lock; a mapping is split when a smaller one is asked, and the rest stays. */
+#define CACHE_SLOTS 512
+#define CACHE_DEFAULT ((size_t)1 << 30)
+static struct {
+  char *p;
+  size_t len;
+} cache[CACHE_SLOTS];
+static size_t cache_n, cache_bytes, cache_limit;
+static int cache_configured;
+static atomic_flag cache_busy = ATOMIC_FLAG_INIT;
+
+static void cache_lock(void) {
+  while (atomic_flag_test_and_set_explicit(&cache_busy, memory_order_acquire)) {
+  }
+}
+static void cache_unlock(void) { atomic_flag_clear_explicit(&cache_busy, memory_order_release); }
+
+/* ARIADNE_MEMORY_CACHE: bytes, with an optional K, M or G (binary). Under the lock. */
+static void cache_configure(void) {
+  if (cache_configured) return;
+  cache_configured = 1;
+  cache_limit = CACHE_DEFAULT;
+  const char *e = getenv("ARIADNE_MEMORY_CACHE");
+  if (!e || !*e) return;
+  char *end;
+  unsigned long long v = strtoull(e, &end, 10);
+  unsigned shift = *end == 'K' || *end == 'k'   ? 10
+                   : *end == 'M' || *end == 'm' ? 20
+                   : *end == 'G' || *end == 'g' ? 30
+                                                : 0;
+  if (end == e || (shift && end[1]) || (!shift && *end) || v > (unsigned long long)(SIZE_MAX >> shift)) {
+    fprintf(stderr,
+            "ariadne: ARIADNE_MEMORY_CACHE=%s is not a size (bytes, with an optional K, M or G); the limit stays "
+            "1 GiB\n",
+            e);
+    return;
+  }
+  cache_limit = (size_t)v << shift;
+}
+
+#ifdef AD__MAPPED
+/* Take a cached mapping of len bytes (the smallest that fits), or NULL. */
+static void *cache_take(size_t len) {
+  cache_lock();
+  cache_configure();
+  size_t best = cache_n;
+  for (size_t i = 0; i < cache_n; i++)
+    if (cache[i].len >= len && (best == cache_n || cache[i].len < cache[best].len)) best = i;
+  char *p = NULL;
+  if (best < cache_n) {
+    p = cache[best].p;
+    if (cache[best].len > len) {
+      cache[best].p += len; /* the rest stays, on huge-page bounds */
+      cache[best].len -= len;
+    } else {
+      cache[best] = cache[--cache_n];
+    }
+    cache_bytes -= len;
+  }
+  cache_unlock();
+  return p;
+}
+
+/* Keep a mapping if the limit allows; 1 if kept. */
+static int cache_put(char *p, size_t len) {
+  cache_lock();
+  cache_configure();
+  int kept = cache_n < CACHE_SLOTS && cache_bytes <= cache_limit && len <= cache_limit - cache_bytes;
+  if (kept) {
+    cache[cache_n].p = p;
+    cache[cache_n].len = len;
+    cache_n++;
+    cache_bytes += len;
+  }
+  cache_unlock();
+  return kept;
+}
+#endif
+
+size_t ad_memory_cache_limit(size_t bytes) {
+  char *drop[CACHE_SLOTS];
+  size_t len[CACHE_SLOTS], nd = 0;
+  cache_lock();
+  cache_configure();
+  size_t old = cache_limit;
+  cache_limit = bytes;
+  while (cache_bytes > cache_limit) { /* release the largest first */
+    size_t big = 0;
+    for (size_t i = 1; i < cache_n; i++)
+      if (cache[i].len > cache[big].len) big = i;
+    drop[nd] = cache[big].p;
+    len[nd++] = cache[big].len;
+    cache_bytes -= cache[big].len;
+    cache[big] = cache[--cache_n];
+  }
+  cache_unlock();
+#ifdef AD__MAPPED
+  for (size_t i = 0; i < nd; i++) munmap(drop[i], len[i]);
+#else
+  (void)drop;
+  (void)len;
+#endif
+  return old;
+}
+
+size_t ad_memory_cache_bytes(void) {
+  cache_lock();
+  size_t b = cache_bytes;
+  cache_unlock();
+  return b;
+}
+
+static void *big_alloc(size_t size) {
+#ifdef AD__MAPPED
   if (size >= BIG_ALLOC) {
     size_t len = (size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    void *c = cache_take(len);
+    if (c) return c;
     /* Over-allocate by a huge page to align, and give back the slack. */
     char *m = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return NULL;
@@ -90,9 +213,10 @@ static void *big_alloc(size_t size) {
 
 static void big_free(void *p, size_t size) {
   (void)size;
-#if defined(__linux__) && defined(MADV_HUGEPAGE) && !defined(AD__NO_BIG_ALLOC)
+#ifdef AD__MAPPED
   if (size >= BIG_ALLOC) {
-    munmap(p, (size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1));
+    size_t len = (size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    if (!cache_put(p, len)) munmap(p, len);
     return;
   }
 #endif

@@ -4,7 +4,8 @@
  * time (the recorder and the current tape are per thread; the sweeps share
  * only constant tables). Run under ThreadSanitizer (-DARIADNE_TSAN=ON) this
  * finds data races; in any build it checks every thread's gradients and
- * Jacobians against closed forms.
+ * Jacobians against closed forms. Large tapes made and destroyed in every
+ * thread at once share the process-wide memory cache.
  */
 #define _POSIX_C_SOURCE 200809L /* pthread barriers */
 #include <ariadne.h>
@@ -63,6 +64,28 @@ static void *work(void *arg) {
       if (fabs(J[k] - want[k]) > 1e-14 * (1 + fabs(want[k]))) j->failed++;
       if (fabs(J[N + k] - w2) > 1e-14 * (1 + fabs(w2))) j->failed++;
     }
+    ad_tape_destroy(t);
+  }
+  /* Large tapes one after another: their blocks (whole huge pages) go to the
+   * process-wide memory cache and come back from it in every thread at once.
+   * a_{k+1} = c a_k + x, a_0 = x: d a_K / dx = c^K + (1 - c^K) / (1 - c). */
+  int big = check_small() ? 1 : 3;
+  for (int r = 0; r < big; r++) {
+    const double c = 0.999;
+    const long K = 150000;
+    ad_tape *t = ad_tape_create();
+    if (!t) {
+      j->failed++;
+      return NULL;
+    }
+    ad_tape_begin(t);
+    ad_real x = ad_input(0.5 + 0.01 * j->id), a = x;
+    for (long k = 0; k < K; k++) a = ad_add(ad_mul(a, c), x);
+    ad_tape_end(t);
+    double g, cK = pow(c, (double)K), want = cK + (1.0 - cK) / (1.0 - c);
+    j->checks += 2;
+    if (ad_gradient(t, a, 1, &x, &g) != AD_OK) j->failed++;
+    if (fabs(g - want) > 1e-9 * want) j->failed++;
     ad_tape_destroy(t);
   }
   return NULL;

@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The process-wide memory cache: a tape destroyed leaves its large arrays to
+ * the tapes created after it, within ad_memory_cache_limit; gradients on
+ * reused (dirty) memory are the same bits; a tape's own memory limit still
+ * holds; the environment variable sets the limit.
+ *
+ * Usage: test_memory_cache [expected limit in bytes] (default 1 GiB: the test
+ * runs once without ARIADNE_MEMORY_CACHE and once with it set). */
+#include <ariadne.h>
+#include <stdint.h>
+
+#include "check.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define NO_MAPPINGS 1 /* AddressSanitizer builds take every array from malloc */
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define NO_MAPPINGS 1
+#endif
+#endif
+#if !defined(__linux__)
+#define NO_MAPPINGS 1
+#endif
+
+#define M 64      /* inputs */
+#define N 1200000 /* products: a tape of some 60 MB, its large blocks mapped */
+
+static double x0(int i) { return 0.3 + 0.01 * i; }
+
+/* f = sum_k sin(x[k % M]) * x[(k + 1) % M], one statement per operation. */
+static int record(ad_tape *t, double *g, double *f) {
+  ad_real x[M];
+  ad_tape_begin(t);
+  for (int i = 0; i < M; i++) x[i] = ad_input(x0(i));
+  ad_real acc = ad_const(0.0);
+  for (long k = 0; k < N; k++) acc = ad_add(acc, ad_mul(ad_sin(x[k % M]), x[(k + 1) % M]));
+  ad_tape_end(t);
+  *f = ad_value(acc);
+  return ad_gradient(t, acc, M, x, g);
+}
+
+/* d f / d x_i = (N / M) (cos x_i x_{i+1} + sin x_{i-1}). */
+static void check_gradient(const double *g) {
+  for (int i = 0; i < M; i++) {
+    double want = (double)(N / M) * (cos(x0(i)) * x0((i + 1) % M) + sin(x0((i + M - 1) % M)));
+    CHECK_CLOSE(g[i], want, 1e-10);
+  }
+}
+
+int main(int argc, char **argv) {
+  size_t expect = argc > 1 ? (size_t)strtoull(argv[1], NULL, 10) : (size_t)1 << 30;
+  double g1[M], g2[M], f1, f2;
+
+  CHECK_CONTEXT("limit");
+  CHECK_INT(ad_memory_cache_limit(expect), expect); /* the default, or the environment's */
+  CHECK_INT(ad_memory_cache_bytes(), 0);
+
+  CHECK_CONTEXT("first tape");
+  ad_tape *a = ad_tape_create();
+  CHECK_INT(record(a, g1, &f1), AD_OK);
+  check_gradient(g1);
+  ad_stats st;
+  CHECK_INT(ad_tape_stats(a, &st), AD_OK);
+  ad_tape_destroy(a);
+  size_t kept = ad_memory_cache_bytes();
+#ifdef NO_MAPPINGS
+  CHECK_INT(kept, 0);
+#else
+  /* Most of the tape is in blocks of whole huge pages: they are kept, as
+   * far as the limit allows. */
+  if (expect >= st.bytes_reserved) CHECK(kept >= st.bytes_reserved / 2);
+  CHECK(kept <= expect);
+#endif
+
+  CHECK_CONTEXT("second tape, on the first one's memory");
+  ad_tape *b = ad_tape_create();
+  CHECK_INT(record(b, g2, &f2), AD_OK);
+  CHECK_SAME(f2, f1);
+  for (int i = 0; i < M; i++) CHECK_SAME(g2[i], g1[i]);
+#ifndef NO_MAPPINGS
+  if (kept > 0) CHECK(ad_memory_cache_bytes() < kept); /* taken from the cache */
+#endif
+  ad_tape_destroy(b);
+
+  CHECK_CONTEXT("limit 0 keeps nothing and releases what is kept");
+  CHECK_INT(ad_memory_cache_limit(0), expect);
+  CHECK_INT(ad_memory_cache_bytes(), 0);
+  ad_tape *c = ad_tape_create();
+  CHECK_INT(record(c, g2, &f2), AD_OK);
+  for (int i = 0; i < M; i++) CHECK_SAME(g2[i], g1[i]);
+  ad_tape_destroy(c);
+  CHECK_INT(ad_memory_cache_bytes(), 0);
+
+  CHECK_CONTEXT("a small limit");
+  size_t small = (size_t)6 << 20;
+  CHECK_INT(ad_memory_cache_limit(small), 0);
+  c = ad_tape_create();
+  CHECK_INT(record(c, g2, &f2), AD_OK);
+  ad_tape_destroy(c);
+  CHECK(ad_memory_cache_bytes() <= small);
+#ifndef NO_MAPPINGS
+  CHECK(ad_memory_cache_bytes() > 0);
+#endif
+
+  CHECK_CONTEXT("a tape's memory limit holds with memory in the cache");
+  CHECK_INT(ad_memory_cache_limit((size_t)1 << 30), small);
+  c = ad_tape_create();
+  CHECK_INT(record(c, g2, &f2), AD_OK);
+  ad_tape_destroy(c); /* the cache now holds a whole tape */
+  ad_tape *d = ad_tape_create();
+  ad_tape_set_memory_limit(d, (size_t)8 << 20);
+  CHECK_INT(record(d, g2, &f2), AD_ERR_NOMEM);
+  CHECK_INT(ad_tape_error(d), AD_ERR_NOMEM);
+  CHECK_CONTAINS(ad_tape_error_message(d), "memory limit");
+  ad_tape_destroy(d);
+  ad_tape *e = ad_tape_create();
+  CHECK_INT(record(e, g2, &f2), AD_OK);
+  for (int i = 0; i < M; i++) CHECK_SAME(g2[i], g1[i]);
+  ad_tape_destroy(e);
+  return check_finish("test_memory_cache");
+}
