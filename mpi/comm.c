@@ -1379,10 +1379,20 @@ int ad__mpi_comm_transposed(ad__comm *c, MPI_Comm *out) {
       free(dst);
       return MPI_ERR_NO_MEM;
     }
+    /* GCC 12 takes MPICH's MPI_UNWEIGHTED (a pointer to an empty object) for
+     * an array too small for the weights these calls are declared to access. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+#pragma GCC diagnostic ignored "-Wstringop-overread"
+#endif
     rc = MPI_Dist_graph_neighbors(c->priv, indeg, src, MPI_UNWEIGHTED, outdeg, dst, MPI_UNWEIGHTED);
     if (rc == MPI_SUCCESS)
       rc = MPI_Dist_graph_create_adjacent(c->priv, outdeg, dst, MPI_UNWEIGHTED, indeg, src, MPI_UNWEIGHTED,
                                           MPI_INFO_NULL, 0, &c->tposed);
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+#pragma GCC diagnostic pop
+#endif
     free(src);
     free(dst);
     if (rc != MPI_SUCCESS) {
