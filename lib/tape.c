@@ -64,6 +64,9 @@ static size_t bytes_recorded(const ad_tape *t);
 #define BIG_ALLOC ((size_t)2 << 20)
 #define HUGE_PAGE ((size_t)2 << 20)
 
+/* The bytes of whole huge pages that `size` bytes occupy. */
+static size_t huge_round(size_t size) { return (size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1); }
+
 #if defined(__SANITIZE_ADDRESS__)
 #define AD__NO_BIG_ALLOC 1 /* AddressSanitizer checks malloc'd memory only */
 #elif defined(__has_feature)
@@ -83,10 +86,11 @@ static size_t bytes_recorded(const ad_tape *t);
  * lock; a mapping is split when a smaller one is asked, and the rest stays. */
 #define CACHE_SLOTS 512
 #define CACHE_DEFAULT ((size_t)1 << 30)
-static struct {
+typedef struct mapping {
   char *p;
   size_t len;
-} cache[CACHE_SLOTS];
+} mapping;
+static mapping cache[CACHE_SLOTS];
 static size_t cache_n, cache_bytes, cache_limit;
 static int cache_configured;
 static atomic_flag cache_busy = ATOMIC_FLAG_INIT;
@@ -147,7 +151,7 @@ static void *cache_take(size_t len) {
 static int cache_put(char *p, size_t len) {
   cache_lock();
   cache_configure();
-  int kept = cache_n < CACHE_SLOTS && cache_bytes <= cache_limit && len <= cache_limit - cache_bytes;
+  int kept = cache_n < CACHE_SLOTS && len <= cache_limit - cache_bytes; /* cache_bytes <= cache_limit */
   if (kept) {
     cache[cache_n].p = p;
     cache[cache_n].len = len;
@@ -160,8 +164,8 @@ static int cache_put(char *p, size_t len) {
 #endif
 
 size_t ad_memory_cache_limit(size_t bytes) {
-  char *drop[CACHE_SLOTS];
-  size_t len[CACHE_SLOTS], nd = 0;
+  mapping drop[CACHE_SLOTS];
+  size_t nd = 0;
   cache_lock();
   cache_configure();
   size_t old = cache_limit;
@@ -170,17 +174,15 @@ size_t ad_memory_cache_limit(size_t bytes) {
     size_t big = 0;
     for (size_t i = 1; i < cache_n; i++)
       if (cache[i].len > cache[big].len) big = i;
-    drop[nd] = cache[big].p;
-    len[nd++] = cache[big].len;
+    drop[nd++] = cache[big];
     cache_bytes -= cache[big].len;
     cache[big] = cache[--cache_n];
   }
   cache_unlock();
 #ifdef AD__MAPPED
-  for (size_t i = 0; i < nd; i++) munmap(drop[i], len[i]);
+  for (size_t i = 0; i < nd; i++) munmap(drop[i].p, drop[i].len);
 #else
   (void)drop;
-  (void)len;
 #endif
   return old;
 }
@@ -195,7 +197,7 @@ size_t ad_memory_cache_bytes(void) {
 static void *big_alloc(size_t size) {
 #ifdef AD__MAPPED
   if (size >= BIG_ALLOC) {
-    size_t len = (size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    size_t len = huge_round(size);
     void *c = cache_take(len);
     if (c) return c;
     /* Over-allocate by a huge page to align, and give back the slack. */
@@ -215,7 +217,7 @@ static void big_free(void *p, size_t size) {
   (void)size;
 #ifdef AD__MAPPED
   if (size >= BIG_ALLOC) {
-    size_t len = (size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    size_t len = huge_round(size);
     if (!cache_put(p, len)) munmap(p, len);
     return;
   }
@@ -336,7 +338,7 @@ static ad__block *block_new(ad_tape *t, const ad__block *full) {
     /* else: too little is left for a block; the allocation fails below with the limit's message */
   } else if (!t->opt.alloc && want >= BIG_ALLOC && (want & (HUGE_PAGE - 1))) {
     /* A block from big_alloc occupies whole huge pages: make it fill them. */
-    size_t len = (want + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    size_t len = huge_round(want);
     double f = (double)(len - sizeof(ad__block)) / (double)(want - sizeof(ad__block));
     uint64_t ns2 = (uint64_t)((double)ns * f), na2 = (uint64_t)((double)na * f), np2 = (uint64_t)((double)np * f);
     if (na2 <= UINT32_MAX / 2 && ns2 <= UINT32_MAX / 2 &&

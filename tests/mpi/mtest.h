@@ -32,22 +32,21 @@
 
 static int mt_errors, mt_rank, mt_size;
 
-#define MT_CHECK(cond)                                                                       \
-  do {                                                                                       \
-    if (!(cond)) {                                                                           \
-      mt_errors++;                                                                           \
-      fprintf(stderr, "[%d] %s:%d: check failed: %s\n", mt_rank, __FILE__, __LINE__, #cond); \
-    }                                                                                        \
+#define MT_CHECK(cond)                                                                                                 \
+  do {                                                                                                                 \
+    if (!(cond)) {                                                                                                     \
+      mt_errors++;                                                                                                     \
+      fprintf(stderr, "[%d] %s:%d: check failed: %s\n", mt_rank, __FILE__, __LINE__, #cond);                           \
+    }                                                                                                                  \
   } while (0)
 
-#define MT_CLOSE(a, b, tol)                                                                            \
-  do {                                                                                                 \
-    double mt_a = (a), mt_b = (b);                                                                     \
-    if (!(fabs(mt_a - mt_b) <= (tol) * (1.0 + fabs(mt_a) + fabs(mt_b)))) {                             \
-      mt_errors++;                                                                                     \
-      fprintf(stderr, "[%d] %s:%d: %s = %.17g vs %s = %.17g\n", mt_rank, __FILE__, __LINE__, #a, mt_a, \
-              #b, mt_b);                                                                               \
-    }                                                                                                  \
+#define MT_CLOSE(a, b, tol)                                                                                            \
+  do {                                                                                                                 \
+    double mt_a = (a), mt_b = (b);                                                                                     \
+    if (!(fabs(mt_a - mt_b) <= (tol) * (1.0 + fabs(mt_a) + fabs(mt_b)))) {                                             \
+      mt_errors++;                                                                                                     \
+      fprintf(stderr, "[%d] %s:%d: %s = %.17g vs %s = %.17g\n", mt_rank, __FILE__, __LINE__, #a, mt_a, #b, mt_b);      \
+    }                                                                                                                  \
   } while (0)
 
 static inline void mt_init(int *argc, char ***argv) {
@@ -79,10 +78,45 @@ static inline double mt_rand(unsigned long long *s) {
   return (double)(z >> 11) / 9007199254740992.0 * 2.0 - 1.0;
 }
 
+/* The same parallel program on ad_real through the wrappers and on double
+ * through plain MPI: n inputs and n outputs on this rank. */
+typedef void (*mt_ad_prog)(ad_real *x, int n, ad_real *y, int m, void *ctx);
+typedef void (*mt_plain_prog)(double *x, int n, double *y, int m, void *ctx);
+#define MT_VALUES_MAX 16
+
+/* The program's values through the wrappers, not recorded and recorded,
+ * against the plain program's (n <= MT_VALUES_MAX). Sums from several ranks
+ * may be applied in any order, hence the rounding tolerance. */
+static inline void mt_values(const char *name, mt_ad_prog fa, mt_plain_prog fp, void *ctx, int n) {
+  int before = mt_errors;
+  unsigned long long seed = 4242ull + 7919ull * (unsigned long long)mt_rank;
+  double x0[MT_VALUES_MAX], yp[MT_VALUES_MAX];
+  ad_real x[MT_VALUES_MAX], y[MT_VALUES_MAX];
+  for (int i = 0; i < n; i++) {
+    x0[i] = 0.5 + 0.4 * mt_rand(&seed) + 0.1 * mt_rank;
+    x[i] = ad_const(x0[i]);
+  }
+  fp(x0, n, yp, n, ctx);
+  fa(x, n, y, n, ctx);
+  for (int i = 0; i < n; i++) MT_CLOSE(ad_value(y[i]), yp[i], 1e-14);
+#ifndef ARIADNE_PASSIVE
+  ad_tape *t = ad_tape_create();
+  ad_tape_begin(t);
+  for (int i = 0; i < n; i++) x[i] = ad_input(x0[i]);
+  fa(x, n, y, n, ctx);
+  ad_tape_end(t);
+  MT_CHECK(ad_tape_error(t) == AD_OK);
+  if (ad_tape_error(t) != AD_OK) fprintf(stderr, "[%d] %s\n", mt_rank, ad_tape_error_message(t));
+  for (int i = 0; i < n; i++) MT_CLOSE(ad_value(y[i]), yp[i], 1e-14);
+  ad_tape_destroy(t);
+#endif
+  if (mt_errors > before) fprintf(stderr, "[%d] values of %s: FAILED\n", mt_rank, name);
+}
+
 #ifndef ARIADNE_PASSIVE
 
 /* A parallel program under test: n inputs and m outputs on this rank. */
-typedef void (*mt_prog)(ad_real *x, int n, ad_real *y, int m, void *ctx);
+typedef mt_ad_prog mt_prog;
 
 static double mt_weighted(mt_prog f, const double *x0, const double *xdot, double h, int n, const double *ybar, int m,
                           void *ctx) {

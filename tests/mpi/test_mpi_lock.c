@@ -103,38 +103,6 @@ static MPI_Op op_of(int code) { return code == 0 ? MPI_SUM : code == 1 ? MPI_REP
 #define CST(v) (v)
 #include "test_mpi_lock.c"
 
-typedef void (*ad_prog_fn)(ad_real *x, int n, ad_real *y, int m, void *ctx);
-typedef void (*plain_prog_fn)(double *x, int n, double *y, int m, void *ctx);
-
-/* The program on ad_real through the wrappers (not recorded, and recorded)
- * against the same program on double through plain MPI. Sums from several
- * ranks may be applied in any order, hence the rounding tolerance. */
-static void values(const char *name, ad_prog_fn fa, plain_prog_fn fp, void *ctx) {
-  int before = mt_errors;
-  unsigned long long seed = 4242ull + 7919ull * (unsigned long long)mt_rank;
-  double x0[N], yp[N];
-  ad_real x[N], y[N];
-  for (int i = 0; i < N; i++) {
-    x0[i] = 0.5 + 0.4 * mt_rand(&seed) + 0.1 * mt_rank;
-    x[i] = ad_const(x0[i]);
-  }
-  fp(x0, N, yp, N, ctx);
-  fa(x, N, y, N, ctx);
-  for (int i = 0; i < N; i++) MT_CLOSE(ad_value(y[i]), yp[i], 1e-14);
-#ifndef ARIADNE_PASSIVE
-  ad_tape *t = ad_tape_create();
-  ad_tape_begin(t);
-  for (int i = 0; i < N; i++) x[i] = ad_input(x0[i]);
-  fa(x, N, y, N, ctx);
-  ad_tape_end(t);
-  MT_CHECK(ad_tape_error(t) == AD_OK);
-  if (ad_tape_error(t) != AD_OK) fprintf(stderr, "[%d] %s\n", mt_rank, ad_tape_error_message(t));
-  for (int i = 0; i < N; i++) MT_CLOSE(ad_value(y[i]), yp[i], 1e-14);
-  ad_tape_destroy(t);
-#endif
-  if (mt_errors > before) fprintf(stderr, "[%d] values of %s: FAILED\n", mt_rank, name);
-}
-
 #ifndef ARIADNE_PASSIVE
 
 /* ------------------------------------------------------------------------ */
@@ -413,14 +381,14 @@ static void plain_window_test(void) {
 
 int main(int argc, char **argv) {
   mt_init(&argc, &argv);
-  values("lock_halo", lock_halo_ad, lock_halo_plain, NULL);
-  values("lockall_halo", lockall_halo_ad, lockall_halo_plain, NULL);
-  values("barrier_halo", barrier_halo_ad, barrier_halo_plain, NULL);
-  values("accumulate", acc_prog_ad, acc_prog_plain, NULL);
-  values("get", get_prog_ad, get_prog_plain, NULL);
-  values("relay", relay_prog_ad, relay_prog_plain, NULL);
-  values("columns", column_prog_ad, column_prog_plain, NULL);
-  for (int op = 0; op < 3; op++) values("get_accumulate", gacc_prog_ad, gacc_prog_plain, &op);
+  mt_values("lock_halo", lock_halo_ad, lock_halo_plain, NULL, N);
+  mt_values("lockall_halo", lockall_halo_ad, lockall_halo_plain, NULL, N);
+  mt_values("barrier_halo", barrier_halo_ad, barrier_halo_plain, NULL, N);
+  mt_values("accumulate", acc_prog_ad, acc_prog_plain, NULL, N);
+  mt_values("get", get_prog_ad, get_prog_plain, NULL, N);
+  mt_values("relay", relay_prog_ad, relay_prog_plain, NULL, N);
+  mt_values("columns", column_prog_ad, column_prog_plain, NULL, N);
+  for (int op = 0; op < 3; op++) mt_values("get_accumulate", gacc_prog_ad, gacc_prog_plain, &op, N);
 #ifndef ARIADNE_PASSIVE
   mt_check_prog("lock_halo", lock_halo_ad, N, N, NULL, 1e-6);
   mt_check_prog("lockall_halo", lockall_halo_ad, N, N, NULL, 1e-6);

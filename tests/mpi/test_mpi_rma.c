@@ -79,38 +79,12 @@ static MPI_Op op_of(int code) { return code == 0 ? MPI_SUM : code == 1 ? MPI_REP
 /* Values against plain MPI                                                  */
 /* ------------------------------------------------------------------------ */
 
-typedef void (*ad_prog_fn)(ad_real *x, int n, ad_real *y, int m, void *ctx);
-typedef void (*plain_prog_fn)(double *x, int n, double *y, int m, void *ctx);
-
-/* The program on ad_real through the wrappers (not recorded, and recorded)
- * against the same program on double through plain MPI. Accumulates from
- * several ranks may be applied in any order, hence the rounding tolerance. */
 static int plain_create = 1; /* plain MPI_Win_create works here */
 
-static void values(const char *name, ad_prog_fn fa, plain_prog_fn fp, void *ctx, int creates) {
+/* mt_values, for programs whose plain twin can run here. */
+static void values(const char *name, mt_ad_prog fa, mt_plain_prog fp, void *ctx, int creates) {
   if (creates && !plain_create) return;
-  int before = mt_errors;
-  unsigned long long seed = 4242ull + 7919ull * (unsigned long long)mt_rank;
-  double x0[N], yp[N];
-  ad_real x[N], y[N];
-  for (int i = 0; i < N; i++) {
-    x0[i] = 0.5 + 0.4 * mt_rand(&seed) + 0.1 * mt_rank;
-    x[i] = ad_const(x0[i]);
-  }
-  fp(x0, N, yp, N, ctx);
-  fa(x, N, y, N, ctx);
-  for (int i = 0; i < N; i++) MT_CLOSE(ad_value(y[i]), yp[i], 1e-14);
-#ifndef ARIADNE_PASSIVE
-  ad_tape *t = ad_tape_create();
-  ad_tape_begin(t);
-  for (int i = 0; i < N; i++) x[i] = ad_input(x0[i]);
-  fa(x, N, y, N, ctx);
-  ad_tape_end(t);
-  MT_CHECK(ad_tape_error(t) == AD_OK);
-  for (int i = 0; i < N; i++) MT_CLOSE(ad_value(y[i]), yp[i], 1e-14);
-  ad_tape_destroy(t);
-#endif
-  if (mt_errors > before) fprintf(stderr, "[%d] values of %s: FAILED\n", mt_rank, name);
+  mt_values(name, fa, fp, ctx, N);
 }
 
 #ifndef ARIADNE_PASSIVE
@@ -124,7 +98,7 @@ static void values(const char *name, ad_prog_fn fa, plain_prog_fn fp, void *ctx,
  * fetches n values from each neighbour in turn; the get_accumulate program
  * sends n and fetches n. None of it counts at one rank, where the
  * neighbours are the rank itself. */
-static void stats_one(const char *name, ad_prog_fn f, void *ctx, uint64_t per_rank) {
+static void stats_one(const char *name, mt_ad_prog f, void *ctx, uint64_t per_rank) {
   ad_mpi_stats st;
   ad_tape *t = ad_tape_create();
   ad_real x[N], y[N];
