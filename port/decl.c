@@ -462,10 +462,57 @@ static void port_decl(pt_ctx *x, CXCursor c, int file_scope) {
 
 typedef struct tu_scan {
   pt_ctx *x;
-  unsigned last_include_end;
-  int has_include, has_ariadne, has_ariadne_mpi;
+  unsigned *at; /* the starts of top-level declarations and the ends of #includes, in file order */
+  char *is_include;
+  int nat, capat;
+  int has_ariadne, has_ariadne_mpi;
   int collect_only;
 } tu_scan;
+
+static void note_top(tu_scan *s, unsigned at, int is_include) {
+  if (s->nat == s->capat) {
+    s->capat = s->capat ? 2 * s->capat : 64;
+    s->at = realloc(s->at, (size_t)s->capat * sizeof *s->at);
+    s->is_include = realloc(s->is_include, (size_t)s->capat);
+    if (!s->at || !s->is_include) abort();
+  }
+  s->at[s->nat] = at;
+  s->is_include[s->nat++] = (char)is_include;
+}
+
+/* Where #include <ariadne.h> goes: after the last #include before the first
+ * use of Ariadne (offset `use`), or at the start of the line of the
+ * declaration holding that use when no #include comes before it, so that the
+ * header precedes every name it declares. */
+static unsigned include_point(const tu_scan *s, const char *text, size_t len, unsigned use, int *after_include) {
+  unsigned best = 0;
+  int found = 0;
+  for (int i = 0; i < s->nat; i++)
+    if (s->is_include[i] && s->at[i] <= use) {
+      best = s->at[i];
+      found = 1;
+    }
+  *after_include = found;
+  if (found) {
+    while (best < len && text[best] != '\n') best++;
+    return best;
+  }
+  unsigned top = use;
+  for (int i = 0; i < s->nat; i++)
+    if (!s->is_include[i] && s->at[i] <= use) top = s->at[i];
+  while (top > 0 && text[top - 1] != '\n') top--;
+  return top;
+}
+
+/* The first whole identifier `name` in text (len if none). */
+static unsigned find_ident(const char *text, size_t len, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = strstr(text, name); p; p = strstr(p + 1, name)) {
+    size_t at = (size_t)(p - text);
+    if ((at == 0 || !is_ident(p[-1])) && !is_ident(p[n])) return (unsigned)at;
+  }
+  return (unsigned)len;
+}
 
 static int macro_cmp(const void *a, const void *b) {
   const pt_macro *p = a, *q = b;
@@ -487,8 +534,7 @@ static enum CXChildVisitResult top_visit(CXCursor c, CXCursor p, CXClientData d)
     if (!strcmp(name, "ariadne.h")) s->has_ariadne = 1;
     if (!strcmp(name, "ariadne_mpi.h")) s->has_ariadne_mpi = 1;
     clang_disposeString(f);
-    s->last_include_end = pt_e(c);
-    s->has_include = 1;
+    note_top(s, pt_e(c), 1);
   } else if (k == CXCursor_MacroExpansion) {
     if (x->nmacros == x->capmacros) {
       x->capmacros = x->capmacros ? 2 * x->capmacros : 64;
@@ -500,6 +546,7 @@ static enum CXChildVisitResult top_visit(CXCursor c, CXCursor p, CXClientData d)
     x->macros[x->nmacros].cur = c;
     x->nmacros++;
   } else {
+    if (k != CXCursor_MacroDefinition) note_top(s, pt_b(c), 0);
     port_decl(x, c, 1);
   }
   return CXChildVisit_Continue;
@@ -807,20 +854,23 @@ int port_file(const port_options *o, const char *path, const char *const *args, 
         at = m->e;
       }
       port_str_addn(&nt, text + at, len - at);
-      for (int i = 0; i < x.nedits; i++) free(x.edits[i].text);
-      free(x.edits);
-      free(x.macros);
-      free(x.macro_reach);
-      dispose(&x);
-      if (failed) {
-        free(nt.s);
+      if (!failed) {
+        for (int i = 0; i < x.nedits; i++) free(x.edits[i].text);
+        free(x.edits);
+        free(x.macros);
+        free(x.macro_reach);
+        free(s.at);
+        free(s.is_include);
+        dispose(&x);
         free(text);
-        return x.errors;
+        len = nt.n;
+        text = port_str_take(&nt);
+        continue;
       }
-      free(text);
-      len = nt.n;
-      text = port_str_take(&nt);
-      continue;
+      /* A macro that cannot be expanded was reported: the rest of the port
+       * is still written with --keep-going, the macro left as it is. */
+      free(nt.s);
+      result = x.errors;
     }
 
     /* Apply the edits. Nested edits (a type inside a rewritten expression) are
@@ -829,9 +879,19 @@ int port_file(const port_options *o, const char *path, const char *const *args, 
     port_str r = {0};
     unsigned at = 0;
     int changed = 0;
-    unsigned insert_at = s.has_include ? s.last_include_end : 0;
-    if (s.has_include)
-      while (insert_at < len && text[insert_at] != '\n') insert_at++;
+    unsigned use = x.nedits > 0 ? x.edits[0].b : (unsigned)len;
+    if (x.mpi_requests) {
+      unsigned r1 = find_ident(text, len, "MPI_Request"), r2 = find_ident(text, len, "MPI_REQUEST_NULL");
+      use = r1 < use ? r1 : use;
+      use = r2 < use ? r2 : use;
+    }
+    if (x.mpi_messages) {
+      unsigned m1 = find_ident(text, len, "MPI_Message"), m2 = find_ident(text, len, "MPI_MESSAGE_NULL");
+      use = m1 < use ? m1 : use;
+      use = m2 < use ? m2 : use;
+    }
+    int after_include = 0;
+    unsigned insert_at = include_point(&s, text, len, use, &after_include);
     int want_mpi = x.uses_mpi && !s.has_ariadne_mpi;
     int want_core = !s.has_ariadne && !s.has_ariadne_mpi && !want_mpi;
     int inserted = 0;
@@ -845,7 +905,7 @@ int port_file(const port_options *o, const char *path, const char *const *args, 
         at = insert_at;
         if (want_mpi || want_core) {
           const char *inc = want_mpi ? "#include <ariadne_mpi.h>" : "#include <ariadne.h>";
-          if (s.has_include)
+          if (after_include)
             port_str_addf(&r, "\n%s", inc);
           else
             port_str_addf(&r, "%s\n", inc);
@@ -889,6 +949,8 @@ int port_file(const port_options *o, const char *path, const char *const *args, 
     free(x.edits);
     free(x.macros);
     free(x.macro_reach);
+    free(s.at);
+    free(s.is_include);
     dispose(&x);
     free(text);
     *out = res;

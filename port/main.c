@@ -145,6 +145,17 @@ static char *format(const char *input, const char *outdir, const char *text, con
   return r;
 }
 
+/* Does the compiler flag f take the next word as its value (`-I dir`)? */
+static int flag_takes_value(const char *f) {
+  static const char *const with_value[] = {"-I",       "-D",       "-U",          "-include", "-imacros", "-isystem",
+                                           "-iquote",  "-idirafter", "-x",        "-o",       "-MF",      "-MT",
+                                           "-MQ",      "-Xclang",  "-Xlinker",    "-target",  "--sysroot", "-isysroot",
+                                           "-arch",    "-L",       "-l",          NULL};
+  for (int i = 0; with_value[i]; i++)
+    if (!strcmp(f, with_value[i])) return 1;
+  return 0;
+}
+
 /* The flags of `file` in a compilation database, without the compiler, the
  * output and the file itself. */
 static int db_flags(CXCompilationDatabase db, const char *file, char ***out, int *nout) {
@@ -301,9 +312,14 @@ int main(int argc, char **argv) {
     args[nargs++] = "-xc";
     for (int i = 0; i < ndb[f]; i++) args[nargs++] = dbargs[f][i];
     for (int i = flags_at; i < argc; i++) {
-      /* `mpicc -show` starts with the compiler's name, and links: both are no flags for parsing. */
-      if (i == flags_at && argv[i][0] != '-') continue;
-      if (!strncmp(argv[i], "-l", 2) || !strncmp(argv[i], "-L", 2) || !strncmp(argv[i], "-Wl,", 4)) continue;
+      /* `mpicc -show` names the compiler and links, wherever it stands among
+       * the flags: a word that is neither a flag nor a flag's value is the
+       * compiler (or a file to link), and links are no flags for parsing. */
+      if (argv[i][0] != '-' && !(i > flags_at && flag_takes_value(argv[i - 1]))) continue;
+      if (!strncmp(argv[i], "-l", 2) || !strncmp(argv[i], "-L", 2) || !strncmp(argv[i], "-Wl,", 4)) {
+        if (!strcmp(argv[i], "-L") || !strcmp(argv[i], "-l")) i++;
+        continue;
+      }
       args[nargs++] = argv[i];
     }
     for (int i = 0; i < nincs; i++) args[nargs++] = incs[i];
@@ -314,7 +330,14 @@ int main(int argc, char **argv) {
   /* Inputs ported together: calls from one to another pass ad_real. */
   if (nfiles > 1)
     for (int f = 0; f < nfiles; f++)
-      if (fnargs[f] >= 0) port_collect_functions(&o, files[f], fargs[f], fnargs[f]);
+      if (fnargs[f] >= 0 && port_collect_functions(&o, files[f], fargs[f], fnargs[f]) < 0) {
+        /* reported once, here: the file is not parsed again */
+        status = 1;
+        for (int i = 0; i < ndb[f]; i++) free(dbargs[f][i]);
+        free(dbargs[f]);
+        free(fargs[f]);
+        fnargs[f] = -1;
+      }
 
   for (int f = 0; f < nfiles; f++) {
     if (fnargs[f] < 0) continue;
@@ -326,7 +349,7 @@ int main(int argc, char **argv) {
     free(dbargs[f]);
     free(args);
     if (rc != 0) status = 1;
-    if (rc < 0 || (rc > 0 && !o.keep_going)) {
+    if (rc < 0 || (rc > 0 && !o.keep_going) || !out) {
       free(out);
       free(lines);
       continue;

@@ -162,6 +162,53 @@ static char *arg_text(pt_ctx *x, CXCursor call, int pos) {
   return pt_orig(x, clang_Cursor_getArgument(call, (unsigned)pos));
 }
 
+typedef struct macro_find {
+  const char *name;
+  CXCursor def;
+} macro_find;
+
+static enum CXChildVisitResult find_macro(CXCursor c, CXCursor p, CXClientData d) {
+  (void)p;
+  macro_find *m = d;
+  if (clang_getCursorKind(c) == CXCursor_MacroDefinition && !clang_Cursor_isMacroFunctionLike(c)) {
+    CXString s = clang_getCursorSpelling(c);
+    if (!strcmp(clang_getCString(s), m->name)) m->def = c;
+    clang_disposeString(s);
+  }
+  return CXChildVisit_Continue;
+}
+
+/* The datatype argument at pos as written, with an object-like macro that
+ * names another identifier (`#define REAL_MPI_TYPE MPI_DOUBLE`) followed to
+ * what it names: such a macro is that datatype, not a derived one. */
+static char *datatype_arg(pt_ctx *x, CXCursor call, int pos) {
+  char *t = arg_text(x, call, pos);
+  for (int depth = 0; depth < 8; depth++) {
+    if (!t[0] || !strcmp(t, "MPI_DOUBLE") || !strcmp(t, "AD_MPI_REAL")) break;
+    for (const char *p = t; *p; p++)
+      if (!isalnum((unsigned char)*p) && *p != '_') return t;
+    macro_find m = {t, clang_getNullCursor()};
+    clang_visitChildren(clang_getTranslationUnitCursor(x->tu), find_macro, &m);
+    if (clang_Cursor_isNull(m.def)) break;
+    CXToken *tok = NULL;
+    unsigned nt = 0;
+    clang_tokenize(x->tu, clang_getCursorExtent(m.def), &tok, &nt);
+    char *next = NULL;
+    if (nt == 2 && clang_getTokenKind(tok[1]) == CXToken_Identifier) {
+      CXString s = clang_getTokenSpelling(x->tu, tok[1]);
+      next = port_strdup(clang_getCString(s));
+      clang_disposeString(s);
+    }
+    clang_disposeTokens(x->tu, tok, nt);
+    if (!next) break;
+    free(t);
+    t = next;
+  }
+  return t;
+}
+
+static int is_real_type(const char *t) { return !strcmp(t, "MPI_DOUBLE") || !strcmp(t, "AD_MPI_REAL"); }
+
 /* Datatype constructors that Ariadne takes on AD_MPI_REAL (docs/mpi.md):
  * with `double` active, one built on MPI_DOUBLE (or on such a type) is
  * built on AD_MPI_REAL, and the calls that use it with active buffers
@@ -196,7 +243,7 @@ static void note_type(pt_ctx *x, CXCursor call, const char *name) {
   int na = clang_Cursor_getNumArguments(call), on_real = 0;
   if (!x->double_active || !type_ctor(name) || na < 2) return;
   for (int i = 0; i < na - 1 && !on_real; i++) {
-    char *t = arg_text(x, call, i);
+    char *t = datatype_arg(x, call, i);
     on_real = !strcmp(t, "MPI_DOUBLE") || known_type(x, t);
     free(t);
   }
@@ -228,6 +275,46 @@ static enum CXChildVisitResult prescan(CXCursor c, CXCursor p, CXClientData d) {
 
 void pt_mpi_prescan(pt_ctx *x, CXCursor root) { clang_visitChildren(root, prescan, x); }
 
+/* The first argument of an MPI call without a twin (packing, a datatype
+ * constructor outside the list) that carries active data or, with double
+ * active, MPI_DOUBLE; -1 if none. */
+static int unsupported_arg(pt_ctx *x, CXCursor c, const char *name) {
+  int na = clang_Cursor_getNumArguments(c);
+  for (int i = 0; i < na; i++) {
+    char *t = datatype_arg(x, c, i);
+    int dbl = x->double_active && !strcmp(t, "MPI_DOUBLE");
+    free(t);
+    if (buffer_active(x, c, i) || (dbl && (!strncmp(name, "MPI_Type_", 9) || !strncmp(name, "MPI_Pack", 8))))
+      return i;
+  }
+  return -1;
+}
+
+/* Does the port change (or report) this MPI call? Then a macro whose body
+ * makes it is expanded in place. */
+int pt_mpi_changes(pt_ctx *x, CXCursor c, const char *name) {
+  const mpi_fn *f = lookup(name);
+  if (f) {
+    for (int p = 0; p < 2; p++)
+      if (f->buf[p] >= 0 && (buffer_active(x, c, f->buf[p]) || (p == 0 && f->buf3 >= 0 && buffer_active(x, c, f->buf3))))
+        return 1;
+    if ((f->request == 1 || f->request == 2) && x->mpi_requests) return 1;
+    if (f->request == 3 && x->mpi_messages) return 1;
+    if (f->request == 4 && buffer_active(x, c, !strcmp(name, "MPI_Win_create") ? 0 : 4)) return 1;
+    return f->request == 5 && x->mpi_windows;
+  }
+  if (x->double_active && type_ctor(name)) {
+    int na = clang_Cursor_getNumArguments(c), on_real = 0;
+    for (int i = 0; i < na && !on_real; i++) {
+      char *t = datatype_arg(x, c, i);
+      on_real = !strcmp(t, "MPI_DOUBLE");
+      free(t);
+    }
+    return on_real;
+  }
+  return unsupported_arg(x, c, name) >= 0;
+}
+
 char *pt_emit_mpi(pt_ctx *x, CXCursor c, const char *name, int n, const CXCursor *k, int na, const int *argk) {
   const mpi_fn *f = lookup(name);
   char **texts = calloc((size_t)n + 1, sizeof *texts);
@@ -237,10 +324,10 @@ char *pt_emit_mpi(pt_ctx *x, CXCursor c, const char *name, int n, const CXCursor
       if (f->buf[p] < 0) continue;
       int act = buffer_active(x, c, f->buf[p]) || (p == 0 && f->buf3 >= 0 && buffer_active(x, c, f->buf3));
       if (!act) continue;
-      char *dt = arg_text(x, c, f->type[p]);
+      char *dt = datatype_arg(x, c, f->type[p]);
       if (known_type(x, dt)) {
         /* built on AD_MPI_REAL by its constructor's port */
-      } else if (strcmp(dt, "MPI_DOUBLE") && strcmp(dt, "AD_MPI_REAL")) {
+      } else if (!is_real_type(dt)) {
         pt_error(x, clang_Cursor_getArgument(c, (unsigned)f->type[p]),
                  "%s on active data with the datatype '%s': derived datatypes and packed buffers of active data are "
                  "not supported; send the ad_real values as AD_MPI_REAL",
@@ -251,7 +338,7 @@ char *pt_emit_mpi(pt_ctx *x, CXCursor c, const char *name, int n, const CXCursor
       free(dt);
       rename = 1;
       if (p == 0 && f->type3 >= 0 && f->type3 < na && argk[f->type3] >= 0) {
-        char *t3 = arg_text(x, c, f->type3);
+        char *t3 = datatype_arg(x, c, f->type3);
         if (!strcmp(t3, "MPI_DOUBLE")) texts[argk[f->type3]] = port_strdup("AD_MPI_REAL");
         free(t3);
       }
@@ -262,24 +349,17 @@ char *pt_emit_mpi(pt_ctx *x, CXCursor c, const char *name, int n, const CXCursor
     if (f->request == 5 && x->mpi_windows) rename = 1;
   } else if (x->double_active && type_ctor(name)) {
     for (int i = 0; i < na; i++) {
-      char *t = arg_text(x, c, i);
+      char *t = datatype_arg(x, c, i);
       if (!strcmp(t, "MPI_DOUBLE") && argk[i] >= 0) texts[argk[i]] = port_strdup("AD_MPI_REAL");
       free(t);
     }
   } else {
-    for (int i = 0; i < na; i++) {
-      CXCursor a = clang_Cursor_getArgument(c, (unsigned)i);
-      char *t = pt_orig(x, a);
-      int dbl = x->double_active && !strcmp(t, "MPI_DOUBLE");
-      free(t);
-      if (buffer_active(x, c, i) || (dbl && (!strncmp(name, "MPI_Type_", 9) || !strncmp(name, "MPI_Pack", 8)))) {
-        pt_error(x, a,
-                 "%s on active data has no Ariadne twin (derived datatypes, packing, one-sided or file I/O); "
-                 "communicate ad_real buffers with the ad_mpi_* wrappers and AD_MPI_REAL",
-                 name);
-        break;
-      }
-    }
+    int i = unsupported_arg(x, c, name);
+    if (i >= 0)
+      pt_error(x, clang_Cursor_getArgument(c, (unsigned)i),
+               "%s on active data has no Ariadne twin (derived datatypes, packing, one-sided or file I/O); "
+               "communicate ad_real buffers with the ad_mpi_* wrappers and AD_MPI_REAL",
+               name);
   }
   /* Arguments: their own emission (an active count, say) unless replaced. */
   for (int i = 0; i < na; i++) {

@@ -67,6 +67,7 @@ const char *pt_binop(pt_ctx *x, CXCursor c);
 const char *pt_unop(pt_ctx *x, CXCursor c, CXCursor child);
 CXCursor pt_last_expr(CXCursor c);
 CXCursor pt_strip(CXCursor c);
+int pt_same_expr(CXCursor a, CXCursor b);
 int pt_ported_function(pt_ctx *x, CXCursor fd);
 int pt_math_twin(const char *name);
 int pt_act(pt_ctx *x, CXCursor c);
@@ -77,6 +78,7 @@ char *pt_emit_to(pt_ctx *x, CXCursor c, int want_active);
 int pt_suffixed(pt_ctx *x, CXCursor d);
 char *pt_emit_mpi(pt_ctx *x, CXCursor c, const char *name, int n, const CXCursor *k, int na, const int *argk);
 void pt_mpi_prescan(pt_ctx *x, CXCursor root);
+int pt_mpi_changes(pt_ctx *x, CXCursor call, const char *name);
 void pt_add_edit(pt_ctx *x, unsigned b, unsigned e, char *text);
 
 /* --fused: replace a whole statement by a block that computes the value and

@@ -125,6 +125,25 @@ static int active_name(pt_ctx *x, const char *name) {
   return 0;
 }
 
+/* Does t name an ad_ type through typedefs: `typedef ad_real real_t;` in a
+ * file already ported, whose values are no longer doubles to port? */
+static int typedef_of_ported(CXType t) {
+  for (int guard = 0; guard < 64; guard++) {
+    if (t.kind == CXType_Elaborated) {
+      t = clang_Type_getNamedType(t);
+    } else if (t.kind == CXType_Typedef) {
+      CXString s = clang_getTypedefName(t);
+      int ported = !strncmp(clang_getCString(s), "ad_", 3);
+      clang_disposeString(s);
+      if (ported) return 1;
+      t = clang_getTypedefDeclUnderlyingType(clang_getTypeDeclaration(t));
+    } else {
+      return 0;
+    }
+  }
+  return 0;
+}
+
 /* Is t (a scalar type) one of the active types, through typedefs? */
 int pt_type_active(pt_ctx *x, CXType t) {
   for (int guard = 0; guard < 64; guard++) {
@@ -137,7 +156,7 @@ int pt_type_active(pt_ctx *x, CXType t) {
       int a = active_name(x, clang_getCString(s));
       int ported = !strncmp(clang_getCString(s), "ad_", 3); /* ad_real and friends: already ported */
       clang_disposeString(s);
-      if (a) return 1;
+      if (a) return !typedef_of_ported(clang_getTypedefDeclUnderlyingType(clang_getTypeDeclaration(t)));
       if (ported) return 0;
       t = clang_getTypedefDeclUnderlyingType(clang_getTypeDeclaration(t));
       break;
@@ -398,6 +417,14 @@ int pt_pointer_of_file(pt_ctx *x, CXCursor callee) {
   return clang_Location_isFromMainFile(clang_getCursorLocation(d));
 }
 
+/* Are a and b the same expression? clang_equalCursors also compares the
+ * declaration a cursor was reached from, which differs between a call's
+ * children and its arguments when the call initializes a variable. */
+int pt_same_expr(CXCursor a, CXCursor b) {
+  return clang_getCursorKind(a) == clang_getCursorKind(b) &&
+         clang_equalRanges(clang_getCursorExtent(a), clang_getCursorExtent(b));
+}
+
 static CXCursor callee_decl(CXCursor call) {
   CXCursor r = clang_getCursorReferenced(call);
   return r;
@@ -505,6 +532,8 @@ int pt_act(pt_ctx *x, CXCursor c) {
 /* Macros                                                                    */
 /* ------------------------------------------------------------------------ */
 
+static int library_known(const char *name);
+
 /* Does the expansion that c belongs to do active arithmetic, or call a
  * function of this file, so that it must be expanded to be ported? */
 static int macro_needs(pt_ctx *x, CXCursor c) {
@@ -525,6 +554,19 @@ static int macro_needs(pt_ctx *x, CXCursor c) {
     if (pt_ported_function(x, fd)) self = 1;
     int na = clang_Cursor_getNumArguments(c);
     for (int i = 0; i < na; i++) self |= pt_act(x, clang_Cursor_getArgument(c, (unsigned)i));
+    /* An MPI call that changes or an external call on active data: expanded
+     * so that it is ported, or reported, where it is written out. */
+    if (!self && clang_getCursorKind(fd) == CXCursor_FunctionDecl) {
+      char *name = spelling(fd);
+      if (!strncmp(name, "MPI_", 4))
+        self = pt_mpi_changes(x, c, name);
+      else if (!library_known(name))
+        for (int i = 0; i < na && !self; i++) {
+          CXType t = clang_getCursorType(pt_strip(clang_Cursor_getArgument(c, (unsigned)i)));
+          self = is_pointer_like(t) && pt_type_holds_active(x, t);
+        }
+      free(name);
+    }
   } else if (k == CXCursor_UnexposedExpr || k == CXCursor_CStyleCastExpr) {
     CXCursor e = pt_last_expr(c);
     if (!clang_Cursor_isNull(e) && pt_act(x, e) && !pt_act(x, c)) self = 1;
@@ -978,6 +1020,12 @@ static int print_fixed(const char *name) {
   return -1;
 }
 
+/* Functions of the C library that take active data as plain memory. */
+static int library_known(const char *name) {
+  return !strcmp(name, "memcpy") || !strcmp(name, "memmove") || !strcmp(name, "memset") || !strcmp(name, "free") ||
+         !strcmp(name, "realloc") || !strcmp(name, "qsort") || print_fixed(name) >= 0;
+}
+
 static char *emit_call(pt_ctx *x, CXCursor c) {
   CXCursor fd = callee_decl(c);
   char *name = clang_getCursorKind(fd) == CXCursor_FunctionDecl ? spelling(fd) : port_strdup("");
@@ -992,7 +1040,7 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
     CXCursor a = clang_Cursor_getArgument(c, (unsigned)i);
     argk[i] = -1;
     for (int j = 0; j < n; j++)
-      if (clang_equalCursors(a, k[j])) argk[i] = j;
+      if (pt_same_expr(a, k[j])) argk[i] = j;
   }
   int ported = pt_ported_function(x, fd);
   int any_act = 0;
@@ -1020,8 +1068,7 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
                "or as an ad_custom statement with its partial derivatives",
                name);
     int memfn = !strcmp(name, "memcpy") || !strcmp(name, "memmove");
-    int known = memfn || !strcmp(name, "memset") || !strcmp(name, "free") || !strcmp(name, "realloc") ||
-                !strcmp(name, "qsort") || fixed >= 0;
+    int known = library_known(name);
     if (memfn && na >= 2) {
       CXType t0 = clang_getCursorType(pt_strip(clang_Cursor_getArgument(c, 0)));
       CXType t1 = clang_getCursorType(pt_strip(clang_Cursor_getArgument(c, 1)));
