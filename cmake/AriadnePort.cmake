@@ -4,8 +4,9 @@
 #
 # Runs ariadne-port at build time on the plain double SOURCES and compiles the
 # ported files into <target>, so that a project keeps its double code as the
-# one source of truth. The sources are parsed with the target's include
-# directories and definitions, the sources' own directories and FLAGS.
+# one source of truth. The sources (headers may be among them) are ported in
+# one run, as one code, parsed with the target's include directories and
+# definitions, the sources' own directories and FLAGS.
 # FUSED tapes each assignment as one statement (the fast build); SUFFIX is
 # appended to the names the files define, so that the primal and the port
 # can be linked into one program. Installed with Ariadne's CMake package.
@@ -34,21 +35,29 @@ function(ariadne_port_sources)
   set(_def "$<TARGET_PROPERTY:${ARG_TARGET},COMPILE_DEFINITIONS>")
   set(_outs "")
   set(_dirs "")
+  set(_abss "")
   foreach(_src IN LISTS ARG_SOURCES)
     get_filename_component(_abs ${_src} ABSOLUTE)
     get_filename_component(_name ${_src} NAME)
     get_filename_component(_dir ${_abs} DIRECTORY)
     list(APPEND _dirs ${_dir})
-    set(_out ${_outdir}/${_name})
-    add_custom_command(OUTPUT ${_out}
-      COMMAND Ariadne::port ${_opts} -o ${_outdir} ${_abs} --
-              -I${_dir} "$<$<BOOL:${_inc}>:-I$<JOIN:${_inc},;-I>>" "$<$<BOOL:${_def}>:-D$<JOIN:${_def},;-D>>"
-              ${ARG_FLAGS}
-      DEPENDS ${_abs} Ariadne::port
-      COMMENT "ariadne-port ${_mode}: ${_name}"
-      COMMAND_EXPAND_LISTS VERBATIM)
-    list(APPEND _outs ${_out})
+    list(APPEND _abss ${_abs})
+    list(APPEND _outs ${_outdir}/${_name})
   endforeach()
+  # One run for all the sources: they are ported as one code, so calls
+  # between them pass ad_real and they agree on the type of MPI requests.
+  set(_idirs "")
+  foreach(_dir IN LISTS _dirs)
+    list(APPEND _idirs -I${_dir})
+  endforeach()
+  list(REMOVE_DUPLICATES _idirs)
+  add_custom_command(OUTPUT ${_outs}
+    COMMAND Ariadne::port ${_opts} -o ${_outdir} ${_abss} --
+            ${_idirs} "$<$<BOOL:${_inc}>:-I$<JOIN:${_inc},;-I>>" "$<$<BOOL:${_def}>:-D$<JOIN:${_def},;-D>>"
+            ${ARG_FLAGS}
+    DEPENDS ${_abss} Ariadne::port
+    COMMENT "ariadne-port ${_mode}: ${ARG_SOURCES}"
+    COMMAND_EXPAND_LISTS VERBATIM)
   list(REMOVE_DUPLICATES _dirs)
   target_sources(${ARG_TARGET} PRIVATE ${_outs})
   # The ported files include their neighbours' headers as the originals do.

@@ -93,7 +93,9 @@ static void suffix_name(pt_ctx *x, CXCursor d) {
   unsigned at = pt_off(clang_getCursorLocation(d));
   CXString s = clang_getCursorSpelling(d);
   size_t n = strlen(clang_getCString(s));
-  pt_add_edit(x, at, at + (unsigned)n, pt_cat(clang_getCString(s), x->o->suffix, NULL));
+  /* A name made by a macro (-Dmain=driver_main) is not written here. */
+  if (at + n <= x->len && !strncmp(x->buf + at, clang_getCString(s), n) && (at + n == x->len || !is_ident(x->buf[at + n])))
+    pt_add_edit(x, at, at + (unsigned)n, pt_cat(clang_getCString(s), x->o->suffix, NULL));
   clang_disposeString(s);
 }
 
@@ -504,12 +506,29 @@ static unsigned include_point(const tu_scan *s, const char *text, size_t len, un
   return top;
 }
 
-/* The first whole identifier `name` in text (len if none). */
+/* The first whole identifier `name` in text outside comments and strings
+ * (len if none). */
 static unsigned find_ident(const char *text, size_t len, const char *name) {
-  size_t n = strlen(name);
-  for (const char *p = strstr(text, name); p; p = strstr(p + 1, name)) {
-    size_t at = (size_t)(p - text);
-    if ((at == 0 || !is_ident(p[-1])) && !is_ident(p[n])) return (unsigned)at;
+  size_t n = strlen(name), i = 0;
+  while (i < len) {
+    char ch = text[i];
+    if (ch == '"' || ch == '\'') {
+      size_t j = i + 1;
+      while (j < len && text[j] != ch && text[j] != '\n') j += text[j] == '\\' ? 2 : 1;
+      i = j + 1;
+    } else if (ch == '/' && i + 1 < len && text[i + 1] == '*') {
+      const char *q = strstr(text + i + 2, "*/");
+      i = q ? (size_t)(q - text) + 2 : len;
+    } else if (ch == '/' && i + 1 < len && text[i + 1] == '/') {
+      while (i < len && text[i] != '\n') i++;
+    } else if (is_ident(ch)) {
+      size_t j = i;
+      while (j < len && is_ident(text[j])) j++;
+      if (j - i == n && !strncmp(text + i, name, n)) return (unsigned)i;
+      i = j;
+    } else {
+      i++;
+    }
   }
   return (unsigned)len;
 }
@@ -810,6 +829,8 @@ int port_file(const port_options *o, const char *path, const char *const *args, 
     x.len = len;
     CXCursor tu = clang_getTranslationUnitCursor(x.tu);
     pt_mpi_prescan(&x, tu);
+    x.mpi_requests |= o->mpi_requests;
+    x.mpi_messages |= o->mpi_messages;
     tu_scan s;
     memset(&s, 0, sizeof s);
     s.x = &x;
@@ -879,20 +900,20 @@ int port_file(const port_options *o, const char *path, const char *const *args, 
     port_str r = {0};
     unsigned at = 0;
     int changed = 0;
-    unsigned use = x.nedits > 0 ? x.edits[0].b : (unsigned)len;
-    if (x.mpi_requests) {
-      unsigned r1 = find_ident(text, len, "MPI_Request"), r2 = find_ident(text, len, "MPI_REQUEST_NULL");
-      use = r1 < use ? r1 : use;
-      use = r2 < use ? r2 : use;
-    }
-    if (x.mpi_messages) {
-      unsigned m1 = find_ident(text, len, "MPI_Message"), m2 = find_ident(text, len, "MPI_MESSAGE_NULL");
-      use = m1 < use ? m1 : use;
-      use = m2 < use ? m2 : use;
-    }
+    /* The first use of Ariadne: an edit, or a request or message renamed below. */
+    unsigned ren = (unsigned)len;
+    static const char *const renamed[] = {"MPI_Request", "MPI_REQUEST_NULL", "MPI_Message", "MPI_MESSAGE_NULL"};
+    for (int i = 0; i < 4; i++)
+      if (i < 2 ? x.mpi_requests : x.mpi_messages) {
+        unsigned r1 = find_ident(text, len, renamed[i]);
+        ren = r1 < ren ? r1 : ren;
+      }
+    unsigned use = x.nedits > 0 && x.edits[0].b < ren ? x.edits[0].b : ren;
     int after_include = 0;
     unsigned insert_at = include_point(&s, text, len, use, &after_include);
-    int want_mpi = x.uses_mpi && !s.has_ariadne_mpi;
+    /* Requests and messages renamed below need ariadne_mpi.h too. */
+    int renames = ren < len;
+    int want_mpi = (x.uses_mpi || renames) && !s.has_ariadne_mpi;
     int want_core = !s.has_ariadne && !s.has_ariadne_mpi && !want_mpi;
     int inserted = 0;
     unsigned *spans = malloc(sizeof *spans * (2 * (size_t)x.nedits + 4));
@@ -900,7 +921,7 @@ int port_file(const port_options *o, const char *path, const char *const *args, 
     for (int i = 0; i <= x.nedits; i++) {
       unsigned b = i < x.nedits ? x.edits[i].b : (unsigned)len;
       if (i < x.nedits && b < at) continue;
-      if (!inserted && insert_at <= b && (x.nedits > 0 || x.uses_mpi)) {
+      if (!inserted && insert_at <= b && (x.nedits > 0 || x.uses_mpi || renames)) {
         port_str_addn(&r, text + at, insert_at - at);
         at = insert_at;
         if (want_mpi || want_core) {
@@ -1001,6 +1022,10 @@ int port_collect_functions(port_options *o, const char *path, const char *const 
   }
   collect k = {o, x.file};
   clang_visitChildren(clang_getTranslationUnitCursor(x.tu), collect_visit, &k);
+  for (int i = 0; i < o->nactive; i++) x.double_active |= !strcmp(o->active[i], "double");
+  pt_mpi_prescan(&x, clang_getTranslationUnitCursor(x.tu));
+  o->mpi_requests |= x.mpi_requests;
+  o->mpi_messages |= x.mpi_messages;
   dispose(&x);
   return 0;
 }

@@ -34,6 +34,10 @@ typedef struct port_options {
   char **ported;      /* functions declared or defined in any input: their calls pass ad_real */
   int nported;
   int verbose;
+  /* Decided for the whole run, so that every file sizes and stores requests
+   * alike: an input posts a nonblocking call (or a matched receive) on active
+   * data, so MPI_Request (MPI_Message) is ad_mpi_request (ad_mpi_message) in all. */
+  int mpi_requests, mpi_messages;
 } port_options;
 
 /* Port one file: parse `path` with `args`, write the ported text to *out
@@ -43,7 +47,8 @@ typedef struct port_options {
 int port_file(const port_options *o, const char *path, const char *const *args, int nargs, char **out, char **lines);
 
 /* Add the names of the functions `path` declares or defines to o->ported
- * (the inputs are ported together, so calls between them stay active).
+ * (the inputs are ported together, so calls between them stay active), and
+ * note in o whether it makes requests or messages of active data.
  * Returns -1 if the file does not parse. */
 int port_collect_functions(port_options *o, const char *path, const char *const *args, int nargs);
 
