@@ -163,6 +163,50 @@ for f in "$src"/errors/*.c; do
 done
 check "--keep-going" status_is 1 "$tool" --keep-going -o "$work/kg" "$src/errors/union.c"
 check "--keep-going writes" test -f "$work/kg/union.c"
+# A macro that cannot be expanded: reported, and the rest still written.
+cat >"$work/paste.c" <<'EOT'
+#define ADD(a, b) (a##_v + b)
+double f(double x_v, double y) { return ADD(x, y) * y; }
+double g(double x) { return x * x; }
+EOT
+check "--keep-going with a macro that cannot be expanded" status_is 1 "$tool" --keep-going -o "$work/kg" "$work/paste.c"
+check "says the macro cannot be expanded" grep -q "cannot be expanded in place" "$work/err.txt"
+check "--keep-going writes the rest" grep -q "ad_mul(x, x)" "$work/kg/paste.c"
+
+# Idempotent with --active-type: the typedef is ad_real in the output.
+check "port of the port, --active-type" status_is 0 "$tool" --active-type real_t --active-type scalar_t -o "$work/types-again" "$work/types/types.c"
+check "types.c unchanged" cmp -s "$work/types/types.c" "$work/types-again/types.c"
+
+# The include goes before the first use, not after the last #include.
+cat >"$work/late.c" <<'EOT'
+static double scale = 2.0;
+#include <math.h>
+double h(double x) { return scale * sqrt(x); }
+EOT
+check "an #include after code" status_is 0 "$tool" -o "$work/late" "$work/late.c"
+check "ariadne.h before the first declaration" sh -c "head -1 '$work/late/late.c' | grep -q '^#include <ariadne.h>'"
+check "late.c compiles" compiles "$work/late/late.c"
+
+# mpicc -show's words anywhere among the flags; a file that does not parse
+# reported once.
+if [ -n "$mpiflags" ]; then
+  cat >"$work/mpiflags.c" <<'EOT'
+#include <mpi.h>
+double total(double *v, int n) {
+  double s = 0.0;
+  for (int i = 0; i < n; i++) s += v[i];
+  double g = 0.0;
+  int ierr = MPI_Allreduce(&s, &g, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return ierr == MPI_SUCCESS ? g : 0.0;
+}
+EOT
+  # shellcheck disable=SC2086
+  check "mpicc -show after other flags" status_is 0 "$tool" -o "$work/mpiflags" "$work/mpiflags.c" -- -std=c99 -DX=1 $mpiflags
+  check "an initializer gets AD_MPI_REAL" grep -q "int ierr = ad_mpi_allreduce(&s, &g, 1, AD_MPI_REAL, MPI_SUM" "$work/mpiflags/mpiflags.c"
+fi
+echo "int broken(void) { return undeclared; }" >"$work/broken.c"
+check "a file that does not compile, with another" status_is 1 "$tool" -o "$work/broken" "$work/broken.c" "$work/late.c"
+check "its message once" test "$(grep -c "broken.c:1:" "$work/err.txt")" = 1
 
 echo "port_cli: $checks checks, $failed failed"
 [ "$failed" = 0 ]
