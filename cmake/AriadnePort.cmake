@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # ariadne_port_sources(TARGET <target> SOURCES <file.c>...
-#                      [FUSED] [ACTIVE_TYPES <name>...] [SUFFIX <suffix>] [FLAGS <flag>...])
+#                      [FUSED] [ACTIVE_TYPES <name>...] [SUFFIX <suffix>] [FLAGS <flag>...]
+#                      [DEPENDS <file>...])
 #
 # Runs ariadne-port at build time on the plain double SOURCES and compiles the
 # ported files into <target>, so that a project keeps its double code as the
@@ -9,9 +10,12 @@
 # definitions, the sources' own directories and FLAGS.
 # FUSED tapes each assignment as one statement (the fast build); SUFFIX is
 # appended to the names the files define, so that the primal and the port
-# can be linked into one program. Installed with Ariadne's CMake package.
+# can be linked into one program. A .c file that a source #includes (a unity
+# build) is ported with it and written where the ported source's #include
+# finds it; name such files in DEPENDS so that editing them ports again.
+# Installed with Ariadne's CMake package.
 function(ariadne_port_sources)
-  cmake_parse_arguments(ARG "FUSED" "TARGET;SUFFIX" "SOURCES;ACTIVE_TYPES;FLAGS" ${ARGN})
+  cmake_parse_arguments(ARG "FUSED" "TARGET;SUFFIX" "SOURCES;ACTIVE_TYPES;FLAGS;DEPENDS" ${ARGN})
   if(NOT ARG_TARGET OR NOT ARG_SOURCES)
     message(FATAL_ERROR "ariadne_port_sources: TARGET and SOURCES are required")
   endif()
@@ -55,7 +59,7 @@ function(ariadne_port_sources)
     COMMAND Ariadne::port ${_opts} -o ${_outdir} ${_abss} --
             ${_idirs} "$<$<BOOL:${_inc}>:-I$<JOIN:${_inc},;-I>>" "$<$<BOOL:${_def}>:-D$<JOIN:${_def},;-D>>"
             ${ARG_FLAGS}
-    DEPENDS ${_abss} Ariadne::port
+    DEPENDS ${_abss} ${ARG_DEPENDS} Ariadne::port
     COMMENT "ariadne-port ${_mode}: ${ARG_SOURCES}"
     COMMAND_EXPAND_LISTS VERBATIM)
   list(REMOVE_DUPLICATES _dirs)

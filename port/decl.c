@@ -85,7 +85,7 @@ int pt_suffixed(pt_ctx *x, CXCursor d) {
   if (k == CXCursor_FunctionDecl) return pt_ported_function(x, d);
   CXCursor def = clang_getCursorDefinition(d);
   if (clang_Cursor_isNull(def)) def = d;
-  return clang_Location_isFromMainFile(clang_getCursorLocation(def));
+  return pt_own_location(x, clang_getCursorLocation(def));
 }
 
 static void suffix_name(pt_ctx *x, CXCursor d) {
@@ -756,17 +756,20 @@ static char *guard_openmp(const char *s) {
   return port_str_take(&o);
 }
 
-static int parse(pt_ctx *x, const char *path, const char *text, size_t len, const char *const *args, int nargs) {
+/* Parse `unit`, with `text` as the contents of `path` (the file ported, the
+ * unit itself or a file it includes) once macros were expanded in it. */
+static int parse(pt_ctx *x, const char *unit, const char *path, const char *text, size_t len, const char *const *args,
+                 int nargs) {
   CXIndex idx = x->index = clang_createIndex(0, 0);
   struct CXUnsavedFile uf;
   uf.Filename = path;
   uf.Contents = text;
   uf.Length = (unsigned long)len;
   enum CXErrorCode ec =
-      clang_parseTranslationUnit2(idx, path, args, nargs, text ? &uf : NULL, text ? 1 : 0,
+      clang_parseTranslationUnit2(idx, unit, args, nargs, text ? &uf : NULL, text ? 1 : 0,
                                   CXTranslationUnit_DetailedPreprocessingRecord | CXTranslationUnit_KeepGoing, &x->tu);
   if (ec != CXError_Success || !x->tu) {
-    fprintf(stderr, "%s:1:1: error: libclang could not parse the file (code %d)\n", path, (int)ec);
+    fprintf(stderr, "%s:1:1: error: libclang could not parse the file (code %d)\n", unit, (int)ec);
     return -1;
   }
   int bad = 0;
@@ -787,6 +790,11 @@ static int parse(pt_ctx *x, const char *path, const char *text, size_t len, cons
     clang_disposeDiagnostic(d);
   }
   x->file = clang_getFile(x->tu, path);
+  if (!x->file) {
+    fprintf(stderr, "%s:1:1: error: %s does not include this file\n", path, unit);
+    return -1;
+  }
+  pt_own_files(x, unit);
   return bad ? -1 : 0;
 }
 
@@ -805,7 +813,8 @@ static char *changed_lines(const char *res, const unsigned *spans, int nspans) {
   return port_str_take(&o);
 }
 
-int port_file(const port_options *o, const char *path, const char *const *args, int nargs, char **out, char **lines) {
+int port_file(const port_options *o, const char *unit, const char *path, const char *const *args, int nargs,
+              char **out, char **lines) {
   char *text = NULL;
   size_t len = 0;
   for (int round = 0; round < 16; round++) {
@@ -814,7 +823,7 @@ int port_file(const port_options *o, const char *path, const char *const *args, 
     x.o = o;
     x.path = path;
     for (int i = 0; i < o->nactive; i++) x.double_active |= !strcmp(o->active[i], "double");
-    if (parse(&x, path, text, len, args, nargs) < 0) {
+    if (parse(&x, unit, path, text, len, args, nargs) < 0) {
       free(text);
       dispose(&x);
       return -1;
@@ -988,16 +997,14 @@ int port_file(const port_options *o, const char *path, const char *const *args, 
 
 typedef struct collect {
   port_options *o;
-  CXFile file;
+  pt_ctx *x;
 } collect;
 
 static enum CXChildVisitResult collect_visit(CXCursor c, CXCursor p, CXClientData d) {
   (void)p;
   collect *k = d;
   if (clang_getCursorKind(c) != CXCursor_FunctionDecl) return CXChildVisit_Continue;
-  CXFile f = NULL;
-  clang_getExpansionLocation(clang_getCursorLocation(c), &f, NULL, NULL, NULL);
-  if (!f || !clang_File_isEqual(f, k->file)) return CXChildVisit_Continue;
+  if (!pt_own_location(k->x, clang_getCursorLocation(c))) return CXChildVisit_Continue;
   if (clang_Cursor_getStorageClass(c) == CX_SC_Static) return CXChildVisit_Continue;
   CXString s = clang_getCursorSpelling(c);
   const char *name = clang_getCString(s);
@@ -1012,15 +1019,15 @@ static enum CXChildVisitResult collect_visit(CXCursor c, CXCursor p, CXClientDat
   return CXChildVisit_Continue;
 }
 
-int port_collect_functions(port_options *o, const char *path, const char *const *args, int nargs) {
+int port_collect_functions(port_options *o, const char *unit, const char *path, const char *const *args, int nargs) {
   pt_ctx x;
   memset(&x, 0, sizeof x);
   x.o = o;
-  if (parse(&x, path, NULL, 0, args, nargs) < 0) {
+  if (parse(&x, unit, path, NULL, 0, args, nargs) < 0) {
     dispose(&x);
     return -1;
   }
-  collect k = {o, x.file};
+  collect k = {o, &x};
   clang_visitChildren(clang_getTranslationUnitCursor(x.tu), collect_visit, &k);
   for (int i = 0; i < o->nactive; i++) x.double_active |= !strcmp(o->active[i], "double");
   pt_mpi_prescan(&x, clang_getTranslationUnitCursor(x.tu));

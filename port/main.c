@@ -327,27 +327,76 @@ int main(int argc, char **argv) {
     fargs[f] = args;
     fnargs[f] = nargs;
   }
-  /* Inputs ported together: calls from one to another pass ad_real. */
-  if (nfiles > 1)
-    for (int f = 0; f < nfiles; f++)
-      if (fnargs[f] >= 0 && port_collect_functions(&o, files[f], fargs[f], fnargs[f]) < 0) {
-        /* reported once, here: the file is not parsed again */
-        status = 1;
-        for (int i = 0; i < ndb[f]; i++) free(dbargs[f][i]);
-        free(dbargs[f]);
-        free(fargs[f]);
-        fnargs[f] = -1;
-      }
-
+  /* What is ported, and in which unit (the file parsed): each input in its
+   * own, except a header or .c file that an input .c includes, which is
+   * ported in that file's unit (it need not be self-contained), plus the .c
+   * files the inputs include (unity builds), written where the ported
+   * includer's #include finds them. */
+  port_included **inc = calloc((size_t)nfiles, sizeof *inc);
+  int *ninc = calloc((size_t)nfiles, sizeof *ninc);
+  int *unit_of = calloc((size_t)nfiles, sizeof *unit_of);
+  const char **rel_of = calloc((size_t)nfiles, sizeof *rel_of);
   for (int f = 0; f < nfiles; f++) {
-    if (fnargs[f] < 0) continue;
-    const char **args = fargs[f];
-    int nargs = fnargs[f];
+    size_t l = strlen(files[f]);
+    if (fnargs[f] >= 0 && l > 2 && !strcmp(files[f] + l - 2, ".c"))
+      ninc[f] = port_unit_files(files[f], fargs[f], fnargs[f], &inc[f]);
+  }
+  for (int f = 0; f < nfiles; f++) {
+    unit_of[f] = f;
+    rel_of[f] = base_name(files[f]);
+    char real[PATH_MAX];
+    if (!realpath(files[f], real)) continue;
+    for (int g = 0; g < nfiles && unit_of[f] == f; g++)
+      for (int i = 1; g != f && i < ninc[g]; i++)
+        if (!strcmp(inc[g][i].path, real)) {
+          unit_of[f] = g;
+          if (inc[g][i].unity) rel_of[f] = inc[g][i].rel;
+          break;
+        }
+  }
+  typedef struct job {
+    int unit;
+    const char *path, *rel;
+  } job;
+  job *jobs = calloc((size_t)nfiles + 1, sizeof *jobs);
+  int njobs = 0, capjobs = nfiles + 1;
+  for (int f = 0; f < nfiles; f++)
+    if (fnargs[f] >= 0 && fnargs[unit_of[f]] >= 0) jobs[njobs++] = (job){unit_of[f], files[f], rel_of[f]};
+  for (int g = 0; g < nfiles; g++) {
+    if (unit_of[g] != g) continue;
+    for (int i = 1; i < ninc[g]; i++) {
+      if (!inc[g][i].unity) continue;
+      int input = 0;
+      for (int f = 0; f < nfiles && !input; f++) {
+        char real[PATH_MAX];
+        input = realpath(files[f], real) && !strcmp(real, inc[g][i].path);
+      }
+      if (input) continue;
+      if (njobs == capjobs) {
+        capjobs *= 2;
+        jobs = realloc(jobs, (size_t)capjobs * sizeof *jobs);
+        if (!jobs) return 2;
+      }
+      jobs[njobs++] = (job){g, inc[g][i].path, inc[g][i].rel};
+    }
+  }
+  /* Inputs ported together: calls from one to another pass ad_real. A unit
+   * that does not parse is reported once, here, and not parsed again. */
+  char *unit_bad = calloc((size_t)nfiles, 1);
+  if (njobs > 1)
+    for (int j = 0; j < njobs; j++) {
+      int u = jobs[j].unit;
+      if (!unit_bad[u] && port_collect_functions(&o, files[u], jobs[j].path, fargs[u], fnargs[u]) < 0) {
+        status = 1;
+        unit_bad[u] = 1;
+      }
+    }
+
+  for (int j = 0; j < njobs; j++) {
+    int u = jobs[j].unit;
+    if (unit_bad[u]) continue;
     char *out = NULL, *lines = NULL;
-    int rc = port_file(&o, files[f], args, nargs, &out, &lines);
-    for (int i = 0; i < ndb[f]; i++) free(dbargs[f][i]);
-    free(dbargs[f]);
-    free(args);
+    int rc = port_file(&o, files[u], jobs[j].path, fargs[u], fnargs[u], &out, &lines);
     if (rc != 0) status = 1;
     if (rc < 0 || (rc > 0 && !o.keep_going) || !out) {
       free(out);
@@ -355,21 +404,41 @@ int main(int argc, char **argv) {
       continue;
     }
     if (o.format && out) {
-      char *fmt = format(files[f], outdir, out, lines);
+      char *fmt = format(jobs[j].path, outdir, out, lines);
       if (fmt) {
         free(out);
         out = fmt;
       }
     }
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", outdir, base_name(files[f]));
-    if (write_file(path, out) < 0) {
+    snprintf(path, sizeof path, "%s/%s", outdir, jobs[j].rel);
+    char *slash = strrchr(path, '/');
+    *slash = 0;
+    int made = mkdir_p(path);
+    *slash = '/';
+    if (made < 0 || write_file(path, out) < 0) {
       fprintf(stderr, "ariadne-port: cannot write %s: %s\n", path, strerror(errno));
       status = 1;
     }
     free(out);
     free(lines);
   }
+  for (int f = 0; f < nfiles; f++) {
+    for (int i = 0; i < ndb[f]; i++) free(dbargs[f][i]);
+    free(dbargs[f]);
+    free(fargs[f]);
+    for (int i = 0; i < ninc[f]; i++) {
+      free(inc[f][i].path);
+      free(inc[f][i].rel);
+    }
+    free(inc[f]);
+  }
+  free(inc);
+  free(ninc);
+  free(unit_of);
+  free(rel_of);
+  free(jobs);
+  free(unit_bad);
   if (db) clang_CompilationDatabase_dispose(db);
   for (int i = 0; i < o.nported; i++) free(o.ported[i]);
   free(o.ported);

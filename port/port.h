@@ -40,16 +40,29 @@ typedef struct port_options {
   int mpi_requests, mpi_messages;
 } port_options;
 
-/* Port one file: parse `path` with `args`, write the ported text to *out
- * (malloc'd) and the changed lines as clang-format --lines options to *lines.
- * Returns the number of constructs reported as errors on stderr
- * (0: *out is complete), or -1 if the file could not be parsed. */
-int port_file(const port_options *o, const char *path, const char *const *args, int nargs, char **out, char **lines);
+/* Port one file: parse `unit` (the file itself, or a file that includes
+ * it) with `args`, write the ported text of `path` to *out (malloc'd) and the
+ * changed lines as clang-format --lines options to *lines. Returns the number
+ * of constructs reported as errors on stderr (0: *out is complete), or -1 if
+ * the file could not be parsed. */
+int port_file(const port_options *o, const char *unit, const char *path, const char *const *args, int nargs,
+              char **out, char **lines);
 
-/* Add the names of the functions `path` declares or defines to o->ported
- * (the inputs are ported together, so calls between them stay active), and
- * note in o whether it makes requests or messages of active data.
- * Returns -1 if the file does not parse. */
-int port_collect_functions(port_options *o, const char *path, const char *const *args, int nargs);
+/* Add the names of the functions `path` (parsed in `unit`) declares or
+ * defines to o->ported (the inputs are ported together, so calls between
+ * them stay active), and note in o whether it makes requests or messages of
+ * active data. Returns -1 if the file does not parse. */
+int port_collect_functions(port_options *o, const char *unit, const char *path, const char *const *args, int nargs);
+
+/* The files of the translation unit `unit`, the unit first: each file's real
+ * path, whether it belongs to the unit's code (the unit and the .c files it
+ * includes, unity builds) and then where its port goes, relative to the
+ * output directory. Returns how many (*out malloc'd), 0 if it does not parse. */
+typedef struct port_included {
+  char *path;
+  char *rel; /* NULL unless unity */
+  int unity;
+} port_included;
+int port_unit_files(const char *unit, const char *const *args, int nargs, port_included **out);
 
 #endif

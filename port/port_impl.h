@@ -6,6 +6,7 @@
 #include "port.h"
 
 #define PT_MAX_EXPAND 256
+#define PT_MAX_OWN 256
 #define AD_STMT_MAX_ARGS_PORT 63 /* ad_custom's arguments in one statement (AD_STMT_MAX_ARGS) */
 
 typedef struct pt_edit {
@@ -48,7 +49,12 @@ typedef struct pt_ctx {
   char *mpi_types[64]; /* datatypes built on MPI_DOUBLE (then AD_MPI_REAL) by the file's constructors */
   int nmpi_types;
   int no_fuse; /* inside a for header: statements cannot be blocks */
+  CXFile own[PT_MAX_OWN]; /* the files whose code is ported in this unit (unity.c) */
+  int nown;
 } pt_ctx;
+
+void pt_own_files(pt_ctx *x, const char *unit);
+int pt_own_location(pt_ctx *x, CXSourceLocation loc);
 
 unsigned pt_off(CXSourceLocation loc);
 unsigned pt_b(CXCursor c);

@@ -369,12 +369,13 @@ CXCursor pt_strip(CXCursor c) {
   return c;
 }
 
-/* A function this file defines or declares: its calls pass ad_real. */
+/* A function this file (or a file ported with it in its unit) defines or
+ * declares: its calls pass ad_real. */
 int pt_ported_function(pt_ctx *x, CXCursor fd) {
   if (clang_getCursorKind(fd) != CXCursor_FunctionDecl) return 0;
   CXCursor def = clang_getCursorDefinition(fd);
-  if (!clang_Cursor_isNull(def) && clang_Location_isFromMainFile(clang_getCursorLocation(def))) return 1;
-  if (clang_Location_isFromMainFile(clang_getCursorLocation(fd))) return 1;
+  if (!clang_Cursor_isNull(def) && pt_own_location(x, clang_getCursorLocation(def))) return 1;
+  if (pt_own_location(x, clang_getCursorLocation(fd))) return 1;
   if (x->o->nported == 0) return 0;
   CXString s = clang_getCursorSpelling(fd);
   const char *name = clang_getCString(s);
@@ -407,14 +408,13 @@ static int is_math_name(const char *name) {
 /* A callee that is a function pointer variable, parameter or field declared
  * in this file (its type is ported with it). */
 int pt_pointer_of_file(pt_ctx *x, CXCursor callee) {
-  (void)x;
   CXCursor e = pt_strip(callee);
   enum CXCursorKind k = clang_getCursorKind(e);
   if (k != CXCursor_DeclRefExpr && k != CXCursor_MemberRefExpr) return 0;
   CXCursor d = clang_getCursorReferenced(e);
   enum CXCursorKind dk = clang_getCursorKind(d);
   if (dk != CXCursor_VarDecl && dk != CXCursor_ParmDecl && dk != CXCursor_FieldDecl) return 0;
-  return clang_Location_isFromMainFile(clang_getCursorLocation(d));
+  return pt_own_location(x, clang_getCursorLocation(d));
 }
 
 /* Are a and b the same expression? clang_equalCursors also compares the

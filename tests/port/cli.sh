@@ -108,6 +108,33 @@ check "the call passes ad_real" grep -q "ad_add(model_square(x\[i\]), 1.0)" "$wo
 check "sum.c compiles beside the ported header" compiles "$work/multi-out/sum.c"
 check "model.c compiles beside the ported header" compiles "$work/multi-out/model.c"
 
+# A header that is not self-contained is ported in the unit of the file that
+# includes it; a unity build's included .c files land where its #include finds them.
+mkdir -p "$work/ctx/ops"
+cat >"$work/ctx/cells.h" <<'EOT'
+double cell_sum(const cell *c, int n);
+EOT
+cat >"$work/ctx/main.c" <<'EOT'
+typedef struct cell {
+  double v;
+} cell;
+#include "cells.h"
+#include "ops/sum.c"
+double run(cell *c) { return 2.0 * cell_sum(c, 3); }
+EOT
+cat >"$work/ctx/ops/sum.c" <<'EOT'
+double cell_sum(const cell *c, int n) {
+  double s = 0.0;
+  for (int i = 0; i < n; i++) s += c[i].v;
+  return s;
+}
+EOT
+check "a header that needs its includer" status_is 0 "$tool" -o "$work/ctx-out" "$work/ctx/main.c" "$work/ctx/cells.h"
+check "the header is ported" grep -q "ad_real cell_sum(const cell \*c, int n);" "$work/ctx-out/cells.h"
+check "the included .c is written beside its #include" grep -q "s = ad_add(s, c\[i\].v)" "$work/ctx-out/ops/sum.c"
+check "the includer calls it with ad_real" grep -q "ad_mul(2.0, cell_sum(c, 3))" "$work/ctx-out/main.c"
+check "the unity build compiles" compiles "$work/ctx-out/main.c"
+
 # OpenMP: the tape is per thread, so pragmas are kept for the passive build only.
 cat >"$work/omp.c" <<'EOT'
 double sum(const double *x, int n) {
