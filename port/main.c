@@ -332,6 +332,11 @@ int main(int argc, char **argv) {
    * ported in that file's unit (it need not be self-contained), plus the .c
    * files the inputs include (unity builds), written where the ported
    * includer's #include finds them. */
+  o.inputs = calloc((size_t)nfiles, sizeof *o.inputs);
+  for (int f = 0; f < nfiles; f++) {
+    char real[PATH_MAX];
+    if (realpath(files[f], real)) o.inputs[o.ninputs++] = port_strdup(real);
+  }
   port_included **inc = calloc((size_t)nfiles, sizeof *inc);
   int *ninc = calloc((size_t)nfiles, sizeof *ninc);
   int *unit_of = calloc((size_t)nfiles, sizeof *unit_of);
@@ -439,6 +444,8 @@ int main(int argc, char **argv) {
   free(rel_of);
   free(jobs);
   free(unit_bad);
+  for (int i = 0; i < o.ninputs; i++) free(o.inputs[i]);
+  free(o.inputs);
   if (db) clang_CompilationDatabase_dispose(db);
   for (int i = 0; i < o.nported; i++) free(o.ported[i]);
   free(o.ported);

@@ -2,6 +2,7 @@
 /* MPI calls: a call whose buffer holds active data becomes its ad_mpi_ twin
  * with AD_MPI_REAL for MPI_DOUBLE; calls on passive buffers stay plain MPI.
  * Requests become ad_mpi_request once an active nonblocking call exists. */
+#define _DEFAULT_SOURCE
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -315,6 +316,78 @@ int pt_mpi_changes(pt_ctx *x, CXCursor c, const char *name) {
   return unsupported_arg(x, c, name) >= 0;
 }
 
+/* Is t MPI_Request, or a pointer to or an array of it? */
+static int request_type(CXType t) {
+  for (int g = 0; g < 16; g++) {
+    if (t.kind == CXType_Pointer)
+      t = clang_getPointeeType(t);
+    else if (t.kind == CXType_ConstantArray || t.kind == CXType_IncompleteArray || t.kind == CXType_VariableArray)
+      t = clang_getArrayElementType(t);
+    else if (t.kind == CXType_Elaborated)
+      t = clang_Type_getNamedType(t);
+    else
+      break;
+  }
+  if (t.kind != CXType_Typedef) return 0;
+  CXString s = clang_getTypedefName(t);
+  int r = !strcmp(clang_getCString(s), "MPI_Request");
+  clang_disposeString(s);
+  return r;
+}
+
+/* The variable or field an lvalue names: `req` in `&h->req[i]`. */
+static CXCursor named_decl(CXCursor e) {
+  for (int g = 0; g < 16; g++) {
+    e = pt_strip(e);
+    enum CXCursorKind k = clang_getCursorKind(e);
+    if (k == CXCursor_DeclRefExpr || k == CXCursor_MemberRefExpr) return clang_getCursorReferenced(e);
+    if (k == CXCursor_ArraySubscriptExpr) {
+      CXCursor *kk;
+      int n = pt_children(e, &kk);
+      CXCursor base = n > 0 ? kk[0] : clang_getNullCursor();
+      free(kk);
+      e = base;
+    } else if (k == CXCursor_UnaryOperator || k == CXCursor_CStyleCastExpr) {
+      e = pt_last_expr(e);
+    } else {
+      break;
+    }
+    if (clang_Cursor_isNull(e)) break;
+  }
+  return clang_getNullCursor();
+}
+
+/* Requests of active calls are ad_mpi_request: one declared in a header
+ * that is not ported keeps MPI_Request there, and the program would size
+ * and store them wrongly. Reported, naming the header. */
+static void check_request_args(pt_ctx *x, CXCursor c, const char *name) {
+  int na = clang_Cursor_getNumArguments(c);
+  for (int i = 0; i < na; i++) {
+    CXCursor a = clang_Cursor_getArgument(c, (unsigned)i);
+    if (!request_type(clang_getCursorType(pt_strip(a)))) continue;
+    CXCursor d = named_decl(a);
+    if (clang_Cursor_isNull(d) || pt_own_location(x, clang_getCursorLocation(d))) continue;
+    CXFile f = NULL;
+    clang_getExpansionLocation(clang_getCursorLocation(d), &f, NULL, NULL, NULL);
+    if (!f) continue;
+    CXString fn = clang_getFileName(f);
+    const char *path = clang_getCString(fn);
+    char real[4096];
+    int input = 0;
+    if (path && realpath(path, real))
+      for (int j = 0; j < x->o->ninputs && !input; j++) input = !strcmp(x->o->inputs[j], real);
+    if (!input && path && !clang_Location_isInSystemHeader(clang_getCursorLocation(d))) {
+      CXString dn = clang_getCursorSpelling(d);
+      pt_error(x, a,
+               "%s on requests of active data: '%s' is declared as MPI_Request in '%s', which is not ported; the "
+               "requests are ad_mpi_request, so give '%s' as an input",
+               name, clang_getCString(dn), path, path);
+      clang_disposeString(dn);
+    }
+    clang_disposeString(fn);
+  }
+}
+
 char *pt_emit_mpi(pt_ctx *x, CXCursor c, const char *name, int n, const CXCursor *k, int na, const int *argk) {
   const mpi_fn *f = lookup(name);
   char **texts = calloc((size_t)n + 1, sizeof *texts);
@@ -343,7 +416,10 @@ char *pt_emit_mpi(pt_ctx *x, CXCursor c, const char *name, int n, const CXCursor
         free(t3);
       }
     }
-    if ((f->request == 1 || f->request == 2) && x->mpi_requests) rename = 1;
+    if ((f->request == 1 || f->request == 2) && x->mpi_requests) {
+      rename = 1;
+      check_request_args(x, c, name);
+    }
     if (f->request == 3 && x->mpi_messages) rename = 1;
     if (f->request == 4 && buffer_active(x, c, !strcmp(name, "MPI_Win_create") ? 0 : 4)) rename = 1;
     if (f->request == 5 && x->mpi_windows) rename = 1;

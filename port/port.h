@@ -38,6 +38,8 @@ typedef struct port_options {
    * alike: an input posts a nonblocking call (or a matched receive) on active
    * data, so MPI_Request (MPI_Message) is ad_mpi_request (ad_mpi_message) in all. */
   int mpi_requests, mpi_messages;
+  char **inputs; /* the real paths of the inputs */
+  int ninputs;
 } port_options;
 
 /* Port one file: parse `unit` (the file itself, or a file that includes
