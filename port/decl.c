@@ -94,7 +94,8 @@ static void suffix_name(pt_ctx *x, CXCursor d) {
   CXString s = clang_getCursorSpelling(d);
   size_t n = strlen(clang_getCString(s));
   /* A name made by a macro (-Dmain=driver_main) is not written here. */
-  if (at + n <= x->len && !strncmp(x->buf + at, clang_getCString(s), n) && (at + n == x->len || !is_ident(x->buf[at + n])))
+  if (at + n <= x->len && !strncmp(x->buf + at, clang_getCString(s), n) &&
+      (at + n == x->len || !is_ident(x->buf[at + n])))
     pt_add_edit(x, at, at + (unsigned)n, pt_cat(clang_getCString(s), x->o->suffix, NULL));
   clang_disposeString(s);
 }
@@ -813,8 +814,8 @@ static char *changed_lines(const char *res, const unsigned *spans, int nspans) {
   return port_str_take(&o);
 }
 
-int port_file(const port_options *o, const char *unit, const char *path, const char *const *args, int nargs,
-              char **out, char **lines) {
+int port_file(const port_options *o, const char *unit, const char *path, const char *const *args, int nargs, char **out,
+              char **lines) {
   char *text = NULL;
   size_t len = 0;
   for (int round = 0; round < 16; round++) {

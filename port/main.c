@@ -147,10 +147,9 @@ static char *format(const char *input, const char *outdir, const char *text, con
 
 /* Does the compiler flag f take the next word as its value (`-I dir`)? */
 static int flag_takes_value(const char *f) {
-  static const char *const with_value[] = {"-I",       "-D",       "-U",          "-include", "-imacros", "-isystem",
-                                           "-iquote",  "-idirafter", "-x",        "-o",       "-MF",      "-MT",
-                                           "-MQ",      "-Xclang",  "-Xlinker",    "-target",  "--sysroot", "-isysroot",
-                                           "-arch",    "-L",       "-l",          NULL};
+  static const char *const with_value[] = {
+      "-I",  "-D",  "-U",      "-include", "-imacros", "-isystem",  "-iquote",   "-idirafter", "-x", "-o", "-MF",
+      "-MT", "-MQ", "-Xclang", "-Xlinker", "-target",  "--sysroot", "-isysroot", "-arch",      "-L", "-l", NULL};
   for (int i = 0; with_value[i]; i++)
     if (!strcmp(f, with_value[i])) return 1;
   return 0;

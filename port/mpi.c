@@ -285,8 +285,7 @@ static int unsupported_arg(pt_ctx *x, CXCursor c, const char *name) {
     char *t = datatype_arg(x, c, i);
     int dbl = x->double_active && !strcmp(t, "MPI_DOUBLE");
     free(t);
-    if (buffer_active(x, c, i) || (dbl && (!strncmp(name, "MPI_Type_", 9) || !strncmp(name, "MPI_Pack", 8))))
-      return i;
+    if (buffer_active(x, c, i) || (dbl && (!strncmp(name, "MPI_Type_", 9) || !strncmp(name, "MPI_Pack", 8)))) return i;
   }
   return -1;
 }
@@ -297,7 +296,8 @@ int pt_mpi_changes(pt_ctx *x, CXCursor c, const char *name) {
   const mpi_fn *f = lookup(name);
   if (f) {
     for (int p = 0; p < 2; p++)
-      if (f->buf[p] >= 0 && (buffer_active(x, c, f->buf[p]) || (p == 0 && f->buf3 >= 0 && buffer_active(x, c, f->buf3))))
+      if (f->buf[p] >= 0 &&
+          (buffer_active(x, c, f->buf[p]) || (p == 0 && f->buf3 >= 0 && buffer_active(x, c, f->buf3))))
         return 1;
     if ((f->request == 1 || f->request == 2) && x->mpi_requests) return 1;
     if (f->request == 3 && x->mpi_messages) return 1;

@@ -47,8 +47,8 @@ typedef struct port_options {
  * changed lines as clang-format --lines options to *lines. Returns the number
  * of constructs reported as errors on stderr (0: *out is complete), or -1 if
  * the file could not be parsed. */
-int port_file(const port_options *o, const char *unit, const char *path, const char *const *args, int nargs,
-              char **out, char **lines);
+int port_file(const port_options *o, const char *unit, const char *path, const char *const *args, int nargs, char **out,
+              char **lines);
 
 /* Add the names of the functions `path` (parsed in `unit`) declares or
  * defines to o->ported (the inputs are ported together, so calls between

@@ -48,7 +48,7 @@ typedef struct pt_ctx {
   int mpi_windows;     /* a window on active data exists: fences and frees become ad_mpi_* */
   char *mpi_types[64]; /* datatypes built on MPI_DOUBLE (then AD_MPI_REAL) by the file's constructors */
   int nmpi_types;
-  int no_fuse; /* inside a for header: statements cannot be blocks */
+  int no_fuse;            /* inside a for header: statements cannot be blocks */
   CXFile own[PT_MAX_OWN]; /* the files whose code is ported in this unit (unity.c) */
   int nown;
 } pt_ctx;

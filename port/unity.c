@@ -133,10 +133,9 @@ static enum CXChildVisitResult unit_visit(CXCursor c, CXCursor p, CXClientData d
 int port_unit_files(const char *unit, const char *const *args, int nargs, port_included **out) {
   CXIndex idx = clang_createIndex(0, 0);
   CXTranslationUnit tu = NULL;
-  enum CXErrorCode ec = clang_parseTranslationUnit2(idx, unit, args, nargs, NULL, 0,
-                                                    CXTranslationUnit_DetailedPreprocessingRecord |
-                                                        CXTranslationUnit_KeepGoing,
-                                                    &tu);
+  enum CXErrorCode ec =
+      clang_parseTranslationUnit2(idx, unit, args, nargs, NULL, 0,
+                                  CXTranslationUnit_DetailedPreprocessingRecord | CXTranslationUnit_KeepGoing, &tu);
   unit_walk w = {0};
   if (ec == CXError_Success && tu) {
     w.v = calloc(16, sizeof *w.v);

@@ -16,8 +16,8 @@
 #define TIMER_START(t) ((t) = MPI_Wtime())
 #define TIMER_STOP(t, acc) ((acc) += MPI_Wtime() - (t))
 int n_inputs = NX;
-double x_start[NX] = {0.2, 0.35, 0.3, 0.5, 0.45, 0.4, 0.6, 0.55, 0.7, 0.65,
-                      0.5, 0.4,  0.3, 0.35, 0.5, 0.6, 0.45, 0.3, 0.25, 0.8};
+double x_start[NX] = {0.2, 0.35, 0.3, 0.5,  0.45, 0.4, 0.6,  0.55, 0.7,  0.65,
+                      0.5, 0.4,  0.3, 0.35, 0.5,  0.6, 0.45, 0.3,  0.25, 0.8};
 
 typedef struct exchange {
   int nreq;
