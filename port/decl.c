@@ -104,12 +104,17 @@ static void suffix_name(pt_ctx *x, CXCursor d) {
 enum { ROOT_STMT, ROOT_COND, ROOT_ACTIVE, ROOT_VALUE };
 
 static void root(pt_ctx *x, CXCursor c, int mode) {
+  if (mode == ROOT_STMT && x->o->fused && pt_in_macro(x, c))
+    pt_fused_skip(x, c, c, 0, "a statement inside a macro expansion");
   if (mode == ROOT_STMT && x->o->fused && !pt_in_macro(x, c)) {
-    enum CXCursorKind k = clang_getCursorKind(c);
+    /* ((a) = ...); as a macro expanded in place writes it */
+    CXCursor e = c;
+    while (clang_getCursorKind(e) == CXCursor_ParenExpr && !clang_Cursor_isNull(pt_last_expr(e))) e = pt_last_expr(e);
+    enum CXCursorKind k = clang_getCursorKind(e);
     if (k == CXCursor_BinaryOperator || k == CXCursor_CompoundAssignOperator) {
       CXCursor *kk;
-      int n = pt_children(c, &kk);
-      const char *op = pt_binop(x, c);
+      int n = pt_children(e, &kk);
+      const char *op = pt_binop(x, e);
       if (n == 2 && pt_act(x, kk[0]) && (k == CXCursor_CompoundAssignOperator || !strcmp(op, "="))) {
         char *t = pt_fused_assign(x, c, kk[0], op, kk[1]);
         if (t) {
@@ -171,7 +176,7 @@ static int for_header(pt_ctx *x, CXCursor c, unsigned *s1, unsigned *s2, unsigne
 
 /* --fused: `T v = rhs;` of an active scalar as `T v; { ... v = ad_custom(...); }`. */
 static int fuse_decl(pt_ctx *x, CXCursor ds, CXCursor v) {
-  if (clang_getCursorKind(v) != CXCursor_VarDecl || x->no_fuse || pt_in_macro(x, ds)) return 0;
+  if (clang_getCursorKind(v) != CXCursor_VarDecl || pt_in_macro(x, ds)) return 0;
   if (!pt_type_active(x, clang_getCursorType(v)) || clang_Cursor_getStorageClass(v) == CX_SC_Static) return 0;
   unsigned b = pt_b(ds), name = pt_off(clang_getCursorLocation(v));
   CXString sp = clang_getCursorSpelling(v);
@@ -188,6 +193,10 @@ static int fuse_decl(pt_ctx *x, CXCursor ds, CXCursor v) {
     if (clang_isExpression(clang_getCursorKind(k[i])) && pt_b(k[i]) > eq) init = k[i];
   free(k);
   if (clang_Cursor_isNull(init)) return 0;
+  if (x->no_fuse) {
+    pt_fused_skip(x, ds, init, 0, "a declaration in a for header");
+    return 0;
+  }
   char *decl = pt_retype_text(x, x->buf + b, name_end - b);
   /* const goes: the variable is assigned in the block that follows. */
   char *c = strstr(decl, "const ");
@@ -747,6 +756,7 @@ int port_file(const port_options *o, const char *path, const char *const *args, 
     memset(&x, 0, sizeof x);
     x.o = o;
     x.path = path;
+    pt_fused_round();
     for (int i = 0; i < o->nactive; i++) x.double_active |= !strcmp(o->active[i], "double");
     if (parse(&x, path, text, len, args, nargs) < 0) {
       free(text);
@@ -823,6 +833,7 @@ int port_file(const port_options *o, const char *path, const char *const *args, 
       continue;
     }
 
+    pt_fused_commit(o);
     /* Apply the edits. Nested edits (a type inside a rewritten expression) are
      * dropped: the outer one already carries them. */
     qsort(x.edits, (size_t)x.nedits, sizeof *x.edits, edit_cmp);

@@ -11,6 +11,7 @@
 
 #include <clang-c/Index.h>
 #include <stddef.h>
+#include <stdio.h>
 
 /* A growable string. */
 typedef struct port_str {
@@ -24,6 +25,14 @@ char *port_str_take(port_str *b); /* the string (never NULL); b is empty afterwa
 char *port_strdup(const char *s);
 char *port_strndup(const char *s, size_t n);
 
+/* What --fused did: the assignments with two or more active operations and
+ * how many became one statement; `file` (NULL: none) receives a line for
+ * each one that stayed per operation, and why. */
+typedef struct port_fuse_report {
+  FILE *file;
+  long candidates, fused;
+} port_fuse_report;
+
 typedef struct port_options {
   int fused;
   int keep_going;
@@ -34,6 +43,7 @@ typedef struct port_options {
   char **ported;      /* functions declared or defined in any input: their calls pass ad_real */
   int nported;
   int verbose;
+  port_fuse_report *fuse; /* --fused: counts, and the --report file */
 } port_options;
 
 /* Port one file: parse `path` with `args`, write the ported text to *out

@@ -78,6 +78,8 @@ int pt_suffixed(pt_ctx *x, CXCursor d);
 char *pt_emit_mpi(pt_ctx *x, CXCursor c, const char *name, int n, const CXCursor *k, int na, const int *argk);
 void pt_mpi_prescan(pt_ctx *x, CXCursor root);
 void pt_add_edit(pt_ctx *x, unsigned b, unsigned e, char *text);
+/* Whether c assigns, increments or calls anything (macro expansions included). */
+int pt_side_effects(pt_ctx *x, CXCursor c);
 
 /* --fused: replace a whole statement by a block that computes the value and
  * the partials and pushes one tape statement. Each adds its edit and returns
@@ -85,6 +87,11 @@ void pt_add_edit(pt_ctx *x, unsigned b, unsigned e, char *text);
 char *pt_fused_assign(pt_ctx *x, CXCursor stmt, CXCursor lhs, const char *op, CXCursor rhs);
 char *pt_fused_return(pt_ctx *x, CXCursor ret, CXCursor value);
 char *pt_fused_decl(pt_ctx *x, CXCursor declstmt, CXCursor var, CXCursor init, const char *decl_text);
+/* Count an assignment that --fused leaves per operation (why: the reason, for --report). */
+void pt_fused_skip(pt_ctx *x, CXCursor stmt, CXCursor rhs, int compound, const char *why);
+/* port_file's rounds: each starts afresh; the last one's counts and report lines are kept. */
+void pt_fused_round(void);
+void pt_fused_commit(const port_options *o);
 char *pt_retype_text(pt_ctx *x, const char *p, size_t n);
 int pt_near_complex(const char *p, size_t b, size_t e, size_t len);
 
