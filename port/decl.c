@@ -395,6 +395,7 @@ static void port_function(pt_ctx *x, CXCursor f) {
     CXType saved = x->fn_ret;
     x->fn_ret = clang_getCursorResultType(f);
     x->in_function = 1;
+    x->fn_begin = pt_b(f);
     for (int i = 0; i < n; i++)
       if (clang_getCursorKind(k[i]) == CXCursor_CompoundStmt) walk_stmt(x, k[i]);
     x->in_function = 0;
@@ -604,6 +605,8 @@ static char *expand_macro(pt_ctx *x, const pt_macro *m) {
 static int edit_cmp(const void *a, const void *b) {
   const pt_edit *p = a, *q = b;
   if (p->b != q->b) return p->b < q->b ? -1 : 1;
+  /* An insertion goes before a replacement that starts at the same place. */
+  if ((p->e == p->b) != (q->e == q->b)) return p->e == p->b ? -1 : 1;
   return p->e > q->e ? -1 : p->e < q->e;
 }
 
@@ -833,7 +836,7 @@ int port_file(const port_options *o, const char *path, const char *const *args, 
       continue;
     }
 
-    pt_fused_commit(o);
+    pt_fused_commit(&x);
     /* Apply the edits. Nested edits (a type inside a rewritten expression) are
      * dropped: the outer one already carries them. */
     qsort(x.edits, (size_t)x.nedits, sizeof *x.edits, edit_cmp);

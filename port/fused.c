@@ -203,8 +203,9 @@ static int is_active_node(const ftree *t, int i) { return i >= 0 && t->n[i].kind
 
 /* Value names: ad__v<i>. Emit the values in post-order (the tree's order is
  * already post-order: children are built before their parent). */
-static void emit_values(const ftree *t, port_str *s) {
+static void emit_values(const ftree *t, port_str *s, port_str *passive) {
   for (int k = 0; k < t->nargs; k++) port_str_addf(s, "const double ad__w%d = ad_value(ad__a[%d]);\n", k, k);
+  int np = 0;
   for (int i = 0; i < t->nn; i++) {
     const fnode *f = &t->n[i];
     switch (f->kind) {
@@ -212,7 +213,9 @@ static void emit_values(const ftree *t, port_str *s) {
       port_str_addf(s, "const double ad__v%d = ad__w%d;\n", i, f->arg);
       break;
     case F_PASSIVE:
-      port_str_addf(s, "const double ad__v%d = (%s);\n", i, f->text);
+      /* The statement evaluates it and passes it in ad__p. */
+      port_str_addf(passive, "%s(%s)", np ? ", " : "", f->text);
+      port_str_addf(s, "const double ad__v%d = ad__p[%d];\n", i, np++);
       break;
     case F_ADD:
       port_str_addf(s, "const double ad__v%d = ad__v%d + ad__v%d;\n", i, f->a, f->b);
@@ -362,24 +365,77 @@ static void emit_reverse(const ftree *t, int root, port_str *s, port_str *contri
 
 /* Nodes not reachable from the root (none in a tree) are fine; the adjoints
  * of unused nodes are never emitted because every node has one parent. */
+/* The helpers of the current round: each distinct body once, so that
+ * statements of the same shape (a stencil's cells, say) share their code, and
+ * every statement is a call rather than a long straight-line block, which
+ * keeps large fused files as quick to compile as plain ports. */
+static struct {
+  char **bodies;
+  int n, cap;
+  port_str defs; /* the definitions not yet placed */
+  unsigned defs_at; /* before the function that first uses them */
+} helpers;
+
+static void helpers_reset(void) {
+  for (int i = 0; i < helpers.n; i++) free(helpers.bodies[i]);
+  free(helpers.bodies);
+  free(helpers.defs.s);
+  memset(&helpers, 0, sizeof helpers);
+}
+
+/* Place the pending definitions before the function that uses them. */
+static void helpers_place(pt_ctx *x) {
+  if (helpers.defs.n) pt_add_edit(x, helpers.defs_at, helpers.defs_at, port_str_take(&helpers.defs));
+}
+
+/* The number of the helper with this body, defined on first use. */
+static int helper(pt_ctx *x, char *body) {
+  for (int i = 0; i < helpers.n; i++)
+    if (!strcmp(helpers.bodies[i], body)) {
+      free(body);
+      return i;
+    }
+  if (helpers.n == helpers.cap) {
+    int ncap = helpers.cap ? 2 * helpers.cap : 64;
+    char **nb = realloc(helpers.bodies, (size_t)ncap * sizeof *nb);
+    if (!nb) abort();
+    helpers.bodies = nb;
+    helpers.cap = ncap;
+  }
+  if (helpers.defs.n && helpers.defs_at != x->fn_begin) helpers_place(x);
+  helpers.defs_at = x->fn_begin;
+  port_str_addf(&helpers.defs, "static double ad__f%d(const ad_real *ad__a, const double *ad__p, double *ad__d) {\n%s}\n",
+                helpers.n, body);
+  helpers.bodies[helpers.n] = body;
+  return helpers.n++;
+}
+
 static char *generate(pt_ctx *x, ftree *t, int root, const char *assign_to, const char *prefix, const char *suffix) {
-  (void)x;
+  port_str h = {0}, passive = {0}, values = {0};
+  emit_values(t, &values, &passive);
+  if (!passive.n) port_str_add(&h, "(void)ad__p;\n");
+  port_str_add(&h, values.s);
+  free(values.s);
+  port_str contrib[AD_STMT_MAX_ARGS_PORT];
+  memset(contrib, 0, sizeof contrib);
+  emit_reverse(t, root, &h, contrib);
+  for (int k = 0; k < t->nargs; k++) {
+    port_str_addf(&h, "ad__d[%d] = %s;\n", k, contrib[k].s ? contrib[k].s : "0.0");
+    free(contrib[k].s);
+  }
+  port_str_addf(&h, "return ad__v%d;\n", root);
+  int f = helper(x, port_str_take(&h));
+
   port_str s = {0};
   port_str_add(&s, prefix);
   port_str_addf(&s, "{\nconst ad_real ad__a[%d] = {", t->nargs);
   for (int k = 0; k < t->nargs; k++) port_str_addf(&s, "%s%s", k ? ", " : "", t->args[k]);
   port_str_add(&s, "};\n");
-  emit_values(t, &s);
-  port_str contrib[AD_STMT_MAX_ARGS_PORT];
-  memset(contrib, 0, sizeof contrib);
-  emit_reverse(t, root, &s, contrib);
-  port_str_addf(&s, "const double ad__d[%d] = {", t->nargs);
-  for (int k = 0; k < t->nargs; k++) {
-    port_str_addf(&s, "%s%s", k ? ", " : "", contrib[k].s ? contrib[k].s : "0.0");
-    free(contrib[k].s);
-  }
-  port_str_add(&s, "};\n");
-  port_str_addf(&s, "%sad_custom(ad__v%d, %d, ad__a, ad__d);\n}%s", assign_to, root, t->nargs, suffix);
+  if (passive.n) port_str_addf(&s, "const double ad__p[] = {%s};\n", passive.s);
+  port_str_addf(&s, "double ad__d[%d];\n", t->nargs);
+  port_str_addf(&s, "const double ad__v = ad__f%d(ad__a, %s, ad__d);\n", f, passive.n ? "ad__p" : "NULL");
+  port_str_addf(&s, "%sad_custom(ad__v, %d, ad__a, ad__d);\n}%s", assign_to, t->nargs, suffix);
+  free(passive.s);
   return port_str_take(&s);
 }
 
@@ -406,6 +462,9 @@ static int count_ops(pt_ctx *x, CXCursor c) {
   return n;
 }
 
+static void helpers_reset(void);
+static void helpers_place(pt_ctx *x);
+
 /* What the current round of port_file found (a round that expands macros in
  * place is followed by another over the new text: only the last counts). */
 static struct {
@@ -416,10 +475,12 @@ static struct {
 void pt_fused_round(void) {
   free(round_report.lines.s);
   memset(&round_report, 0, sizeof round_report);
+  helpers_reset();
 }
 
-void pt_fused_commit(const port_options *o) {
-  port_fuse_report *r = o->fuse;
+void pt_fused_commit(pt_ctx *x) {
+  helpers_place(x);
+  port_fuse_report *r = x->o->fuse;
   if (r) {
     r->candidates += round_report.candidates;
     r->fused += round_report.fused;

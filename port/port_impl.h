@@ -41,6 +41,7 @@ typedef struct pt_ctx {
   int static_init; /* emitting an initializer of static storage */
   CXType fn_ret;   /* return type of the function being ported */
   int in_function;
+  unsigned fn_begin; /* where the function being ported starts */
   int uses_mpi;        /* an MPI call was renamed: include ariadne_mpi.h */
   int mpi_requests;    /* an active nonblocking call exists: requests become ad_mpi_request */
   int mpi_messages;    /* an active matched receive exists: MPI_Message becomes ad_mpi_message */
@@ -91,7 +92,7 @@ char *pt_fused_decl(pt_ctx *x, CXCursor declstmt, CXCursor var, CXCursor init, c
 void pt_fused_skip(pt_ctx *x, CXCursor stmt, CXCursor rhs, int compound, const char *why);
 /* port_file's rounds: each starts afresh; the last one's counts and report lines are kept. */
 void pt_fused_round(void);
-void pt_fused_commit(const port_options *o);
+void pt_fused_commit(pt_ctx *x);
 char *pt_retype_text(pt_ctx *x, const char *p, size_t n);
 int pt_near_complex(const char *p, size_t b, size_t e, size_t len);
 
