@@ -107,12 +107,17 @@ static void suffix_name(pt_ctx *x, CXCursor d) {
 enum { ROOT_STMT, ROOT_COND, ROOT_ACTIVE, ROOT_VALUE };
 
 static void root(pt_ctx *x, CXCursor c, int mode) {
+  if (mode == ROOT_STMT && x->o->fused && pt_in_macro(x, c))
+    pt_fused_skip(x, c, c, 0, "a statement inside a macro expansion");
   if (mode == ROOT_STMT && x->o->fused && !pt_in_macro(x, c)) {
-    enum CXCursorKind k = clang_getCursorKind(c);
+    /* ((a) = ...); as a macro expanded in place writes it */
+    CXCursor e = c;
+    while (clang_getCursorKind(e) == CXCursor_ParenExpr && !clang_Cursor_isNull(pt_last_expr(e))) e = pt_last_expr(e);
+    enum CXCursorKind k = clang_getCursorKind(e);
     if (k == CXCursor_BinaryOperator || k == CXCursor_CompoundAssignOperator) {
       CXCursor *kk;
-      int n = pt_children(c, &kk);
-      const char *op = pt_binop(x, c);
+      int n = pt_children(e, &kk);
+      const char *op = pt_binop(x, e);
       if (n == 2 && pt_act(x, kk[0]) && (k == CXCursor_CompoundAssignOperator || !strcmp(op, "="))) {
         char *t = pt_fused_assign(x, c, kk[0], op, kk[1]);
         if (t) {
@@ -174,7 +179,7 @@ static int for_header(pt_ctx *x, CXCursor c, unsigned *s1, unsigned *s2, unsigne
 
 /* --fused: `T v = rhs;` of an active scalar as `T v; { ... v = ad_custom(...); }`. */
 static int fuse_decl(pt_ctx *x, CXCursor ds, CXCursor v) {
-  if (clang_getCursorKind(v) != CXCursor_VarDecl || x->no_fuse || pt_in_macro(x, ds)) return 0;
+  if (clang_getCursorKind(v) != CXCursor_VarDecl || pt_in_macro(x, ds)) return 0;
   if (!pt_type_active(x, clang_getCursorType(v)) || clang_Cursor_getStorageClass(v) == CX_SC_Static) return 0;
   unsigned b = pt_b(ds), name = pt_off(clang_getCursorLocation(v));
   CXString sp = clang_getCursorSpelling(v);
@@ -191,6 +196,10 @@ static int fuse_decl(pt_ctx *x, CXCursor ds, CXCursor v) {
     if (clang_isExpression(clang_getCursorKind(k[i])) && pt_b(k[i]) > eq) init = k[i];
   free(k);
   if (clang_Cursor_isNull(init)) return 0;
+  if (x->no_fuse) {
+    pt_fused_skip(x, ds, init, 0, "a declaration in a for header");
+    return 0;
+  }
   char *decl = pt_retype_text(x, x->buf + b, name_end - b);
   /* const goes: the variable is assigned in the block that follows. */
   char *c = strstr(decl, "const ");
@@ -389,6 +398,7 @@ static void port_function(pt_ctx *x, CXCursor f) {
     CXType saved = x->fn_ret;
     x->fn_ret = clang_getCursorResultType(f);
     x->in_function = 1;
+    x->fn_begin = pt_b(f);
     for (int i = 0; i < n; i++)
       if (clang_getCursorKind(k[i]) == CXCursor_CompoundStmt) walk_stmt(x, k[i]);
     x->in_function = 0;
@@ -662,6 +672,8 @@ static char *expand_macro(pt_ctx *x, const pt_macro *m) {
 static int edit_cmp(const void *a, const void *b) {
   const pt_edit *p = a, *q = b;
   if (p->b != q->b) return p->b < q->b ? -1 : 1;
+  /* An insertion goes before a replacement that starts at the same place. */
+  if ((p->e == p->b) != (q->e == q->b)) return p->e == p->b ? -1 : 1;
   return p->e > q->e ? -1 : p->e < q->e;
 }
 
@@ -823,6 +835,7 @@ int port_file(const port_options *o, const char *unit, const char *path, const c
     memset(&x, 0, sizeof x);
     x.o = o;
     x.path = path;
+    pt_fused_round();
     for (int i = 0; i < o->nactive; i++) x.double_active |= !strcmp(o->active[i], "double");
     if (parse(&x, unit, path, text, len, args, nargs) < 0) {
       free(text);
@@ -904,6 +917,7 @@ int port_file(const port_options *o, const char *unit, const char *path, const c
       result = x.errors;
     }
 
+    pt_fused_commit(&x);
     /* Apply the edits. Nested edits (a type inside a rewritten expression) are
      * dropped: the outer one already carries them. */
     qsort(x.edits, (size_t)x.nedits, sizeof *x.edits, edit_cmp);

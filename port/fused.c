@@ -40,31 +40,17 @@ typedef struct ftree {
   int nargs;
   int ops; /* active operations */
   int fail;
+  const char *why; /* the first reason it cannot be fused */
 } ftree;
 
-static int has_side_effects(pt_ctx *x, CXCursor c) {
-  enum CXCursorKind k = clang_getCursorKind(c);
-  if (k == CXCursor_CallExpr || k == CXCursor_CompoundAssignOperator) return 1;
-  if (k == CXCursor_UnaryOperator) {
-    CXCursor e = pt_last_expr(c);
-    const char *op = clang_Cursor_isNull(e) ? "?" : pt_unop(x, c, e);
-    if (strstr(op, "++") || strstr(op, "--") || !strcmp(op, "?")) return 1;
-  }
-  if (k == CXCursor_BinaryOperator) {
-    const char *op = pt_binop(x, c);
-    if (!strcmp(op, "=") || !strcmp(op, "?")) return 1;
-  }
-  CXCursor *kk;
-  int n = pt_children(c, &kk);
-  int r = 0;
-  for (int i = 0; i < n && !r; i++) r = has_side_effects(x, kk[i]);
-  free(kk);
-  return r;
+static void fail(ftree *t, const char *why) {
+  if (!t->fail) t->why = why;
+  t->fail = 1;
 }
 
 static int node(ftree *t, int kind) {
   if (t->nn >= F_MAX_NODES) {
-    t->fail = 1;
+    fail(t, "more than 512 operations in one expression");
     return 0;
   }
   fnode *f = &t->n[t->nn];
@@ -84,7 +70,7 @@ static int leaf_text(ftree *t, char *text, int shareable) {
         return i;
       }
   if (t->nargs >= AD_STMT_MAX_ARGS_PORT) {
-    t->fail = 1;
+    fail(t, "more than 63 distinct active operands");
     free(text);
     return 0;
   }
@@ -137,14 +123,14 @@ static int build(pt_ctx *x, ftree *t, CXCursor c) {
                : !strcmp(op, "/") ? F_DIV
                                   : -1;
     if (kind < 0) {
-      t->fail = 1;
+      fail(t, "an operator other than + - * / on active values");
       return 0;
     }
     CXCursor *kk;
     int n = pt_children(c, &kk);
     if (n != 2) {
       free(kk);
-      t->fail = 1;
+      fail(t, "an operator the tool cannot read");
       return 0;
     }
     int a = build(x, t, kk[0]);
@@ -170,8 +156,8 @@ static int build(pt_ctx *x, ftree *t, CXCursor c) {
       t->ops++;
       return i;
     }
-    if (!strcmp(op, "*")) return leaf_text(t, pt_emit(x, c, 0), !has_side_effects(x, c));
-    t->fail = 1;
+    if (!strcmp(op, "*")) return leaf_text(t, pt_emit(x, c, 0), !pt_side_effects(x, c));
+    fail(t, "an increment, decrement or other unary operator on an active value");
     return 0;
   }
   case CXCursor_CallExpr: {
@@ -183,7 +169,7 @@ static int build(pt_ctx *x, ftree *t, CXCursor c) {
       snprintf(name, sizeof name, "%s", clang_getCString(s));
       clang_disposeString(s);
       if (!fn_supported(name, na)) {
-        t->fail = 1;
+        fail(t, "a call of a function whose partials the fused form does not know");
         return 0;
       }
       int a = build(x, t, clang_Cursor_getArgument(c, 0));
@@ -202,11 +188,14 @@ static int build(pt_ctx *x, ftree *t, CXCursor c) {
   case CXCursor_DeclRefExpr:
   case CXCursor_MemberRefExpr:
   case CXCursor_ArraySubscriptExpr:
-    return leaf_text(t, pt_emit(x, c, 0), !has_side_effects(x, c));
+    return leaf_text(t, pt_emit(x, c, 0), !pt_side_effects(x, c));
+  case CXCursor_ConditionalOperator:
+    fail(t, "a conditional expression (?:) with active branches");
+    return 0;
   default:
     break;
   }
-  t->fail = 1;
+  fail(t, "an expression the fused form does not handle");
   return 0;
 }
 
@@ -214,8 +203,9 @@ static int is_active_node(const ftree *t, int i) { return i >= 0 && t->n[i].kind
 
 /* Value names: ad__v<i>. Emit the values in post-order (the tree's order is
  * already post-order: children are built before their parent). */
-static void emit_values(const ftree *t, port_str *s) {
+static void emit_values(const ftree *t, port_str *s, port_str *passive) {
   for (int k = 0; k < t->nargs; k++) port_str_addf(s, "const double ad__w%d = ad_value(ad__a[%d]);\n", k, k);
+  int np = 0;
   for (int i = 0; i < t->nn; i++) {
     const fnode *f = &t->n[i];
     switch (f->kind) {
@@ -223,7 +213,9 @@ static void emit_values(const ftree *t, port_str *s) {
       port_str_addf(s, "const double ad__v%d = ad__w%d;\n", i, f->arg);
       break;
     case F_PASSIVE:
-      port_str_addf(s, "const double ad__v%d = (%s);\n", i, f->text);
+      /* The statement evaluates it and passes it in ad__p. */
+      port_str_addf(passive, "%s(%s)", np ? ", " : "", f->text);
+      port_str_addf(s, "const double ad__v%d = ad__p[%d];\n", i, np++);
       break;
     case F_ADD:
       port_str_addf(s, "const double ad__v%d = ad__v%d + ad__v%d;\n", i, f->a, f->b);
@@ -373,24 +365,92 @@ static void emit_reverse(const ftree *t, int root, port_str *s, port_str *contri
 
 /* Nodes not reachable from the root (none in a tree) are fine; the adjoints
  * of unused nodes are never emitted because every node has one parent. */
+/* The helpers of the current round: each distinct body once, so that
+ * statements of the same shape (a stencil's cells, say) share their code, and
+ * every statement is a call rather than a long straight-line block, which
+ * keeps large fused files as quick to compile as plain ports. */
+static struct {
+  char **bodies;
+  int n, cap;
+  port_str defs; /* the definitions not yet placed */
+  unsigned defs_at; /* before the function that first uses them */
+} helpers;
+
+static void helpers_reset(void) {
+  for (int i = 0; i < helpers.n; i++) free(helpers.bodies[i]);
+  free(helpers.bodies);
+  free(helpers.defs.s);
+  memset(&helpers, 0, sizeof helpers);
+}
+
+/* Place the pending definitions before the function that uses them. */
+static void helpers_place(pt_ctx *x) {
+  if (helpers.defs.n) pt_add_edit(x, helpers.defs_at, helpers.defs_at, port_str_take(&helpers.defs));
+}
+
+/* Helper names carry the ported file's name, so that a file #included by
+ * another (a unity build) does not define the same names again. */
+static const char *helper_prefix(pt_ctx *x) {
+  static char prefix[64];
+  const char *base = strrchr(x->path, '/');
+  base = base ? base + 1 : x->path;
+  unsigned h = 2166136261u; /* FNV-1a of the whole path: two ops.c in two folders differ */
+  for (const char *p = x->path; *p; p++) h = (h ^ (unsigned char)*p) * 16777619u;
+  int n = snprintf(prefix, sizeof prefix, "ad__f_");
+  for (const char *p = base; *p && *p != '.' && n < 40; p++)
+    prefix[n++] = (char)(((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')) ? *p : '_');
+  snprintf(prefix + n, sizeof prefix - (size_t)n, "_%04x_", h & 0xffffu);
+  return prefix;
+}
+
+/* The number of the helper with this body, defined on first use. */
+static int helper(pt_ctx *x, char *body) {
+  for (int i = 0; i < helpers.n; i++)
+    if (!strcmp(helpers.bodies[i], body)) {
+      free(body);
+      return i;
+    }
+  if (helpers.n == helpers.cap) {
+    int ncap = helpers.cap ? 2 * helpers.cap : 64;
+    char **nb = realloc(helpers.bodies, (size_t)ncap * sizeof *nb);
+    if (!nb) abort();
+    helpers.bodies = nb;
+    helpers.cap = ncap;
+  }
+  if (helpers.defs.n && helpers.defs_at != x->fn_begin) helpers_place(x);
+  helpers.defs_at = x->fn_begin;
+  port_str_addf(&helpers.defs, "static double %s%d(const ad_real *ad__a, const double *ad__p, double *ad__d) {\n%s}\n",
+                helper_prefix(x), helpers.n, body);
+  helpers.bodies[helpers.n] = body;
+  return helpers.n++;
+}
+
 static char *generate(pt_ctx *x, ftree *t, int root, const char *assign_to, const char *prefix, const char *suffix) {
-  (void)x;
+  port_str h = {0}, passive = {0}, values = {0};
+  emit_values(t, &values, &passive);
+  if (!passive.n) port_str_add(&h, "(void)ad__p;\n");
+  port_str_add(&h, values.s);
+  free(values.s);
+  port_str contrib[AD_STMT_MAX_ARGS_PORT];
+  memset(contrib, 0, sizeof contrib);
+  emit_reverse(t, root, &h, contrib);
+  for (int k = 0; k < t->nargs; k++) {
+    port_str_addf(&h, "ad__d[%d] = %s;\n", k, contrib[k].s ? contrib[k].s : "0.0");
+    free(contrib[k].s);
+  }
+  port_str_addf(&h, "return ad__v%d;\n", root);
+  int f = helper(x, port_str_take(&h));
+
   port_str s = {0};
   port_str_add(&s, prefix);
   port_str_addf(&s, "{\nconst ad_real ad__a[%d] = {", t->nargs);
   for (int k = 0; k < t->nargs; k++) port_str_addf(&s, "%s%s", k ? ", " : "", t->args[k]);
   port_str_add(&s, "};\n");
-  emit_values(t, &s);
-  port_str contrib[AD_STMT_MAX_ARGS_PORT];
-  memset(contrib, 0, sizeof contrib);
-  emit_reverse(t, root, &s, contrib);
-  port_str_addf(&s, "const double ad__d[%d] = {", t->nargs);
-  for (int k = 0; k < t->nargs; k++) {
-    port_str_addf(&s, "%s%s", k ? ", " : "", contrib[k].s ? contrib[k].s : "0.0");
-    free(contrib[k].s);
-  }
-  port_str_add(&s, "};\n");
-  port_str_addf(&s, "%sad_custom(ad__v%d, %d, ad__a, ad__d);\n}%s", assign_to, root, t->nargs, suffix);
+  if (passive.n) port_str_addf(&s, "const double ad__p[] = {%s};\n", passive.s);
+  port_str_addf(&s, "double ad__d[%d];\n", t->nargs);
+  port_str_addf(&s, "const double ad__v = %s%d(ad__a, %s, ad__d);\n", helper_prefix(x), f, passive.n ? "ad__p" : "NULL");
+  port_str_addf(&s, "%sad_custom(ad__v, %d, ad__a, ad__d);\n}%s", assign_to, t->nargs, suffix);
+  free(passive.s);
   return port_str_take(&s);
 }
 
@@ -399,9 +459,80 @@ static void tree_free(ftree *t) {
   for (int k = 0; k < t->nargs; k++) free(t->args[k]);
 }
 
+/* The active operations of c: what the per-operation port tapes. */
+static int count_ops(pt_ctx *x, CXCursor c) {
+  if (!pt_act(x, c)) return 0;
+  enum CXCursorKind k = clang_getCursorKind(c);
+  int n = k == CXCursor_BinaryOperator || k == CXCursor_CompoundAssignOperator || k == CXCursor_CallExpr ||
+          k == CXCursor_UnaryOperator;
+  if (k == CXCursor_UnaryOperator && !pt_in_macro(x, c)) {
+    CXCursor e = pt_last_expr(c);
+    const char *op = clang_Cursor_isNull(e) ? "?" : pt_unop(x, c, e);
+    n = strcmp(op, "+") && strcmp(op, "*") && strcmp(op, "&");
+  }
+  CXCursor *kk;
+  int m = pt_children(c, &kk);
+  for (int i = 0; i < m; i++) n += count_ops(x, kk[i]);
+  free(kk);
+  return n;
+}
+
+static void helpers_reset(void);
+static void helpers_place(pt_ctx *x);
+
+/* What the current round of port_file found (a round that expands macros in
+ * place is followed by another over the new text: only the last counts). */
+static struct {
+  long candidates, fused;
+  port_str lines;
+} round_report;
+
+void pt_fused_round(void) {
+  free(round_report.lines.s);
+  memset(&round_report, 0, sizeof round_report);
+  helpers_reset();
+}
+
+void pt_fused_commit(pt_ctx *x) {
+  helpers_place(x);
+  port_fuse_report *r = x->o->fuse;
+  if (r) {
+    r->candidates += round_report.candidates;
+    r->fused += round_report.fused;
+    if (r->file && round_report.lines.s) fputs(round_report.lines.s, r->file);
+  }
+  pt_fused_round();
+}
+
+/* Count an assignment with `ops` active operations (only two or more make
+ * fusing worth it), and report it when it stays per operation. */
+static void outcome(pt_ctx *x, CXCursor stmt, int ops, const char *why) {
+  if (!x->o->fuse || ops < 2) return;
+  round_report.candidates++;
+  if (!why) {
+    round_report.fused++;
+    return;
+  }
+  CXFile f;
+  unsigned line, col;
+  clang_getExpansionLocation(clang_getCursorLocation(stmt), &f, &line, &col, NULL);
+  char *text = pt_orig(x, stmt);
+  for (char *p = text; *p; p++)
+    if (*p == '\n' || *p == '\t') *p = ' ';
+  port_str_addf(&round_report.lines, "%s:%u:%u: not fused (%d active operations): %s: %.160s\n", x->path, line, col,
+                ops, why, text);
+  free(text);
+}
+
+void pt_fused_skip(pt_ctx *x, CXCursor stmt, CXCursor rhs, int compound, const char *why) {
+  outcome(x, stmt, count_ops(x, rhs) + (compound != 0), why);
+}
+
 /* Build the tree of rhs (of lhs op= rhs when lhs is given); NULL if it is
- * not worth fusing or holds something the generator does not handle. */
-static ftree *tree_of(pt_ctx *x, CXCursor lhs, const char *op, CXCursor rhs, int *root) {
+ * not worth fusing or holds something the generator does not handle, with
+ * the reason in *why when it is worth it. */
+static ftree *tree_of(pt_ctx *x, CXCursor lhs, const char *op, CXCursor rhs, int *root, const char **why) {
+  *why = NULL;
   ftree *t = calloc(1, sizeof *t);
   if (!t) return NULL;
   int r;
@@ -411,7 +542,8 @@ static ftree *tree_of(pt_ctx *x, CXCursor lhs, const char *op, CXCursor rhs, int
                : !strcmp(op, "*=") ? F_MUL
                : !strcmp(op, "/=") ? F_DIV
                                    : -1;
-    if (kind < 0 || has_side_effects(x, lhs)) t->fail = 1;
+    if (kind < 0) fail(t, "a compound assignment other than += -= *= /=");
+    if (pt_side_effects(x, lhs)) fail(t, "a left-hand side with side effects");
     int a = t->fail ? 0 : leaf_text(t, pt_emit(x, lhs, 0), 1);
     int b = build(x, t, rhs);
     r = node(t, kind < 0 ? F_ADD : kind);
@@ -424,6 +556,7 @@ static ftree *tree_of(pt_ctx *x, CXCursor lhs, const char *op, CXCursor rhs, int
     r = build(x, t, rhs);
   }
   if (t->fail || t->ops < 2 || !is_active_node(t, r)) {
+    *why = t->fail ? t->why : NULL;
     tree_free(t);
     free(t);
     return NULL;
@@ -439,12 +572,31 @@ static unsigned semicolon_after(pt_ctx *x, unsigned end) {
   return i < x->len && x->buf[i] == ';' ? i + 1 : 0;
 }
 
+/* The tree of an assignment, or NULL with the assignment counted and, if it
+ * was worth fusing, reported. */
+static ftree *fusable(pt_ctx *x, CXCursor stmt, CXCursor lhs, const char *op, CXCursor rhs, int *root,
+                      const char *why) {
+  int compound = !clang_Cursor_isNull(lhs) && strcmp(op, "=");
+  if (why) {
+    pt_fused_skip(x, stmt, rhs, compound, why);
+    return NULL;
+  }
+  ftree *t = tree_of(x, lhs, op, rhs, root, &why);
+  if (!t && why) pt_fused_skip(x, stmt, rhs, compound, why);
+  if (t) outcome(x, stmt, t->ops, NULL);
+  return t;
+}
+
+static const char *const in_for_header = "an assignment in a for header";
+
 char *pt_fused_assign(pt_ctx *x, CXCursor stmt, CXCursor lhs, const char *op, CXCursor rhs) {
-  if (x->no_fuse || has_side_effects(x, lhs)) return NULL;
   unsigned semi = semicolon_after(x, pt_e(stmt));
-  if (!semi) return NULL;
+  const char *why = x->no_fuse                ? in_for_header
+                    : pt_side_effects(x, lhs) ? "a left-hand side with side effects"
+                    : !semi                    ? "a statement whose ';' comes from a macro"
+                                               : NULL;
   int root;
-  ftree *t = tree_of(x, lhs, op, rhs, &root);
+  ftree *t = fusable(x, stmt, lhs, op, rhs, &root, why);
   if (!t) return NULL;
   char *l = pt_emit(x, lhs, 0);
   char *assign = pt_cat(l, " = ", NULL);
@@ -458,9 +610,8 @@ char *pt_fused_assign(pt_ctx *x, CXCursor stmt, CXCursor lhs, const char *op, CX
 }
 
 char *pt_fused_return(pt_ctx *x, CXCursor ret, CXCursor value) {
-  if (x->no_fuse) return NULL;
   int root;
-  ftree *t = tree_of(x, clang_getNullCursor(), "=", value, &root);
+  ftree *t = fusable(x, ret, clang_getNullCursor(), "=", value, &root, x->no_fuse ? in_for_header : NULL);
   if (!t) return NULL;
   unsigned e = pt_e(ret);
   unsigned semi = semicolon_after(x, e);
@@ -472,10 +623,8 @@ char *pt_fused_return(pt_ctx *x, CXCursor ret, CXCursor value) {
 }
 
 char *pt_fused_decl(pt_ctx *x, CXCursor declstmt, CXCursor var, CXCursor init, const char *decl_text) {
-  if (x->no_fuse) return NULL;
-  (void)var;
   int root;
-  ftree *t = tree_of(x, clang_getNullCursor(), "=", init, &root);
+  ftree *t = fusable(x, declstmt, clang_getNullCursor(), "=", init, &root, x->no_fuse ? in_for_header : NULL);
   if (!t) return NULL;
   CXString sp = clang_getCursorSpelling(var);
   char *assign = pt_cat(clang_getCString(sp), " = ", NULL);

@@ -38,6 +38,7 @@ static void usage(FILE *f) {
              "                       a typedef such as real_t keeps plain double passive\n"
              "  --fused              tape each assignment with an active right-hand side as one statement\n"
              "                       (partials computed in the generated code): the fast build\n"
+             "  --report FILE        with --fused: list each assignment left per operation, and why\n"
              "  --suffix SUFFIX      append SUFFIX to the functions and globals the file defines, so that\n"
              "                       the primal and the port link into one program\n"
              "  -p BUILD-DIR         read each file's compiler flags from BUILD-DIR/compile_commands.json\n"
@@ -199,7 +200,8 @@ int main(int argc, char **argv) {
   const char **active = calloc((size_t)argc + 1, sizeof *active);
   const char **files = calloc((size_t)argc + 1, sizeof *files);
   int nfiles = 0;
-  const char *outdir = NULL, *builddir = NULL;
+  const char *outdir = NULL, *builddir = NULL, *report = NULL;
+  port_fuse_report fuse = {0};
   int flags_at = argc;
   o.active = active;
   for (int i = 1; i < argc; i++) {
@@ -224,7 +226,8 @@ int main(int argc, char **argv) {
       active[o.nactive++] = a + 14;
     } else if (!strncmp(a, "--suffix=", 9)) {
       o.suffix = a + 9;
-    } else if (!strcmp(a, "--active-type") || !strcmp(a, "-o") || !strcmp(a, "-p") || !strcmp(a, "--suffix")) {
+    } else if (!strcmp(a, "--active-type") || !strcmp(a, "-o") || !strcmp(a, "-p") || !strcmp(a, "--suffix") ||
+               !strcmp(a, "--report")) {
       if (i + 1 >= argc || !argv[i + 1][0]) return usage_error("%s needs an argument", a);
       const char *v = argv[++i];
       if (!strcmp(a, "--active-type"))
@@ -233,6 +236,8 @@ int main(int argc, char **argv) {
         outdir = v;
       else if (!strcmp(a, "-p"))
         builddir = v;
+      else if (!strcmp(a, "--report"))
+        report = v;
       else
         o.suffix = v;
     } else if (a[0] == '-') {
@@ -242,6 +247,15 @@ int main(int argc, char **argv) {
     }
   }
   if (!outdir) return usage_error("%s", "missing -o OUTDIR");
+  if (report && !o.fused) return usage_error("%s", "--report lists what --fused left per operation: give --fused");
+  if (report) {
+    fuse.file = fopen(report, "w");
+    if (!fuse.file) {
+      fprintf(stderr, "ariadne-port: cannot write %s: %s\n", report, strerror(errno));
+      return 2;
+    }
+  }
+  if (o.fused) o.fuse = &fuse;
   if (nfiles == 0) return usage_error("%s", "no input files");
   if (o.nactive == 0) active[o.nactive++] = "double";
   for (int i = 0; i < o.nactive; i++) {
@@ -400,7 +414,17 @@ int main(int argc, char **argv) {
     int u = jobs[j].unit;
     if (unit_bad[u]) continue;
     char *out = NULL, *lines = NULL;
+    long cand0 = fuse.candidates, fused0 = fuse.fused;
     int rc = port_file(&o, files[u], jobs[j].path, fargs[u], fnargs[u], &out, &lines);
+    if ((rc == 0 || (rc > 0 && o.keep_going)) && fuse.candidates > cand0) {
+      long n = fuse.candidates - cand0, k = fuse.fused - fused0;
+      fprintf(stderr, "ariadne-port: %s: %ld of %ld assignments with two or more active operations fused",
+              jobs[j].path, k, n);
+      if (k < n)
+        fprintf(stderr, "; %ld %s per operation (%s)", n - k, n - k == 1 ? "stays" : "stay",
+                report ? report : "--report FILE lists them");
+      fputc('\n', stderr);
+    }
     if (rc != 0) status = 1;
     if (rc < 0 || (rc > 0 && !o.keep_going) || !out) {
       free(out);
@@ -426,6 +450,10 @@ int main(int argc, char **argv) {
     }
     free(out);
     free(lines);
+  }
+  if (fuse.file && fclose(fuse.file) != 0) {
+    fprintf(stderr, "ariadne-port: cannot write %s: %s\n", report, strerror(errno));
+    status = 1;
   }
   for (int f = 0; f < nfiles; f++) {
     for (int i = 0; i < ndb[f]; i++) free(dbargs[f][i]);

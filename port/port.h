@@ -11,6 +11,7 @@
 
 #include <clang-c/Index.h>
 #include <stddef.h>
+#include <stdio.h>
 
 /* A growable string. */
 typedef struct port_str {
@@ -23,6 +24,14 @@ void port_str_addf(port_str *b, const char *fmt, ...);
 char *port_str_take(port_str *b); /* the string (never NULL); b is empty afterwards */
 char *port_strdup(const char *s);
 char *port_strndup(const char *s, size_t n);
+
+/* What --fused did: the assignments with two or more active operations and
+ * how many became one statement; `file` (NULL: none) receives a line for
+ * each one that stayed per operation, and why. */
+typedef struct port_fuse_report {
+  FILE *file;
+  long candidates, fused;
+} port_fuse_report;
 
 typedef struct port_options {
   int fused;
@@ -40,6 +49,7 @@ typedef struct port_options {
   int mpi_requests, mpi_messages;
   char **inputs; /* the real paths of the inputs */
   int ninputs;
+  port_fuse_report *fuse; /* --fused: counts, and the --report file */
 } port_options;
 
 /* Port one file: parse `unit` (the file itself, or a file that includes

@@ -42,6 +42,7 @@ typedef struct pt_ctx {
   int static_init; /* emitting an initializer of static storage */
   CXType fn_ret;   /* return type of the function being ported */
   int in_function;
+  unsigned fn_begin; /* where the function being ported starts */
   int uses_mpi;        /* an MPI call was renamed: include ariadne_mpi.h */
   int mpi_requests;    /* an active nonblocking call exists: requests become ad_mpi_request */
   int mpi_messages;    /* an active matched receive exists: MPI_Message becomes ad_mpi_message */
@@ -86,6 +87,8 @@ char *pt_emit_mpi(pt_ctx *x, CXCursor c, const char *name, int n, const CXCursor
 void pt_mpi_prescan(pt_ctx *x, CXCursor root);
 int pt_mpi_changes(pt_ctx *x, CXCursor call, const char *name);
 void pt_add_edit(pt_ctx *x, unsigned b, unsigned e, char *text);
+/* Whether c assigns, increments or calls anything (macro expansions included). */
+int pt_side_effects(pt_ctx *x, CXCursor c);
 
 /* --fused: replace a whole statement by a block that computes the value and
  * the partials and pushes one tape statement. Each adds its edit and returns
@@ -93,6 +96,11 @@ void pt_add_edit(pt_ctx *x, unsigned b, unsigned e, char *text);
 char *pt_fused_assign(pt_ctx *x, CXCursor stmt, CXCursor lhs, const char *op, CXCursor rhs);
 char *pt_fused_return(pt_ctx *x, CXCursor ret, CXCursor value);
 char *pt_fused_decl(pt_ctx *x, CXCursor declstmt, CXCursor var, CXCursor init, const char *decl_text);
+/* Count an assignment that --fused leaves per operation (why: the reason, for --report). */
+void pt_fused_skip(pt_ctx *x, CXCursor stmt, CXCursor rhs, int compound, const char *why);
+/* port_file's rounds: each starts afresh; the last one's counts and report lines are kept. */
+void pt_fused_round(void);
+void pt_fused_commit(pt_ctx *x);
 char *pt_retype_text(pt_ctx *x, const char *p, size_t n);
 int pt_near_complex(const char *p, size_t b, size_t e, size_t len);
 

@@ -741,22 +741,7 @@ char *pt_emit_to(pt_ctx *x, CXCursor c, int want_active) {
 }
 
 /* Has the expression side effects (so that it must not be evaluated twice)? */
-static int side_effects(pt_ctx *x, CXCursor c) {
-  enum CXCursorKind k = clang_getCursorKind(c);
-  if (k == CXCursor_CallExpr || k == CXCursor_CompoundAssignOperator) return 1;
-  if (k == CXCursor_UnaryOperator) {
-    CXCursor e = pt_last_expr(c);
-    const char *op = clang_Cursor_isNull(e) ? "?" : pt_unop(x, c, e);
-    if (strstr(op, "++") || strstr(op, "--")) return 1;
-  }
-  if (k == CXCursor_BinaryOperator && !strcmp(pt_binop(x, c), "=")) return 1;
-  CXCursor *kk;
-  int n = pt_children(c, &kk);
-  int r = 0;
-  for (int i = 0; i < n && !r; i++) r = side_effects(x, kk[i]);
-  free(kk);
-  return r;
-}
+static int side_effects(pt_ctx *x, CXCursor c) { return pt_side_effects(x, c); }
 
 static const char *arith_name(const char *op) {
   if (!strcmp(op, "+") || !strcmp(op, "+=")) return "ad_add";

@@ -1,0 +1,84 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+# --fused never falls back silently: every assignment with two or more active
+# operations is either one tape statement or listed by --report FILE with its
+# reason, and stderr carries a one-line summary per file.
+# usage: fused_report.sh TOOL SOURCE-DIR WORK-DIR
+tool=$1
+src=$2
+work=$3
+failed=0
+fail() {
+  echo "FAILED: $*" >&2
+  failed=$((failed + 1))
+}
+rm -rf "$work"
+mkdir -p "$work"
+
+# Index macros in the operands (v[IDX(i, j)] = ... u[IDX(i - 1, j)] ...) are fused.
+"$tool" --fused --no-format --report "$work/stencil.txt" -o "$work/out" "$src/corpus/stencil_idx.c" 2>"$work/err.txt" ||
+  fail "stencil_idx.c: exit status $?"
+[ -s "$work/stencil.txt" ] && fail "stencil_idx.c: assignments left per operation: $(cat "$work/stencil.txt")"
+grep -q "stencil_idx.c: 5 of 5 assignments with two or more active operations fused$" "$work/err.txt" ||
+  fail "stencil_idx.c: summary line missing or wrong: $(cat "$work/err.txt")"
+[ "$(grep -c 'ad_custom(' "$work/out/stencil_idx.c")" = 5 ] || fail "stencil_idx.c: not 5 ad_custom statements"
+
+# What stays per operation is listed, each with its line and reason.
+cat >"$work/mixed.c" <<'EOT'
+#include <math.h>
+#define N 4
+#define BUMP(i) ((i)++)
+#define UPDATE(a, b) ((a) = (a) * (b) + (b) * (b))
+double f(double *v, double x, double y) {
+  int k = 0;
+  double s = x * y + y;
+  s = x > y ? x * y + s : y * y - s;
+  v[k] = y;
+  UPDATE(s, x);
+  for (double t = x * y + x; t < 3.0; t = t * 2.0 + y) s += t;
+  v[k] = s * s + x;
+  return s * v[k] + x * y;
+}
+EOT
+"$tool" --fused --no-format --report "$work/mixed.txt" -o "$work/out" "$work/mixed.c" 2>"$work/err.txt" ||
+  fail "mixed.c: exit status $?"
+expect() { # expect LINE REASON
+  grep -q "^$work/mixed.c:$1:[0-9]*: not fused ([0-9]* active operations): $2" "$work/mixed.txt" ||
+    fail "mixed.c:$1 not reported as '$2'"
+}
+expect 8 "a conditional expression"
+expect 11 "a declaration in a for header"
+expect 11 "an assignment in a for header"
+[ "$(wc -l <"$work/mixed.txt")" = 3 ] || fail "mixed.c: want 3 report lines: $(cat "$work/mixed.txt")"
+grep -q "mixed.c: 4 of 7 assignments with two or more active operations fused; 3 stay per operation" "$work/err.txt" ||
+  fail "mixed.c: summary line missing or wrong: $(cat "$work/err.txt")"
+
+# A compound assignment whose index has side effects inside a macro would be
+# evaluated twice (a[BUMP(k)] = ad_add(a[BUMP(k)], ...)): refused, as outside one.
+cat >"$work/bump.c" <<'EOT'
+#define BUMP(i) ((i)++)
+#define AT(v, i) ((v)[(i)])
+double f(double *v, double x, double y) {
+  int k = 0;
+  v[BUMP(k)] += x * y;
+  AT(v, k) += x * y;
+  return v[0];
+}
+EOT
+for mode in "" --fused; do
+  "$tool" $mode --no-format -o "$work/out" "$work/bump.c" 2>"$work/err.txt"
+  [ $? = 1 ] || fail "bump.c $mode: the side effect in a macro index is not refused"
+  grep -q "bump.c:5:3: error: compound assignment to an active lvalue with side effects" "$work/err.txt" ||
+    fail "bump.c $mode: no located error: $(cat "$work/err.txt")"
+  [ "$(grep -c error: "$work/err.txt")" = 1 ] || fail "bump.c $mode: AT(v, k) += ... refused too: $(cat "$work/err.txt")"
+done
+
+# --report needs --fused.
+"$tool" --report "$work/r.txt" -o "$work/out" "$work/mixed.c" 2>/dev/null
+[ $? = 2 ] || fail "--report without --fused is not a usage error"
+
+if [ "$failed" -gt 0 ]; then
+  echo "fused_report: $failed failed" >&2
+  exit 1
+fi
+echo "fused_report: all checks passed"
