@@ -1,16 +1,23 @@
 # SPDX-License-Identifier: BSD-3-Clause
-# ariadne_port_sources(TARGET <target> SOURCES <file.c>...
-#                      [FUSED] [ACTIVE_TYPES <name>...] [SUFFIX <suffix>] [FLAGS <flag>...])
+# ariadne_port_sources(TARGET <target> SOURCES <file.c or .h>...
+#                      [FUSED] [ACTIVE_TYPES <name>...] [SUFFIX <suffix>] [FLAGS <flag>...]
+#                      [PORTED <function>...] [PORTED_FILE <file>])
 #
 # Runs ariadne-port at build time on the plain double SOURCES and compiles the
 # ported files into <target>, so that a project keeps its double code as the
-# one source of truth. The sources are parsed with the target's include
-# directories and definitions, the sources' own directories and FLAGS.
-# FUSED tapes each assignment as one statement (the fast build); SUFFIX is
-# appended to the names the files define, so that the primal and the port
-# can be linked into one program. Installed with Ariadne's CMake package.
+# one source of truth. The SOURCES are ported together, as one code: a call
+# from one to a function another defines passes ad_real (list a header among
+# them to port it, with its static helpers). PORTED names functions that
+# another call ports (another target, another directory), PORTED_FILE a file
+# of such names, one a line; a function no input defines and nothing names
+# keeps its double declaration, and a call passing it active values is
+# reported. The sources are parsed with the target's include directories and
+# definitions, the sources' own directories and FLAGS. FUSED tapes each
+# assignment as one statement (the fast build); SUFFIX is appended to the
+# names the files define, so that the primal and the port can be linked into
+# one program. Installed with Ariadne's CMake package.
 function(ariadne_port_sources)
-  cmake_parse_arguments(ARG "FUSED" "TARGET;SUFFIX" "SOURCES;ACTIVE_TYPES;FLAGS" ${ARGN})
+  cmake_parse_arguments(ARG "FUSED" "TARGET;SUFFIX;PORTED_FILE" "SOURCES;ACTIVE_TYPES;FLAGS;PORTED" ${ARGN})
   if(NOT ARG_TARGET OR NOT ARG_SOURCES)
     message(FATAL_ERROR "ariadne_port_sources: TARGET and SOURCES are required")
   endif()
@@ -19,6 +26,7 @@ function(ariadne_port_sources)
   endif()
   set(_mode port)
   set(_opts "")
+  set(_deps "")
   if(ARG_FUSED)
     set(_mode port_fused)
     list(APPEND _opts --fused)
@@ -29,27 +37,41 @@ function(ariadne_port_sources)
   if(ARG_SUFFIX)
     list(APPEND _opts --suffix ${ARG_SUFFIX})
   endif()
+  foreach(_f IN LISTS ARG_PORTED)
+    list(APPEND _opts --ported ${_f})
+  endforeach()
+  if(ARG_PORTED_FILE)
+    get_filename_component(_pf ${ARG_PORTED_FILE} ABSOLUTE)
+    list(APPEND _opts --ported-file ${_pf})
+    list(APPEND _deps ${_pf})
+  endif()
   set(_outdir ${CMAKE_CURRENT_BINARY_DIR}/ariadne_port/${ARG_TARGET}/${_mode}${ARG_SUFFIX})
   set(_inc "$<TARGET_PROPERTY:${ARG_TARGET},INCLUDE_DIRECTORIES>")
   set(_def "$<TARGET_PROPERTY:${ARG_TARGET},COMPILE_DEFINITIONS>")
   set(_outs "")
+  set(_ins "")
   set(_dirs "")
+  set(_idirs "")
   foreach(_src IN LISTS ARG_SOURCES)
     get_filename_component(_abs ${_src} ABSOLUTE)
     get_filename_component(_name ${_src} NAME)
     get_filename_component(_dir ${_abs} DIRECTORY)
+    list(APPEND _ins ${_abs})
     list(APPEND _dirs ${_dir})
-    set(_out ${_outdir}/${_name})
-    add_custom_command(OUTPUT ${_out}
-      COMMAND Ariadne::port ${_opts} -o ${_outdir} ${_abs} --
-              -I${_dir} "$<$<BOOL:${_inc}>:-I$<JOIN:${_inc},;-I>>" "$<$<BOOL:${_def}>:-D$<JOIN:${_def},;-D>>"
-              ${ARG_FLAGS}
-      DEPENDS ${_abs} Ariadne::port
-      COMMENT "ariadne-port ${_mode}: ${_name}"
-      COMMAND_EXPAND_LISTS VERBATIM)
-    list(APPEND _outs ${_out})
+    list(APPEND _outs ${_outdir}/${_name})
   endforeach()
   list(REMOVE_DUPLICATES _dirs)
+  foreach(_dir IN LISTS _dirs)
+    list(APPEND _idirs -I${_dir})
+  endforeach()
+  # One run for all the sources: they are ported as one code.
+  add_custom_command(OUTPUT ${_outs}
+    COMMAND Ariadne::port ${_opts} -o ${_outdir} ${_ins} --
+            ${_idirs} "$<$<BOOL:${_inc}>:-I$<JOIN:${_inc},;-I>>" "$<$<BOOL:${_def}>:-D$<JOIN:${_def},;-D>>"
+            ${ARG_FLAGS}
+    DEPENDS ${_ins} ${_deps} Ariadne::port
+    COMMENT "ariadne-port ${_mode}: ${ARG_SOURCES}"
+    COMMAND_EXPAND_LISTS VERBATIM)
   target_sources(${ARG_TARGET} PRIVATE ${_outs})
   # The ported files include their neighbours' headers as the originals do.
   target_include_directories(${ARG_TARGET} PRIVATE ${_dirs})

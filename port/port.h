@@ -31,7 +31,7 @@ typedef struct port_options {
   const char **active; /* active type names */
   int nactive;
   const char *suffix; /* appended to the names of functions and globals defined here */
-  char **ported;      /* functions declared or defined in any input: their calls pass ad_real */
+  char **ported;      /* functions defined in an input or named by --ported: their calls pass ad_real */
   int nported;
   int verbose;
 } port_options;
@@ -42,9 +42,13 @@ typedef struct port_options {
  * (0: *out is complete), or -1 if the file could not be parsed. */
 int port_file(const port_options *o, const char *path, const char *const *args, int nargs, char **out, char **lines);
 
-/* Add the names of the functions `path` declares or defines to o->ported
- * (the inputs are ported together, so calls between them stay active).
- * Returns -1 if the file does not parse. */
+/* Add the names of the functions `path` defines to o->ported (the inputs
+ * are ported together, so calls between them stay active). Returns -1 if
+ * the file does not parse. */
 int port_collect_functions(port_options *o, const char *path, const char *const *args, int nargs);
+
+/* Count `name` as a ported function (defined in an input, or ported by
+ * another run of the tool: --ported). */
+void port_add_ported(port_options *o, const char *name);
 
 #endif

@@ -61,6 +61,10 @@ void pt_error(pt_ctx *x, CXCursor c, const char *fmt, ...);
 int pt_type_active(pt_ctx *x, CXType t);
 int pt_type_holds_active(pt_ctx *x, CXType t);
 int pt_type_active_float_loss(pt_ctx *x, CXType t);
+/* Storing the active `value` into passive floating storage of type `target`
+ * (`what` names it) would drop its derivative: reported at `at`, unless the
+ * value went through an explicit cast, which says only the value is wanted. */
+void pt_passive_store(pt_ctx *x, CXCursor at, CXType target, CXCursor value, const char *what);
 int pt_is_float(CXType t);
 CXType pt_fn_type(CXType t);
 const char *pt_binop(pt_ctx *x, CXCursor c);

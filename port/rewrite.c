@@ -350,12 +350,15 @@ CXCursor pt_strip(CXCursor c) {
   return c;
 }
 
-/* A function this file defines or declares: its calls pass ad_real. */
+/* A function that is ported: defined in this file, or in another input
+ * (static helpers of an input header too), or named ported elsewhere
+ * (--ported). Its calls pass ad_real. A function the inputs only declare
+ * (`extern double ext(double);`, a Fortran routine, a library) keeps its
+ * double declaration: it links against double code. */
 int pt_ported_function(pt_ctx *x, CXCursor fd) {
   if (clang_getCursorKind(fd) != CXCursor_FunctionDecl) return 0;
   CXCursor def = clang_getCursorDefinition(fd);
   if (!clang_Cursor_isNull(def) && clang_Location_isFromMainFile(clang_getCursorLocation(def))) return 1;
-  if (clang_Location_isFromMainFile(clang_getCursorLocation(fd))) return 1;
   if (x->o->nported == 0) return 0;
   CXString s = clang_getCursorSpelling(fd);
   const char *name = clang_getCString(s);
@@ -505,6 +508,16 @@ int pt_act(pt_ctx *x, CXCursor c) {
 /* Macros                                                                    */
 /* ------------------------------------------------------------------------ */
 
+/* Does the function take or return active data? */
+static int signature_active(pt_ctx *x, CXCursor fd) {
+  CXType ft = clang_getCursorType(fd);
+  if (pt_type_holds_active(x, clang_getResultType(ft))) return 1;
+  int np = clang_getNumArgTypes(ft);
+  for (int i = 0; i < np; i++)
+    if (pt_type_holds_active(x, clang_getArgType(ft, (unsigned)i))) return 1;
+  return 0;
+}
+
 /* Does the expansion that c belongs to do active arithmetic, or call a
  * function of this file, so that it must be expanded to be ported? */
 static int macro_needs(pt_ctx *x, CXCursor c) {
@@ -522,7 +535,9 @@ static int macro_needs(pt_ctx *x, CXCursor c) {
     free(kk);
   } else if (k == CXCursor_CallExpr) {
     CXCursor fd = callee_decl(c);
-    if (pt_ported_function(x, fd)) self = 1;
+    /* A call of a ported function changes only if its signature has active
+     * values or its name gets a suffix: `assert(n == count())` stays. */
+    if (pt_ported_function(x, fd) && (signature_active(x, fd) || pt_suffixed(x, fd))) self = 1;
     int na = clang_Cursor_getNumArguments(c);
     for (int i = 0; i < na; i++) self |= pt_act(x, clang_Cursor_getArgument(c, (unsigned)i));
   } else if (k == CXCursor_UnexposedExpr || k == CXCursor_CStyleCastExpr) {
@@ -734,6 +749,45 @@ static const char *cmp_name(const char *op) {
   return NULL;
 }
 
+/* What an lvalue names, for messages: 'r2', the field 'v', or its text. */
+static char *lvalue_name(pt_ctx *x, CXCursor lv) {
+  CXCursor e = pt_strip(lv);
+  enum CXCursorKind k = clang_getCursorKind(e);
+  char *name = spelling(clang_getCursorReferenced(e));
+  char *r;
+  if (k == CXCursor_MemberRefExpr && name[0])
+    r = pt_cat("the field '", name, "'");
+  else if (k == CXCursor_DeclRefExpr && name[0])
+    r = pt_cat("'", name, "'");
+  else {
+    char *t = pt_orig(x, lv);
+    r = pt_cat("'", t, "'");
+    free(t);
+  }
+  free(name);
+  return r;
+}
+
+void pt_passive_store(pt_ctx *x, CXCursor at, CXType target, CXCursor value, const char *what) {
+  if (!pt_is_float(target) || pt_type_active(x, target)) return;
+  if (clang_getCanonicalType(target).kind == CXType_Float) return; /* reported as a float conversion */
+  if (!pt_act(x, pt_strip(value))) return;
+  CXString ts = clang_getTypeSpelling(target);
+  pt_error(x, at,
+           "an active value is stored into %s, of the passive type '%s', which drops its derivative; give it the "
+           "active type (%s)%s, or write an explicit cast such as (double)(...) where only the value is wanted",
+           what, clang_getCString(ts), x->o->active[0],
+           x->double_active ? "" : ", or port with --active-type double");
+  clang_disposeString(ts);
+}
+
+static void passive_store_lvalue(pt_ctx *x, CXCursor at, CXCursor lhs, CXCursor value) {
+  if (!pt_is_float(clang_getCursorType(lhs)) || pt_act(x, lhs)) return;
+  char *what = lvalue_name(x, lhs);
+  pt_passive_store(x, at, clang_getCursorType(lhs), value, what);
+  free(what);
+}
+
 static char *call2(const char *fn, char *a, char *b) {
   port_str s = {0};
   port_str_addf(&s, "%s(%s, %s)", fn, a, b);
@@ -754,6 +808,7 @@ static char *emit_binary(pt_ctx *x, CXCursor c, int stmt) {
   int al = pt_act(x, k[0]), ar = pt_act(x, k[1]);
   char *r = NULL;
   const char *fn;
+  if (!strcmp(op, "=")) passive_store_lvalue(x, c, k[0], k[1]);
   if ((fn = arith_name(op)) && strlen(op) == 1 && pt_act(x, c)) {
     r = call2(fn, pt_emit(x, k[0], 0), pt_emit(x, k[1], 0));
   } else if ((fn = cmp_name(op)) && (al || ar)) {
@@ -791,6 +846,7 @@ static char *emit_compound(pt_ctx *x, CXCursor c, int stmt) {
   }
   const char *op = binop_of(x, k[0]);
   char *r;
+  passive_store_lvalue(x, c, k[0], k[1]);
   if (pt_act(x, k[0]) && arith_name(op)) {
     if (side_effects(x, k[0]))
       pt_error(x, c,
@@ -898,7 +954,17 @@ static char *emit_cast(pt_ctx *x, CXCursor c) {
       free(inner);
       return r;
     }
-    return splice_kids(x, c, 0); /* a passive value cast to double stays a double */
+    /* A passive value cast to the active type stays a double (ad_const
+     * where an active value is needed): the cast is written (double), since
+     * a cast of an integer to a typedef of ad_real would not compile. */
+    CXString ts = clang_getTypeSpelling(t);
+    int is_double = !strcmp(clang_getCString(ts), "double");
+    clang_disposeString(ts);
+    if (is_double) return splice_kids(x, c, 0);
+    char *inner = pt_emit(x, e, 0);
+    char *r = pt_cat("(double)", inner, NULL);
+    free(inner);
+    return r;
   }
   if (a) {
     if (pt_type_active_float_loss(x, t))
@@ -960,8 +1026,10 @@ static char *emit_initlist(pt_ctx *x, CXCursor c) {
     if (!pt_in_macro(x, k[i]) && (*p == '.' || *p == '[')) target = clang_getCursorType(k[i]); /* designated */
     if (pt_type_active(x, target) && pt_is_float(clang_getCursorType(k[i])))
       texts[i] = pt_emit_to(x, k[i], 1);
-    else if (pt_act(x, k[i]) && !pt_type_holds_active(x, target) && !is_pointer_like(target))
+    else if (pt_act(x, k[i]) && !pt_type_holds_active(x, target) && !is_pointer_like(target)) {
+      pt_passive_store(x, k[i], target, k[i], "a passive field or element");
       texts[i] = pt_emit_to(x, k[i], 0);
+    }
   }
   char *r = pt_splice(x, c, n, k, texts, 0);
   for (int i = 0; i < n; i++) free(texts[i]);
@@ -976,6 +1044,124 @@ static int print_fixed(const char *name) {
   if (!strcmp(name, "fprintf") || !strcmp(name, "sprintf")) return 2;
   if (!strcmp(name, "snprintf")) return 3;
   return -1;
+}
+
+/* Classification macros of <math.h> and the builtins they expand to: they
+ * test a value (NaN, infinite, sign), so an active argument passes its value. */
+static int value_test(const char *name) {
+  static const char *const tests[] = {"isnan",      "isinf",       "isfinite",       "isnormal",
+                                      "signbit",    "fpclassify",  "__builtin_isnan", "__builtin_isinf",
+                                      "__builtin_isinf_sign", "__builtin_isfinite", "__builtin_isnormal",
+                                      "__builtin_signbit", "__builtin_fpclassify", "__isnan", "__isinf",
+                                      "__finite",   "__signbit",   "__fpclassify",   NULL};
+  for (int i = 0; tests[i]; i++)
+    if (!strcmp(tests[i], name)) return 1;
+  return 0;
+}
+
+/* The expression below every cast and parenthesis. */
+static CXCursor strip_casts(CXCursor c) {
+  for (int g = 0; g < 64; g++) {
+    enum CXCursorKind k = clang_getCursorKind(c);
+    if (k != CXCursor_UnexposedExpr && k != CXCursor_ParenExpr && k != CXCursor_CStyleCastExpr) break;
+    CXCursor e = pt_last_expr(c);
+    if (clang_Cursor_isNull(e)) break;
+    c = e;
+  }
+  return c;
+}
+
+/* A pointer to untyped bytes: void *, char *, unsigned char *. */
+static int bytes_pointer(CXType t) {
+  CXType c = clang_getCanonicalType(t);
+  if (c.kind != CXType_Pointer) return 0;
+  enum CXTypeKind p = clang_getCanonicalType(clang_getPointeeType(c)).kind;
+  return p == CXType_Void || p == CXType_Char_S || p == CXType_Char_U || p == CXType_SChar || p == CXType_UChar;
+}
+
+/* Where the data behind a buffer argument comes from: below the casts, and
+ * through a local `void *` (or char *) initialized with another pointer. */
+static CXCursor data_origin(CXCursor c) {
+  for (int g = 0; g < 8; g++) {
+    c = strip_casts(c);
+    if (clang_getCursorKind(c) != CXCursor_DeclRefExpr) break;
+    CXCursor d = clang_getCursorReferenced(c);
+    if (clang_getCursorKind(d) != CXCursor_VarDecl || !bytes_pointer(clang_getCursorType(d))) break;
+    CXCursor init = pt_last_expr(d);
+    if (clang_Cursor_isNull(init)) break;
+    c = init;
+  }
+  return c;
+}
+
+/* The element type of a buffer: below pointers and arrays, canonical. */
+static CXType data_element(CXType t) {
+  t = clang_getCanonicalType(t);
+  if (t.kind == CXType_Pointer) t = clang_getCanonicalType(clang_getPointeeType(t));
+  for (int g = 0; g < 16; g++) {
+    if (t.kind != CXType_ConstantArray && t.kind != CXType_IncompleteArray && t.kind != CXType_VariableArray) break;
+    t = clang_getCanonicalType(clang_getArrayElementType(t));
+  }
+  return t;
+}
+
+/* memcpy/memmove move bytes: only between buffers of the same active type
+ * (or both passive). Active data copied to or from any other storage (a
+ * void * buffer, a struct without the active fields, a double array while
+ * only a typedef is active) would be reinterpreted. */
+static void check_byte_copy(pt_ctx *x, CXCursor call, const char *name) {
+  CXCursor a[2], o[2];
+  int h[2];
+  for (int i = 0; i < 2; i++) {
+    a[i] = clang_Cursor_getArgument(call, (unsigned)i);
+    o[i] = data_origin(a[i]);
+    h[i] = pt_type_holds_active(x, clang_getCursorType(o[i]));
+  }
+  if (!h[0] && !h[1]) return;
+  /* The same element type, qualifiers aside (a struct: the same declaration). */
+  CXType e0 = data_element(clang_getCursorType(o[0])), e1 = data_element(clang_getCursorType(o[1]));
+  int same = e0.kind == e1.kind && (e0.kind != CXType_Record ||
+                                    clang_equalCursors(clang_getTypeDeclaration(e0), clang_getTypeDeclaration(e1)));
+  if (h[0] == h[1] && same) return;
+  char *dst = pt_orig(x, a[0]), *src = pt_orig(x, a[1]);
+  pt_error(x, call,
+           "%s between active and non-active data: it copies the bytes of '%s' into '%s', and only one of them "
+           "is storage of this active type; an ad_real is not a double in memory: copy element by element or "
+           "field by field (ad_value / ad_const), or send the values with AD_MPI_REAL or a datatype built on it",
+           name, src, dst);
+  free(src);
+  free(dst);
+}
+
+/* An MPI call that moves a buffer of active data as bytes (MPI_BYTE,
+ * MPI_CHAR, MPI_PACKED) sends the ad_real structs, not their values, and
+ * loses the derivative on the other rank. The buffer precedes its count and
+ * datatype: (buf, count, type), or (buf, counts, displs, type). */
+static void check_byte_mpi(pt_ctx *x, CXCursor call, const char *name, int na) {
+  static const char *const bytes[] = {"MPI_BYTE", "MPI_CHAR", "MPI_PACKED", "MPI_UNSIGNED_CHAR", "MPI_SIGNED_CHAR",
+                                      NULL};
+  for (int i = 2; i < na; i++) {
+    char *t = pt_orig(x, clang_Cursor_getArgument(call, (unsigned)i));
+    int is_bytes = 0;
+    for (int j = 0; bytes[j] && !is_bytes; j++) is_bytes = !strcmp(t, bytes[j]);
+    for (int back = 2; is_bytes && back <= 3 && back <= i; back++) {
+      CXCursor b = clang_Cursor_getArgument(call, (unsigned)(i - back));
+      CXType bt = clang_getCursorType(data_origin(b));
+      if (!is_pointer_like(bt) || !pt_type_holds_active(x, bt)) continue;
+      /* A buffer typed active is reported with its datatype by pt_emit_mpi;
+       * here the active data hides behind a cast or a void * variable. */
+      if (pt_type_holds_active(x, clang_getCursorType(pt_strip(b)))) break;
+      char *bs = pt_orig(x, b);
+      pt_error(x, b,
+               "%s moves the active data '%s' as %s bytes, which drops its derivative and is not a double on the "
+               "wire; send it as AD_MPI_REAL (counting ad_real values), a datatype built on AD_MPI_REAL, or a struct "
+               "type whose active fields are AD_MPI_REAL",
+               name, bs, t);
+      free(bs);
+      break;
+    }
+    free(t);
+  }
 }
 
 static char *emit_call(pt_ctx *x, CXCursor c) {
@@ -998,7 +1184,12 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
   int any_act = 0;
   for (int i = 0; i < na; i++) any_act |= pt_act(x, clang_Cursor_getArgument(c, (unsigned)i));
 
-  if (!strncmp(name, "MPI_", 4) && !ported) {
+  if (value_test(name) && !ported) {
+    for (int i = 0; i < na; i++)
+      if (argk[i] >= 0) texts[argk[i]] = pt_emit_to(x, clang_Cursor_getArgument(c, (unsigned)i), 0);
+    r = pt_splice(x, c, n, k, texts, 0);
+  } else if (!strncmp(name, "MPI_", 4) && !ported) {
+    check_byte_mpi(x, c, name, na);
     r = pt_emit_mpi(x, c, name, n, k, na, argk);
   } else if (clang_getCursorKind(fd) == CXCursor_FunctionDecl && !ported && pt_math_twin(name) && any_act) {
     port_str s = {0};
@@ -1022,15 +1213,7 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
     int memfn = !strcmp(name, "memcpy") || !strcmp(name, "memmove");
     int known = memfn || !strcmp(name, "memset") || !strcmp(name, "free") || !strcmp(name, "realloc") ||
                 !strcmp(name, "qsort") || fixed >= 0;
-    if (memfn && na >= 2) {
-      CXType t0 = clang_getCursorType(pt_strip(clang_Cursor_getArgument(c, 0)));
-      CXType t1 = clang_getCursorType(pt_strip(clang_Cursor_getArgument(c, 1)));
-      if (pt_type_holds_active(x, t0) != pt_type_holds_active(x, t1))
-        pt_error(x, c,
-                 "%s between active and non-active data; an ad_real is not a double in memory: copy element by "
-                 "element (ad_value / ad_const)",
-                 name);
-    }
+    if (memfn && na >= 2) check_byte_copy(x, c, name);
     for (int i = 0; i < na; i++) {
       CXCursor a = clang_Cursor_getArgument(c, (unsigned)i);
       int variadic_pos = i >= np;
@@ -1041,8 +1224,9 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
       if (is_math_name(name)) continue; /* reported above */
       if (pt_act(x, a) && (variadic_pos || pt_is_float(clang_getArgType(ft, (unsigned)i))))
         pt_error(x, a,
-                 "active value passed to the external function '%s', whose derivative would be lost; port "
-                 "'%s' too, or record it with ad_external",
+                 "active value passed to the external function '%s', which no input defines, so its derivative "
+                 "would be lost; port the file that defines '%s' with this one (or name it with --ported if "
+                 "another run ports it), or record the call with ad_external",
                  name, name);
       else if (!known && is_pointer_like(clang_getCursorType(pt_strip(a))) &&
                pt_type_holds_active(x, clang_getCursorType(pt_strip(a))))
@@ -1071,8 +1255,19 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
       CXType pt = clang_getArgType(ft, (unsigned)i);
       if (pt_type_active(x, pt))
         texts[argk[i]] = pt_emit_to(x, a, 1);
-      else if (pt_act(x, a) && !is_pointer_like(pt))
+      else if (pt_act(x, a) && !is_pointer_like(pt)) {
+        char *pn = ported ? spelling(clang_Cursor_getArgument(fd, (unsigned)i)) : port_strdup("");
+        port_str w = {0};
+        if (pn[0])
+          port_str_addf(&w, "the parameter '%s' of '%s'", pn, name[0] ? name : "(pointer)");
+        else
+          port_str_addf(&w, "parameter %d of '%s'", i + 1, name[0] ? name : "(pointer)");
+        char *what = port_str_take(&w);
+        pt_passive_store(x, a, pt, a, what);
+        free(what);
+        free(pn);
         texts[argk[i]] = pt_emit_to(x, a, 0);
+      }
     }
     r = pt_splice(x, c, n, k, texts, 0);
   }
