@@ -101,7 +101,9 @@ static void suffix_name(pt_ctx *x, CXCursor d) {
   unsigned at = pt_off(clang_getCursorLocation(d));
   CXString s = clang_getCursorSpelling(d);
   size_t n = strlen(clang_getCString(s));
-  pt_add_edit(x, at, at + (unsigned)n, pt_cat(clang_getCString(s), x->o->suffix, NULL));
+  /* A name spelled by a macro (-Dmain=port_main) is not in the text. */
+  if (at + n <= x->len && !strncmp(x->buf + at, clang_getCString(s), n) && !is_ident(x->buf[at + n]))
+    pt_add_edit(x, at, at + (unsigned)n, pt_cat(clang_getCString(s), x->o->suffix, NULL));
   clang_disposeString(s);
 }
 
