@@ -775,9 +775,9 @@ void pt_passive_store(pt_ctx *x, CXCursor at, CXType target, CXCursor value, con
   CXString ts = clang_getTypeSpelling(target);
   pt_error(x, at,
            "an active value is stored into %s, of the passive type '%s', which drops its derivative; give it the "
-           "active type (%s)%s, or write an explicit cast such as (double)(...) where only the value is wanted",
+           "active type (%s)%s, or write an explicit cast such as (%s)(...) where only the value is wanted",
            what, clang_getCString(ts), x->o->active[0],
-           x->double_active ? "" : ", or port with --active-type double");
+           x->double_active ? "" : ", or port with --active-type double", clang_getCString(ts));
   clang_disposeString(ts);
 }
 
