@@ -82,6 +82,29 @@ check "double stays passive" grep -q "^double tolerance = 1e-8;" "$work/types/ty
 check "mixed arithmetic" grep -q "ad_add(ad_mul(a, b), t)" "$work/types/types.c"
 check "types.c compiles" compiles "$work/types/types.c"
 
+# Value tests, integer asserts and integer casts to the active type port
+# (they were refused, or did not compile).
+cat >"$work/values.c" <<'EOT'
+#include <assert.h>
+#include <math.h>
+typedef double real_t;
+struct cell { real_t u; };
+static int count(void) { return 3; }
+double cell_value(const struct cell *c) { return (double)c->u; }
+real_t f(int n, real_t x) {
+  assert(n == count());
+  real_t a = (real_t)n;
+  if (isnan(x) || isinf(x) || !isfinite(x) || signbit(x) || fpclassify(x) == FP_ZERO) return 0.0;
+  return a * x + (real_t)(n + 1) * x / (real_t)n;
+}
+EOT
+check "value tests, assert, casts" status_is 0 "$tool" --active-type real_t -o "$work/values" "$work/values.c"
+check "the assert stays" grep -q "assert(n == count());" "$work/values/values.c"
+check "isnan tests the value" grep -q "isnan(ad_value(x))" "$work/values/values.c"
+check "(real_t)n is a double" grep -q "real_t a = ad_const((double)n);" "$work/values/values.c"
+check "(double) of an active field" grep -q "return (double)ad_value(c->u);" "$work/values/values.c"
+check "values.c compiles" compiles "$work/values/values.c"
+
 # Files ported together: a header and two sources that call each other.
 mkdir -p "$work/multi"
 cat >"$work/multi/model.h" <<'EOT'
