@@ -567,7 +567,43 @@ static int ariadne_macro(pt_ctx *x, unsigned at) {
   return 0;
 }
 
+static int value_test(const char *name);
+
+/* isnan(r), fpclassify(s->u), ...: a value test of an active lvalue is
+ * written isnan(ad_value(r)) at the invocation, the macro kept; an argument
+ * with active arithmetic has the macro expanded like any other. */
+static char *value_test_macro(pt_ctx *x, CXCursor c) {
+  if (clang_getCursorKind(c) != CXCursor_CallExpr) return NULL;
+  char *fname = spelling(callee_decl(c));
+  int test = value_test(fname);
+  free(fname);
+  int na = clang_Cursor_getNumArguments(c);
+  if (!test || na < 1) return NULL;
+  CXCursor arg = clang_Cursor_getArgument(c, (unsigned)(na - 1));
+  if (!pt_act(x, arg) || macro_needs(x, arg)) return NULL;
+  unsigned b = pt_b(c), e = pt_e(c);
+  for (int i = 0; i < x->nmacros; i++) {
+    const pt_macro *m = &x->macros[i];
+    if (m->b != b || m->e < e || m->e > x->len) continue;
+    char *mname = spelling(m->cur);
+    int ok = value_test(mname);
+    free(mname);
+    const char *open = memchr(x->buf + m->b, '(', m->e - m->b);
+    const char *close = x->buf + m->e - 1;
+    if (!ok || !open || *close != ')' || e != m->e) return NULL;
+    port_str o = {0};
+    port_str_addn(&o, x->buf + m->b, (size_t)(open + 1 - (x->buf + m->b)));
+    port_str_add(&o, "ad_value(");
+    port_str_addn(&o, open + 1, (size_t)(close - open - 1));
+    port_str_add(&o, "))");
+    return port_str_take(&o);
+  }
+  return NULL;
+}
+
 static char *emit_macro(pt_ctx *x, CXCursor c) {
+  char *vt = value_test_macro(x, c);
+  if (vt) return vt;
   if (!ariadne_macro(x, pt_off(clang_getCursorLocation(c))) && macro_needs(x, c)) {
     unsigned at = pt_off(clang_getCursorLocation(c));
     int found = 0;

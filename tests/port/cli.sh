@@ -100,7 +100,7 @@ real_t f(int n, real_t x) {
 EOT
 check "value tests, assert, casts" status_is 0 "$tool" --active-type real_t -o "$work/values" "$work/values.c"
 check "the assert stays" grep -q "assert(n == count());" "$work/values/values.c"
-check "isnan tests the value" grep -q "isnan(ad_value(x))" "$work/values/values.c"
+check "isnan tests the value" grep -q "if (isnan(ad_value(x)) || isinf(ad_value(x))" "$work/values/values.c"
 check "(real_t)n is a double" grep -q "real_t a = ad_const((double)n);" "$work/values/values.c"
 check "(double) of an active field" grep -q "return (double)ad_value(c->u);" "$work/values/values.c"
 check "values.c compiles" compiles "$work/values/values.c"
