@@ -1169,35 +1169,108 @@ static void check_byte_copy(pt_ctx *x, CXCursor call, const char *name) {
   free(dst);
 }
 
-/* An MPI call that moves a buffer of active data as bytes (MPI_BYTE,
- * MPI_CHAR, MPI_PACKED) sends the ad_real structs, not their values, and
- * loses the derivative on the other rank. The buffer precedes its count and
- * datatype: (buf, count, type), or (buf, counts, displs, type). */
-static void check_byte_mpi(pt_ctx *x, CXCursor call, const char *name, int na) {
+/* The text of c as written, in whichever file it is (a function of a header). */
+static char *written_text(pt_ctx *x, CXCursor c) {
+  CXSourceRange r = clang_getCursorExtent(c);
+  CXFile f = NULL, f2 = NULL;
+  unsigned b = 0, e = 0;
+  clang_getExpansionLocation(clang_getRangeStart(r), &f, NULL, NULL, &b);
+  clang_getExpansionLocation(clang_getRangeEnd(r), &f2, NULL, NULL, &e);
+  size_t len = 0;
+  const char *buf = f ? clang_getFileContents(x->tu, f, &len) : NULL;
+  if (!buf || !f2 || !clang_File_isEqual(f, f2) || e < b || e > len) return port_strdup("");
+  return port_strndup(buf + b, e - b);
+}
+
+/* Is argument i of the call a datatype of untyped bytes? Returns its name. */
+static const char *byte_datatype(pt_ctx *x, CXCursor call, int i) {
   static const char *const bytes[] = {"MPI_BYTE", "MPI_CHAR", "MPI_PACKED", "MPI_UNSIGNED_CHAR", "MPI_SIGNED_CHAR",
                                       NULL};
-  for (int i = 2; i < na; i++) {
-    char *t = pt_orig(x, clang_Cursor_getArgument(call, (unsigned)i));
-    int is_bytes = 0;
-    for (int j = 0; bytes[j] && !is_bytes; j++) is_bytes = !strcmp(t, bytes[j]);
-    for (int back = 2; is_bytes && back <= 3 && back <= i; back++) {
-      CXCursor b = clang_Cursor_getArgument(call, (unsigned)(i - back));
-      CXType bt = clang_getCursorType(data_origin(b));
-      if (!is_pointer_like(bt) || !pt_type_holds_active(x, bt)) continue;
-      /* A buffer typed active is reported with its datatype by pt_emit_mpi;
-       * here the active data hides behind a cast or a void * variable. */
-      if (pt_type_holds_active(x, clang_getCursorType(pt_strip(b)))) break;
-      char *bs = pt_orig(x, b);
-      pt_error(x, b,
-               "%s moves the active data '%s' as %s bytes, which drops its derivative and is not a double on the "
-               "wire; send it as AD_MPI_REAL (counting ad_real values), a datatype built on AD_MPI_REAL, or a struct "
-               "type whose active fields are AD_MPI_REAL",
-               name, bs, t);
-      free(bs);
-      break;
+  char *t = written_text(x, clang_Cursor_getArgument(call, (unsigned)i));
+  const char *r = NULL;
+  for (int j = 0; bytes[j] && !r; j++)
+    if (!strcmp(t, bytes[j])) r = bytes[j];
+  free(t);
+  return r;
+}
+
+/* Is argument i of an MPI call a buffer its datatype moves as bytes: the
+ * buffer precedes its count and datatype, (buf, count, type), or (buf,
+ * counts, displs, type)? Returns the datatype's name. */
+static const char *byte_buffer(pt_ctx *x, CXCursor call, int i, int na) {
+  for (int back = 2; back <= 3; back++)
+    if (i + back < na) {
+      const char *t = byte_datatype(x, call, i + back);
+      if (t) return t;
     }
-    free(t);
+  return NULL;
+}
+
+/* An MPI call that moves a buffer of active data as bytes (MPI_BYTE,
+ * MPI_CHAR, MPI_PACKED) sends the ad_real structs, not their values, and
+ * loses the derivative on the other rank. */
+static void check_byte_mpi(pt_ctx *x, CXCursor call, const char *name, int na) {
+  for (int i = 0; i < na; i++) {
+    CXCursor b = clang_Cursor_getArgument(call, (unsigned)i);
+    CXType bt = clang_getCursorType(data_origin(b));
+    if (!is_pointer_like(bt) || !pt_type_holds_active(x, bt)) continue;
+    /* A buffer typed active is reported with its datatype by pt_emit_mpi;
+     * here the active data hides behind a cast or a void * variable. */
+    if (pt_type_holds_active(x, clang_getCursorType(pt_strip(b)))) continue;
+    const char *t = byte_buffer(x, call, i, na);
+    if (!t) continue;
+    char *bs = pt_orig(x, b);
+    pt_error(x, b,
+             "%s moves the active data '%s' as %s bytes, which drops its derivative and is not a double on the "
+             "wire; send it as AD_MPI_REAL (counting ad_real values), a datatype built on AD_MPI_REAL, or a struct "
+             "type whose active fields are AD_MPI_REAL",
+             name, bs, t);
+    free(bs);
   }
+}
+
+/* Does a function move its untyped pointer parameter as bytes: memcpy or
+ * memmove it, send it with a byte datatype, or pass it on to a function that
+ * does? (A `void *` round trip: bcast_bytes(void *buf, int n) called with
+ * active data.) */
+typedef struct byte_use {
+  pt_ctx *x;
+  CXCursor parm;
+  int depth;
+  int found;
+} byte_use;
+
+static int moves_bytes(pt_ctx *x, CXCursor def, unsigned i, int depth);
+
+static enum CXChildVisitResult byte_use_visit(CXCursor c, CXCursor p, CXClientData d) {
+  (void)p;
+  byte_use *u = d;
+  if (clang_getCursorKind(c) != CXCursor_CallExpr) return CXChildVisit_Recurse;
+  CXCursor fd = callee_decl(c);
+  char *name = spelling(fd);
+  int na = clang_Cursor_getNumArguments(c);
+  for (int i = 0; i < na && !u->found; i++) {
+    CXCursor o = data_origin(clang_Cursor_getArgument(c, (unsigned)i));
+    if (clang_getCursorKind(o) != CXCursor_DeclRefExpr || !clang_equalCursors(clang_getCursorReferenced(o), u->parm))
+      continue;
+    if ((!strcmp(name, "memcpy") || !strcmp(name, "memmove")) && i < 2)
+      u->found = 1;
+    else if (!strncmp(name, "MPI_", 4) && byte_buffer(u->x, c, i, na))
+      u->found = 1;
+    else if (clang_getCursorKind(fd) == CXCursor_FunctionDecl)
+      u->found = moves_bytes(u->x, clang_getCursorDefinition(fd), (unsigned)i, u->depth + 1);
+  }
+  free(name);
+  return u->found ? CXChildVisit_Break : CXChildVisit_Recurse;
+}
+
+static int moves_bytes(pt_ctx *x, CXCursor def, unsigned i, int depth) {
+  if (clang_Cursor_isNull(def) || depth > 4 || (int)i >= clang_Cursor_getNumArguments(def)) return 0;
+  CXCursor parm = clang_Cursor_getArgument(def, i);
+  if (!bytes_pointer(clang_getCursorType(parm))) return 0;
+  byte_use u = {x, parm, depth, 0};
+  clang_visitChildren(def, byte_use_visit, &u);
+  return u.found;
 }
 
 static char *emit_call(pt_ctx *x, CXCursor c) {
@@ -1289,6 +1362,19 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
         continue;
       }
       CXType pt = clang_getArgType(ft, (unsigned)i);
+      CXType ot = clang_getCursorType(data_origin(a));
+      if (ported && is_pointer_like(ot) && pt_type_holds_active(x, ot) &&
+          moves_bytes(x, clang_getCursorDefinition(fd), (unsigned)i, 0)) {
+        char *as = pt_orig(x, a);
+        char *pn = spelling(clang_Cursor_getArgument(clang_getCursorDefinition(fd), (unsigned)i));
+        pt_error(x, a,
+                 "the active data '%s' is passed to '%s', which moves its parameter '%s' as bytes (memcpy, or MPI "
+                 "with a byte datatype); an ad_real is not a double in memory: give '%s' a typed parameter and "
+                 "send with AD_MPI_REAL or a datatype built on it",
+                 as, name, pn, name);
+        free(as);
+        free(pn);
+      }
       if (pt_type_active(x, pt))
         texts[argk[i]] = pt_emit_to(x, a, 1);
       else if (pt_act(x, a) && !is_pointer_like(pt)) {
