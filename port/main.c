@@ -246,7 +246,8 @@ int main(int argc, char **argv) {
       if (!strcmp(a, "--ported"))
         port_add_ported(&o, v);
       else if (!strcmp(a, "--ported-file")) {
-        if (read_ported(&o, v) < 0) return usage_error("--ported-file %s: cannot be read, or a line is not a function name", v);
+        if (read_ported(&o, v) < 0)
+          return usage_error("--ported-file %s: cannot be read, or a line is not a function name", v);
       } else if (!strcmp(a, "--active-type"))
         active[o.nactive++] = v;
       else if (!strcmp(a, "-o"))

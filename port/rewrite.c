@@ -92,7 +92,7 @@ int pt_children(CXCursor c, CXCursor **out) {
   return k.n;
 }
 
-static char *spelling(CXCursor c) {
+char *pt_spelling(CXCursor c) {
   CXString s = clang_getCursorSpelling(c);
   char *r = port_strdup(clang_getCString(s));
   clang_disposeString(s);
@@ -223,7 +223,7 @@ int pt_is_float(CXType t) {
   return c.kind == CXType_Double || c.kind == CXType_Float || c.kind == CXType_LongDouble;
 }
 
-static int is_pointer_like(CXType t) {
+int pt_pointer_like(CXType t) {
   CXType c = clang_getCanonicalType(t);
   return c.kind == CXType_Pointer || c.kind == CXType_ConstantArray || c.kind == CXType_IncompleteArray ||
          c.kind == CXType_VariableArray;
@@ -428,7 +428,7 @@ int pt_act(pt_ctx *x, CXCursor c) {
   case CXCursor_UnaryOperator: {
     CXCursor e = pt_last_expr(c);
     if (clang_Cursor_isNull(e)) return 0;
-    if (is_pointer_like(clang_getCursorType(e))) return pt_type_active(x, t);
+    if (pt_pointer_like(clang_getCursorType(e))) return pt_type_active(x, t);
     return pt_act(x, e);
   }
   case CXCursor_BinaryOperator: {
@@ -480,7 +480,7 @@ int pt_act(pt_ctx *x, CXCursor c) {
   case CXCursor_CallExpr: {
     CXCursor fd = callee_decl(c);
     if (clang_getCursorKind(fd) == CXCursor_FunctionDecl && !pt_ported_function(x, fd)) {
-      char *name = spelling(fd);
+      char *name = pt_spelling(fd);
       int a = 0;
       if (pt_math_twin(name)) {
         int na = clang_Cursor_getNumArguments(c);
@@ -531,7 +531,7 @@ static int macro_needs(pt_ctx *x, CXCursor c) {
   } else if (k == CXCursor_UnaryOperator || k == CXCursor_ConditionalOperator) {
     CXCursor *kk;
     int n = pt_children(c, &kk);
-    for (int i = 0; i < n; i++) self |= pt_act(x, kk[i]) && !is_pointer_like(clang_getCursorType(kk[i]));
+    for (int i = 0; i < n; i++) self |= pt_act(x, kk[i]) && !pt_pointer_like(clang_getCursorType(kk[i]));
     free(kk);
   } else if (k == CXCursor_CallExpr) {
     CXCursor fd = callee_decl(c);
@@ -574,7 +574,7 @@ static int value_test(const char *name);
  * with active arithmetic has the macro expanded like any other. */
 static char *value_test_macro(pt_ctx *x, CXCursor c) {
   if (clang_getCursorKind(c) != CXCursor_CallExpr) return NULL;
-  char *fname = spelling(callee_decl(c));
+  char *fname = pt_spelling(callee_decl(c));
   int test = value_test(fname);
   free(fname);
   int na = clang_Cursor_getNumArguments(c);
@@ -585,7 +585,7 @@ static char *value_test_macro(pt_ctx *x, CXCursor c) {
   for (int i = 0; i < x->nmacros; i++) {
     const pt_macro *m = &x->macros[i];
     if (m->b != b || m->e < e || m->e > x->len) continue;
-    char *mname = spelling(m->cur);
+    char *mname = pt_spelling(m->cur);
     int ok = value_test(mname);
     free(mname);
     const char *open = memchr(x->buf + m->b, '(', m->e - m->b);
@@ -785,45 +785,6 @@ static const char *cmp_name(const char *op) {
   return NULL;
 }
 
-/* What an lvalue names, for messages: 'r2', the field 'v', or its text. */
-static char *lvalue_name(pt_ctx *x, CXCursor lv) {
-  CXCursor e = pt_strip(lv);
-  enum CXCursorKind k = clang_getCursorKind(e);
-  char *name = spelling(clang_getCursorReferenced(e));
-  char *r;
-  if (k == CXCursor_MemberRefExpr && name[0])
-    r = pt_cat("the field '", name, "'");
-  else if (k == CXCursor_DeclRefExpr && name[0])
-    r = pt_cat("'", name, "'");
-  else {
-    char *t = pt_orig(x, lv);
-    r = pt_cat("'", t, "'");
-    free(t);
-  }
-  free(name);
-  return r;
-}
-
-void pt_passive_store(pt_ctx *x, CXCursor at, CXType target, CXCursor value, const char *what) {
-  if (!pt_is_float(target) || pt_type_active(x, target)) return;
-  if (clang_getCanonicalType(target).kind == CXType_Float) return; /* reported as a float conversion */
-  if (!pt_act(x, pt_strip(value))) return;
-  CXString ts = clang_getTypeSpelling(target);
-  pt_error(x, at,
-           "an active value is stored into %s, of the passive type '%s', which drops its derivative; give it the "
-           "active type (%s)%s, or write an explicit cast such as (%s)(...) where only the value is wanted",
-           what, clang_getCString(ts), x->o->active[0],
-           x->double_active ? "" : ", or port with --active-type double", clang_getCString(ts));
-  clang_disposeString(ts);
-}
-
-static void passive_store_lvalue(pt_ctx *x, CXCursor at, CXCursor lhs, CXCursor value) {
-  if (!pt_is_float(clang_getCursorType(lhs)) || pt_act(x, lhs)) return;
-  char *what = lvalue_name(x, lhs);
-  pt_passive_store(x, at, clang_getCursorType(lhs), value, what);
-  free(what);
-}
-
 static char *call2(const char *fn, char *a, char *b) {
   port_str s = {0};
   port_str_addf(&s, "%s(%s, %s)", fn, a, b);
@@ -844,7 +805,7 @@ static char *emit_binary(pt_ctx *x, CXCursor c, int stmt) {
   int al = pt_act(x, k[0]), ar = pt_act(x, k[1]);
   char *r = NULL;
   const char *fn;
-  if (!strcmp(op, "=")) passive_store_lvalue(x, c, k[0], k[1]);
+  if (!strcmp(op, "=")) pt_passive_store_lvalue(x, c, k[0], k[1]);
   if ((fn = arith_name(op)) && strlen(op) == 1 && pt_act(x, c)) {
     r = call2(fn, pt_emit(x, k[0], 0), pt_emit(x, k[1], 0));
   } else if ((fn = cmp_name(op)) && (al || ar)) {
@@ -882,7 +843,7 @@ static char *emit_compound(pt_ctx *x, CXCursor c, int stmt) {
   }
   const char *op = binop_of(x, k[0]);
   char *r;
-  passive_store_lvalue(x, c, k[0], k[1]);
+  pt_passive_store_lvalue(x, c, k[0], k[1]);
   if (pt_act(x, k[0]) && arith_name(op)) {
     if (side_effects(x, k[0]))
       pt_error(x, c,
@@ -912,7 +873,7 @@ static char *emit_unary(pt_ctx *x, CXCursor c, int stmt) {
   CXCursor e = pt_last_expr(c);
   if (clang_Cursor_isNull(e)) return splice_kids(x, c, 1);
   const char *op = pt_unop(x, c, e);
-  int a = pt_act(x, e) && !is_pointer_like(clang_getCursorType(e));
+  int a = pt_act(x, e) && !pt_pointer_like(clang_getCursorType(e));
   if (a && !strcmp(op, "-")) {
     char *t = pt_emit(x, e, 0);
     char *r = pt_cat("ad_neg(", t, ")");
@@ -1019,7 +980,7 @@ static char *emit_cast(pt_ctx *x, CXCursor c) {
   }
   /* Pointer casts: punning between active data and other data is reported. */
   CXType from = clang_getCursorType(pt_strip(e));
-  if (clang_getCanonicalType(t).kind == CXType_Pointer && is_pointer_like(from)) {
+  if (clang_getCanonicalType(t).kind == CXType_Pointer && pt_pointer_like(from)) {
     CXType tp = clang_getCanonicalType(clang_getPointeeType(clang_getCanonicalType(t)));
     CXType fc = clang_getCanonicalType(from);
     CXType fp = fc.kind == CXType_Pointer ? clang_getPointeeType(fc) : clang_getArrayElementType(fc);
@@ -1062,7 +1023,7 @@ static char *emit_initlist(pt_ctx *x, CXCursor c) {
     if (!pt_in_macro(x, k[i]) && (*p == '.' || *p == '[')) target = clang_getCursorType(k[i]); /* designated */
     if (pt_type_active(x, target) && pt_is_float(clang_getCursorType(k[i])))
       texts[i] = pt_emit_to(x, k[i], 1);
-    else if (pt_act(x, k[i]) && !pt_type_holds_active(x, target) && !is_pointer_like(target)) {
+    else if (pt_act(x, k[i]) && !pt_type_holds_active(x, target) && !pt_pointer_like(target)) {
       pt_passive_store(x, k[i], target, k[i], "a passive field or element");
       texts[i] = pt_emit_to(x, k[i], 0);
     }
@@ -1085,197 +1046,33 @@ static int print_fixed(const char *name) {
 /* Classification macros of <math.h> and the builtins they expand to: they
  * test a value (NaN, infinite, sign), so an active argument passes its value. */
 static int value_test(const char *name) {
-  static const char *const tests[] = {"isnan",      "isinf",       "isfinite",       "isnormal",
-                                      "signbit",    "fpclassify",  "__builtin_isnan", "__builtin_isinf",
-                                      "__builtin_isinf_sign", "__builtin_isfinite", "__builtin_isnormal",
-                                      "__builtin_signbit", "__builtin_fpclassify", "__isnan", "__isinf",
-                                      "__finite",   "__signbit",   "__fpclassify",   NULL};
+  static const char *const tests[] = {"isnan",
+                                      "isinf",
+                                      "isfinite",
+                                      "isnormal",
+                                      "signbit",
+                                      "fpclassify",
+                                      "__builtin_isnan",
+                                      "__builtin_isinf",
+                                      "__builtin_isinf_sign",
+                                      "__builtin_isfinite",
+                                      "__builtin_isnormal",
+                                      "__builtin_signbit",
+                                      "__builtin_fpclassify",
+                                      "__isnan",
+                                      "__isinf",
+                                      "__finite",
+                                      "__signbit",
+                                      "__fpclassify",
+                                      NULL};
   for (int i = 0; tests[i]; i++)
     if (!strcmp(tests[i], name)) return 1;
   return 0;
 }
 
-/* The expression below every cast and parenthesis. */
-static CXCursor strip_casts(CXCursor c) {
-  for (int g = 0; g < 64; g++) {
-    enum CXCursorKind k = clang_getCursorKind(c);
-    if (k != CXCursor_UnexposedExpr && k != CXCursor_ParenExpr && k != CXCursor_CStyleCastExpr) break;
-    CXCursor e = pt_last_expr(c);
-    if (clang_Cursor_isNull(e)) break;
-    c = e;
-  }
-  return c;
-}
-
-/* A pointer to untyped bytes: void *, char *, unsigned char *. */
-static int bytes_pointer(CXType t) {
-  CXType c = clang_getCanonicalType(t);
-  if (c.kind != CXType_Pointer) return 0;
-  enum CXTypeKind p = clang_getCanonicalType(clang_getPointeeType(c)).kind;
-  return p == CXType_Void || p == CXType_Char_S || p == CXType_Char_U || p == CXType_SChar || p == CXType_UChar;
-}
-
-/* Where the data behind a buffer argument comes from: below the casts, and
- * through a local `void *` (or char *) initialized with another pointer. */
-static CXCursor data_origin(CXCursor c) {
-  for (int g = 0; g < 8; g++) {
-    c = strip_casts(c);
-    if (clang_getCursorKind(c) != CXCursor_DeclRefExpr) break;
-    CXCursor d = clang_getCursorReferenced(c);
-    if (clang_getCursorKind(d) != CXCursor_VarDecl || !bytes_pointer(clang_getCursorType(d))) break;
-    CXCursor init = pt_last_expr(d);
-    if (clang_Cursor_isNull(init)) break;
-    c = init;
-  }
-  return c;
-}
-
-/* The element type of a buffer: below pointers and arrays, canonical. */
-static CXType data_element(CXType t) {
-  t = clang_getCanonicalType(t);
-  if (t.kind == CXType_Pointer) t = clang_getCanonicalType(clang_getPointeeType(t));
-  for (int g = 0; g < 16; g++) {
-    if (t.kind != CXType_ConstantArray && t.kind != CXType_IncompleteArray && t.kind != CXType_VariableArray) break;
-    t = clang_getCanonicalType(clang_getArrayElementType(t));
-  }
-  return t;
-}
-
-/* memcpy/memmove move bytes: only between buffers of the same active type
- * (or both passive). Active data copied to or from any other storage (a
- * void * buffer, a struct without the active fields, a double array while
- * only a typedef is active) would be reinterpreted. */
-static void check_byte_copy(pt_ctx *x, CXCursor call, const char *name) {
-  CXCursor a[2], o[2];
-  int h[2];
-  for (int i = 0; i < 2; i++) {
-    a[i] = clang_Cursor_getArgument(call, (unsigned)i);
-    o[i] = data_origin(a[i]);
-    h[i] = pt_type_holds_active(x, clang_getCursorType(o[i]));
-  }
-  if (!h[0] && !h[1]) return;
-  /* The same element type, qualifiers aside (a struct: the same declaration). */
-  CXType e0 = data_element(clang_getCursorType(o[0])), e1 = data_element(clang_getCursorType(o[1]));
-  int same = e0.kind == e1.kind && (e0.kind != CXType_Record ||
-                                    clang_equalCursors(clang_getTypeDeclaration(e0), clang_getTypeDeclaration(e1)));
-  if (h[0] == h[1] && same) return;
-  char *dst = pt_orig(x, a[0]), *src = pt_orig(x, a[1]);
-  pt_error(x, call,
-           "%s between active and non-active data: it copies the bytes of '%s' into '%s', and only one of them "
-           "is storage of this active type; an ad_real is not a double in memory: copy element by element or "
-           "field by field (ad_value / ad_const), or send the values with AD_MPI_REAL or a datatype built on it",
-           name, src, dst);
-  free(src);
-  free(dst);
-}
-
-/* The text of c as written, in whichever file it is (a function of a header). */
-static char *written_text(pt_ctx *x, CXCursor c) {
-  CXSourceRange r = clang_getCursorExtent(c);
-  CXFile f = NULL, f2 = NULL;
-  unsigned b = 0, e = 0;
-  clang_getExpansionLocation(clang_getRangeStart(r), &f, NULL, NULL, &b);
-  clang_getExpansionLocation(clang_getRangeEnd(r), &f2, NULL, NULL, &e);
-  size_t len = 0;
-  const char *buf = f ? clang_getFileContents(x->tu, f, &len) : NULL;
-  if (!buf || !f2 || !clang_File_isEqual(f, f2) || e < b || e > len) return port_strdup("");
-  return port_strndup(buf + b, e - b);
-}
-
-/* Is argument i of the call a datatype of untyped bytes? Returns its name. */
-static const char *byte_datatype(pt_ctx *x, CXCursor call, int i) {
-  static const char *const bytes[] = {"MPI_BYTE", "MPI_CHAR", "MPI_PACKED", "MPI_UNSIGNED_CHAR", "MPI_SIGNED_CHAR",
-                                      NULL};
-  char *t = written_text(x, clang_Cursor_getArgument(call, (unsigned)i));
-  const char *r = NULL;
-  for (int j = 0; bytes[j] && !r; j++)
-    if (!strcmp(t, bytes[j])) r = bytes[j];
-  free(t);
-  return r;
-}
-
-/* Is argument i of an MPI call a buffer its datatype moves as bytes: the
- * buffer precedes its count and datatype, (buf, count, type), or (buf,
- * counts, displs, type)? Returns the datatype's name. */
-static const char *byte_buffer(pt_ctx *x, CXCursor call, int i, int na) {
-  for (int back = 2; back <= 3; back++)
-    if (i + back < na) {
-      const char *t = byte_datatype(x, call, i + back);
-      if (t) return t;
-    }
-  return NULL;
-}
-
-/* An MPI call that moves a buffer of active data as bytes (MPI_BYTE,
- * MPI_CHAR, MPI_PACKED) sends the ad_real structs, not their values, and
- * loses the derivative on the other rank. */
-static void check_byte_mpi(pt_ctx *x, CXCursor call, const char *name, int na) {
-  for (int i = 0; i < na; i++) {
-    CXCursor b = clang_Cursor_getArgument(call, (unsigned)i);
-    CXType bt = clang_getCursorType(data_origin(b));
-    if (!is_pointer_like(bt) || !pt_type_holds_active(x, bt)) continue;
-    /* A buffer typed active is reported with its datatype by pt_emit_mpi;
-     * here the active data hides behind a cast or a void * variable. */
-    if (pt_type_holds_active(x, clang_getCursorType(pt_strip(b)))) continue;
-    const char *t = byte_buffer(x, call, i, na);
-    if (!t) continue;
-    char *bs = pt_orig(x, b);
-    pt_error(x, b,
-             "%s moves the active data '%s' as %s bytes, which drops its derivative and is not a double on the "
-             "wire; send it as AD_MPI_REAL (counting ad_real values), a datatype built on AD_MPI_REAL, or a struct "
-             "type whose active fields are AD_MPI_REAL",
-             name, bs, t);
-    free(bs);
-  }
-}
-
-/* Does a function move its untyped pointer parameter as bytes: memcpy or
- * memmove it, send it with a byte datatype, or pass it on to a function that
- * does? (A `void *` round trip: bcast_bytes(void *buf, int n) called with
- * active data.) */
-typedef struct byte_use {
-  pt_ctx *x;
-  CXCursor parm;
-  int depth;
-  int found;
-} byte_use;
-
-static int moves_bytes(pt_ctx *x, CXCursor def, unsigned i, int depth);
-
-static enum CXChildVisitResult byte_use_visit(CXCursor c, CXCursor p, CXClientData d) {
-  (void)p;
-  byte_use *u = d;
-  if (clang_getCursorKind(c) != CXCursor_CallExpr) return CXChildVisit_Recurse;
-  CXCursor fd = callee_decl(c);
-  char *name = spelling(fd);
-  int na = clang_Cursor_getNumArguments(c);
-  for (int i = 0; i < na && !u->found; i++) {
-    CXCursor o = data_origin(clang_Cursor_getArgument(c, (unsigned)i));
-    if (clang_getCursorKind(o) != CXCursor_DeclRefExpr || !clang_equalCursors(clang_getCursorReferenced(o), u->parm))
-      continue;
-    if ((!strcmp(name, "memcpy") || !strcmp(name, "memmove")) && i < 2)
-      u->found = 1;
-    else if (!strncmp(name, "MPI_", 4) && byte_buffer(u->x, c, i, na))
-      u->found = 1;
-    else if (clang_getCursorKind(fd) == CXCursor_FunctionDecl)
-      u->found = moves_bytes(u->x, clang_getCursorDefinition(fd), (unsigned)i, u->depth + 1);
-  }
-  free(name);
-  return u->found ? CXChildVisit_Break : CXChildVisit_Recurse;
-}
-
-static int moves_bytes(pt_ctx *x, CXCursor def, unsigned i, int depth) {
-  if (clang_Cursor_isNull(def) || depth > 4 || (int)i >= clang_Cursor_getNumArguments(def)) return 0;
-  CXCursor parm = clang_Cursor_getArgument(def, i);
-  if (!bytes_pointer(clang_getCursorType(parm))) return 0;
-  byte_use u = {x, parm, depth, 0};
-  clang_visitChildren(def, byte_use_visit, &u);
-  return u.found;
-}
-
 static char *emit_call(pt_ctx *x, CXCursor c) {
   CXCursor fd = callee_decl(c);
-  char *name = clang_getCursorKind(fd) == CXCursor_FunctionDecl ? spelling(fd) : port_strdup("");
+  char *name = clang_getCursorKind(fd) == CXCursor_FunctionDecl ? pt_spelling(fd) : port_strdup("");
   int na = clang_Cursor_getNumArguments(c);
   CXCursor *k;
   int n = pt_children(c, &k);
@@ -1298,7 +1095,7 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
       if (argk[i] >= 0) texts[argk[i]] = pt_emit_to(x, clang_Cursor_getArgument(c, (unsigned)i), 0);
     r = pt_splice(x, c, n, k, texts, 0);
   } else if (!strncmp(name, "MPI_", 4) && !ported) {
-    check_byte_mpi(x, c, name, na);
+    pt_check_byte_mpi(x, c, name, na);
     r = pt_emit_mpi(x, c, name, n, k, na, argk);
   } else if (clang_getCursorKind(fd) == CXCursor_FunctionDecl && !ported && pt_math_twin(name) && any_act) {
     port_str s = {0};
@@ -1322,7 +1119,7 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
     int memfn = !strcmp(name, "memcpy") || !strcmp(name, "memmove");
     int known = memfn || !strcmp(name, "memset") || !strcmp(name, "free") || !strcmp(name, "realloc") ||
                 !strcmp(name, "qsort") || fixed >= 0;
-    if (memfn && na >= 2) check_byte_copy(x, c, name);
+    if (memfn && na >= 2) pt_check_byte_copy(x, c, name);
     for (int i = 0; i < na; i++) {
       CXCursor a = clang_Cursor_getArgument(c, (unsigned)i);
       int variadic_pos = i >= np;
@@ -1337,7 +1134,7 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
                  "would be lost; port the file that defines '%s' with this one (or name it with --ported if "
                  "another run ports it), or record the call with ad_external",
                  name, name);
-      else if (!known && is_pointer_like(clang_getCursorType(pt_strip(a))) &&
+      else if (!known && pt_pointer_like(clang_getCursorType(pt_strip(a))) &&
                pt_type_holds_active(x, clang_getCursorType(pt_strip(a))))
         pt_error(x, a,
                  "active data passed to the external function '%s' (a library such as BLAS or FFTW cannot "
@@ -1362,23 +1159,11 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
         continue;
       }
       CXType pt = clang_getArgType(ft, (unsigned)i);
-      CXType ot = clang_getCursorType(data_origin(a));
-      if (ported && is_pointer_like(ot) && pt_type_holds_active(x, ot) &&
-          moves_bytes(x, clang_getCursorDefinition(fd), (unsigned)i, 0)) {
-        char *as = pt_orig(x, a);
-        char *pn = spelling(clang_Cursor_getArgument(clang_getCursorDefinition(fd), (unsigned)i));
-        pt_error(x, a,
-                 "the active data '%s' is passed to '%s', which moves its parameter '%s' as bytes (memcpy, or MPI "
-                 "with a byte datatype); an ad_real is not a double in memory: give '%s' a typed parameter and "
-                 "send with AD_MPI_REAL or a datatype built on it",
-                 as, name, pn, name);
-        free(as);
-        free(pn);
-      }
+      if (ported) pt_check_byte_helper(x, fd, name, a, (unsigned)i);
       if (pt_type_active(x, pt))
         texts[argk[i]] = pt_emit_to(x, a, 1);
-      else if (pt_act(x, a) && !is_pointer_like(pt)) {
-        char *pn = ported ? spelling(clang_Cursor_getArgument(fd, (unsigned)i)) : port_strdup("");
+      else if (pt_act(x, a) && !pt_pointer_like(pt)) {
+        char *pn = ported ? pt_spelling(clang_Cursor_getArgument(fd, (unsigned)i)) : port_strdup("");
         port_str w = {0};
         if (pn[0])
           port_str_addf(&w, "the parameter '%s' of '%s'", pn, name[0] ? name : "(pointer)");
