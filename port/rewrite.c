@@ -1046,25 +1046,12 @@ static int print_fixed(const char *name) {
 /* Classification macros of <math.h> and the builtins they expand to: they
  * test a value (NaN, infinite, sign), so an active argument passes its value. */
 static int value_test(const char *name) {
-  static const char *const tests[] = {"isnan",
-                                      "isinf",
-                                      "isfinite",
-                                      "isnormal",
-                                      "signbit",
-                                      "fpclassify",
-                                      "__builtin_isnan",
-                                      "__builtin_isinf",
-                                      "__builtin_isinf_sign",
-                                      "__builtin_isfinite",
-                                      "__builtin_isnormal",
-                                      "__builtin_signbit",
-                                      "__builtin_fpclassify",
-                                      "__isnan",
-                                      "__isinf",
-                                      "__finite",
-                                      "__signbit",
-                                      "__fpclassify",
-                                      NULL};
+  static const char *const tests[] = {"isnan",    "isinf",   "isinf_sign", "isfinite", "finite",
+                                      "isnormal", "signbit", "fpclassify", NULL};
+  if (!strncmp(name, "__builtin_", 10))
+    name += 10;
+  else if (!strncmp(name, "__", 2))
+    name += 2;
   for (int i = 0; tests[i]; i++)
     if (!strcmp(tests[i], name)) return 1;
   return 0;
