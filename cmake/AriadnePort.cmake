@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # ariadne_port_sources(TARGET <target> SOURCES <file.c>...
 #                      [FUSED] [ACTIVE_TYPES <name>...] [SUFFIX <suffix>] [FLAGS <flag>...]
-#                      [DEPENDS <file>...])
+#                      [DEPENDS <file>...] [PORTED <function>...] [PORTED_FILE <file>])
 #
 # Runs ariadne-port at build time on the plain double SOURCES and compiles the
 # ported files into <target>, so that a project keeps its double code as the
@@ -13,9 +13,13 @@
 # can be linked into one program. A .c file that a source #includes (a unity
 # build) is ported with it and written where the ported source's #include
 # finds it; name such files in DEPENDS so that editing them ports again.
+# PORTED names functions that another call ports (another target, another
+# directory), PORTED_FILE a file of such names, one a line; a function no
+# input defines and nothing names keeps its double declaration, and a call
+# passing it active values is reported.
 # Installed with Ariadne's CMake package.
 function(ariadne_port_sources)
-  cmake_parse_arguments(ARG "FUSED" "TARGET;SUFFIX" "SOURCES;ACTIVE_TYPES;FLAGS;DEPENDS" ${ARGN})
+  cmake_parse_arguments(ARG "FUSED" "TARGET;SUFFIX;PORTED_FILE" "SOURCES;ACTIVE_TYPES;FLAGS;DEPENDS;PORTED" ${ARGN})
   if(NOT ARG_TARGET OR NOT ARG_SOURCES)
     message(FATAL_ERROR "ariadne_port_sources: TARGET and SOURCES are required")
   endif()
@@ -33,6 +37,15 @@ function(ariadne_port_sources)
   endforeach()
   if(ARG_SUFFIX)
     list(APPEND _opts --suffix ${ARG_SUFFIX})
+  endif()
+  set(_deps "")
+  foreach(_f IN LISTS ARG_PORTED)
+    list(APPEND _opts --ported ${_f})
+  endforeach()
+  if(ARG_PORTED_FILE)
+    get_filename_component(_pf ${ARG_PORTED_FILE} ABSOLUTE)
+    list(APPEND _opts --ported-file ${_pf})
+    list(APPEND _deps ${_pf})
   endif()
   set(_outdir ${CMAKE_CURRENT_BINARY_DIR}/ariadne_port/${ARG_TARGET}/${_mode}${ARG_SUFFIX})
   set(_inc "$<TARGET_PROPERTY:${ARG_TARGET},INCLUDE_DIRECTORIES>")
@@ -59,7 +72,7 @@ function(ariadne_port_sources)
     COMMAND Ariadne::port ${_opts} -o ${_outdir} ${_abss} --
             ${_idirs} "$<$<BOOL:${_inc}>:-I$<JOIN:${_inc},;-I>>" "$<$<BOOL:${_def}>:-D$<JOIN:${_def},;-D>>"
             ${ARG_FLAGS}
-    DEPENDS ${_abss} ${ARG_DEPENDS} Ariadne::port
+    DEPENDS ${_abss} ${ARG_DEPENDS} ${_deps} Ariadne::port
     COMMENT "ariadne-port ${_mode}: ${ARG_SOURCES}"
     COMMAND_EXPAND_LISTS VERBATIM)
   list(REMOVE_DUPLICATES _dirs)

@@ -88,6 +88,14 @@ int pt_suffixed(pt_ctx *x, CXCursor d) {
   return pt_own_location(x, clang_getCursorLocation(def));
 }
 
+/* 'name' of a declaration, for messages. */
+static char *spelling_of(CXCursor d) {
+  CXString s = clang_getCursorSpelling(d);
+  char *r = pt_cat("'", clang_getCString(s), "'");
+  clang_disposeString(s);
+  return r;
+}
+
 static void suffix_name(pt_ctx *x, CXCursor d) {
   if (!pt_suffixed(x, d) || pt_in_macro(x, d)) return;
   unsigned at = pt_off(clang_getCursorLocation(d));
@@ -282,8 +290,10 @@ static void walk_stmt(pt_ctx *x, CXCursor c) {
         break;
       }
     }
-    if (n == 1 && clang_isExpression(clang_getCursorKind(k[0])))
-      root(x, k[0], pt_type_active(x, x->fn_ret) ? ROOT_ACTIVE : ROOT_VALUE);
+    if (n == 1 && clang_isExpression(clang_getCursorKind(k[0]))) {
+      if (!pt_type_active(x, x->fn_ret)) pt_passive_store(x, k[0], x->fn_ret, k[0], "the return value");
+      root(x, k[0], pt_type_active(x, x->fn_ret) ? ROOT_ACTIVE : ROOT_COND);
+    }
     break;
   case CXCursor_GCCAsmStmt:
   case CXCursor_MSAsmStmt:
@@ -367,7 +377,10 @@ static void port_var(pt_ctx *x, CXCursor v, int file_scope) {
     }
     text = NULL;
     if (!text) text = pt_emit_to(x, init, 1);
-  } else if (pt_act(x, init) && pt_is_float(t)) {
+  } else if (pt_is_float(t)) {
+    char *name = spelling_of(v);
+    pt_passive_store(x, init, t, init, name);
+    free(name);
     text = pt_emit_to(x, init, 0);
   } else {
     text = pt_emit(x, init, 0);
@@ -386,7 +399,9 @@ static void port_function(pt_ctx *x, CXCursor f) {
       body = pt_b(k[i]);
       has_body = 1;
     }
-  if (!pt_in_macro(x, f)) {
+  /* A declaration of a function no input defines stays double: the code it
+   * links against is double code (calls with active values are reported). */
+  if (!pt_in_macro(x, f) && pt_ported_function(x, f)) {
     retype(x, pt_b(f), body, 0);
     suffix_name(x, f);
   }
@@ -1020,18 +1035,23 @@ static enum CXChildVisitResult collect_visit(CXCursor c, CXCursor p, CXClientDat
   collect *k = d;
   if (clang_getCursorKind(c) != CXCursor_FunctionDecl) return CXChildVisit_Continue;
   if (!pt_own_location(k->x, clang_getCursorLocation(c))) return CXChildVisit_Continue;
-  if (clang_Cursor_getStorageClass(c) == CX_SC_Static) return CXChildVisit_Continue;
+  /* Definitions only: a declaration says nothing about the code it links
+   * against. Static definitions count too, for the static (inline) helpers
+   * of a header that is an input. */
+  if (!clang_isCursorDefinition(c)) return CXChildVisit_Continue;
   CXString s = clang_getCursorSpelling(c);
   const char *name = clang_getCString(s);
-  int dup = !strcmp(name, "main");
-  for (int i = 0; i < k->o->nported && !dup; i++) dup = !strcmp(k->o->ported[i], name);
-  if (!dup) {
-    k->o->ported = realloc(k->o->ported, sizeof *k->o->ported * ((size_t)k->o->nported + 1));
-    if (!k->o->ported) abort();
-    k->o->ported[k->o->nported++] = port_strdup(name);
-  }
+  if (strcmp(name, "main")) port_add_ported(k->o, name);
   clang_disposeString(s);
   return CXChildVisit_Continue;
+}
+
+void port_add_ported(port_options *o, const char *name) {
+  for (int i = 0; i < o->nported; i++)
+    if (!strcmp(o->ported[i], name)) return;
+  o->ported = realloc(o->ported, sizeof *o->ported * ((size_t)o->nported + 1));
+  if (!o->ported) abort();
+  o->ported[o->nported++] = port_strdup(name);
 }
 
 int port_collect_functions(port_options *o, const char *unit, const char *path, const char *const *args, int nargs) {

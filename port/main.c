@@ -42,6 +42,9 @@ static void usage(FILE *f) {
              "  --suffix SUFFIX      append SUFFIX to the functions and globals the file defines, so that\n"
              "                       the primal and the port link into one program\n"
              "  -p BUILD-DIR         read each file's compiler flags from BUILD-DIR/compile_commands.json\n"
+             "  --ported NAME        the function NAME is ported by another run: its calls pass ad_real\n"
+             "                       (repeatable; functions the inputs define need not be named)\n"
+             "  --ported-file FILE   the same for each name in FILE (one a line, # starts a comment)\n"
              "  --keep-going         write the output even when constructs were reported\n"
              "  --no-format          do not run clang-format on the changed lines\n"
              "  -- FLAGS...          the flags the files compile with (-I, -D, mpicc -show's flags)\n"
@@ -158,6 +161,28 @@ static int flag_takes_value(const char *f) {
 
 /* The flags of `file` in a compilation database, without the compiler, the
  * output and the file itself. */
+/* --ported-file: one function name a line; blank lines and # comments are
+ * skipped. Returns -1 if the file cannot be read or a line is not a name. */
+static int read_ported(port_options *o, const char *path) {
+  char *text = read_file(path);
+  if (!text) return -1;
+  int rc = 0;
+  for (char *line = strtok(text, "\n"); line && rc == 0; line = strtok(NULL, "\n")) {
+    char *hash = strchr(line, '#');
+    if (hash) *hash = 0;
+    char *b = line, *e = line + strlen(line);
+    while (*b == ' ' || *b == '\t' || *b == '\r') b++;
+    while (e > b && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r')) e--;
+    *e = 0;
+    if (!*b) continue;
+    for (const char *c = b; *c && rc == 0; c++)
+      if (!(*c == '_' || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9'))) rc = -1;
+    if (rc == 0) port_add_ported(o, b);
+  }
+  free(text);
+  return rc;
+}
+
 static int db_flags(CXCompilationDatabase db, const char *file, char ***out, int *nout) {
   char abs_path[PATH_MAX];
   if (!realpath(file, abs_path)) snprintf(abs_path, sizeof abs_path, "%s", file);
@@ -227,10 +252,15 @@ int main(int argc, char **argv) {
     } else if (!strncmp(a, "--suffix=", 9)) {
       o.suffix = a + 9;
     } else if (!strcmp(a, "--active-type") || !strcmp(a, "-o") || !strcmp(a, "-p") || !strcmp(a, "--suffix") ||
-               !strcmp(a, "--report")) {
+               !strcmp(a, "--report") || !strcmp(a, "--ported") || !strcmp(a, "--ported-file")) {
       if (i + 1 >= argc || !argv[i + 1][0]) return usage_error("%s needs an argument", a);
       const char *v = argv[++i];
-      if (!strcmp(a, "--active-type"))
+      if (!strcmp(a, "--ported"))
+        port_add_ported(&o, v);
+      else if (!strcmp(a, "--ported-file")) {
+        if (read_ported(&o, v) < 0)
+          return usage_error("--ported-file %s: cannot be read, or a line is not a function name", v);
+      } else if (!strcmp(a, "--active-type"))
         active[o.nactive++] = v;
       else if (!strcmp(a, "-o"))
         outdir = v;

@@ -40,7 +40,7 @@ typedef struct port_options {
   const char **active; /* active type names */
   int nactive;
   const char *suffix; /* appended to the names of functions and globals defined here */
-  char **ported;      /* functions declared or defined in any input: their calls pass ad_real */
+  char **ported;      /* functions defined in an input or named by --ported: their calls pass ad_real */
   int nported;
   int verbose;
   /* Decided for the whole run, so that every file sizes and stores requests
@@ -60,8 +60,8 @@ typedef struct port_options {
 int port_file(const port_options *o, const char *unit, const char *path, const char *const *args, int nargs, char **out,
               char **lines);
 
-/* Add the names of the functions `path` (parsed in `unit`) declares or
- * defines to o->ported (the inputs are ported together, so calls between
+/* Add the names of the functions `path` (parsed in `unit`) defines to
+ * o->ported (the inputs are ported together, so calls between
  * them stay active), and note in o whether it makes requests or messages of
  * active data. Returns -1 if the file does not parse. */
 int port_collect_functions(port_options *o, const char *unit, const char *path, const char *const *args, int nargs);
@@ -76,5 +76,9 @@ typedef struct port_included {
   int unity;
 } port_included;
 int port_unit_files(const char *unit, const char *const *args, int nargs, port_included **out);
+
+/* Count `name` as a ported function (defined in an input, or ported by
+ * another run of the tool: --ported). */
+void port_add_ported(port_options *o, const char *name);
 
 #endif

@@ -68,6 +68,23 @@ void pt_error(pt_ctx *x, CXCursor c, const char *fmt, ...);
 int pt_type_active(pt_ctx *x, CXType t);
 int pt_type_holds_active(pt_ctx *x, CXType t);
 int pt_type_active_float_loss(pt_ctx *x, CXType t);
+char *pt_spelling(CXCursor c); /* the cursor's spelling, malloc'd */
+int pt_pointer_like(CXType t); /* a pointer or an array */
+
+/* checks.c: what would compile but differentiate wrongly.
+ * Storing the active `value` into passive floating storage of type `target`
+ * (`what` names it) would drop its derivative: reported at `at`, unless the
+ * value went through an explicit cast, which says only the value is wanted.
+ * pt_passive_store_lvalue does so for an assignment `lhs = value`. */
+void pt_passive_store(pt_ctx *x, CXCursor at, CXType target, CXCursor value, const char *what);
+void pt_passive_store_lvalue(pt_ctx *x, CXCursor at, CXCursor lhs, CXCursor value);
+/* Active data moved as bytes: memcpy/memmove `call` between storage of
+ * different types; an MPI call with a byte datatype on a buffer whose active
+ * data hides behind a cast or a void * variable; argument `a` (number i) of
+ * a call of the ported function `fd` that moves that parameter as bytes. */
+void pt_check_byte_copy(pt_ctx *x, CXCursor call, const char *name);
+void pt_check_byte_mpi(pt_ctx *x, CXCursor call, const char *name, int na);
+void pt_check_byte_helper(pt_ctx *x, CXCursor fd, const char *name, CXCursor a, unsigned i);
 int pt_is_float(CXType t);
 CXType pt_fn_type(CXType t);
 const char *pt_binop(pt_ctx *x, CXCursor c);

@@ -92,7 +92,7 @@ int pt_children(CXCursor c, CXCursor **out) {
   return k.n;
 }
 
-static char *spelling(CXCursor c) {
+char *pt_spelling(CXCursor c) {
   CXString s = clang_getCursorSpelling(c);
   char *r = port_strdup(clang_getCString(s));
   clang_disposeString(s);
@@ -242,7 +242,7 @@ int pt_is_float(CXType t) {
   return c.kind == CXType_Double || c.kind == CXType_Float || c.kind == CXType_LongDouble;
 }
 
-static int is_pointer_like(CXType t) {
+int pt_pointer_like(CXType t) {
   CXType c = clang_getCanonicalType(t);
   return c.kind == CXType_Pointer || c.kind == CXType_ConstantArray || c.kind == CXType_IncompleteArray ||
          c.kind == CXType_VariableArray;
@@ -369,13 +369,15 @@ CXCursor pt_strip(CXCursor c) {
   return c;
 }
 
-/* A function this file (or a file ported with it in its unit) defines or
- * declares: its calls pass ad_real. */
+/* A function that is ported: defined in this file (or a file ported with it
+ * in its unit), or in another input (static helpers of an input header too),
+ * or named ported elsewhere (--ported). Its calls pass ad_real. A function
+ * the inputs only declare (`extern double ext(double);`, a Fortran routine, a
+ * library) keeps its double declaration: it links against double code. */
 int pt_ported_function(pt_ctx *x, CXCursor fd) {
   if (clang_getCursorKind(fd) != CXCursor_FunctionDecl) return 0;
   CXCursor def = clang_getCursorDefinition(fd);
   if (!clang_Cursor_isNull(def) && pt_own_location(x, clang_getCursorLocation(def))) return 1;
-  if (pt_own_location(x, clang_getCursorLocation(fd))) return 1;
   if (x->o->nported == 0) return 0;
   CXString s = clang_getCursorSpelling(fd);
   const char *name = clang_getCString(s);
@@ -452,7 +454,7 @@ int pt_act(pt_ctx *x, CXCursor c) {
   case CXCursor_UnaryOperator: {
     CXCursor e = pt_last_expr(c);
     if (clang_Cursor_isNull(e)) return 0;
-    if (is_pointer_like(clang_getCursorType(e))) return pt_type_active(x, t);
+    if (pt_pointer_like(clang_getCursorType(e))) return pt_type_active(x, t);
     return pt_act(x, e);
   }
   case CXCursor_BinaryOperator: {
@@ -504,7 +506,7 @@ int pt_act(pt_ctx *x, CXCursor c) {
   case CXCursor_CallExpr: {
     CXCursor fd = callee_decl(c);
     if (clang_getCursorKind(fd) == CXCursor_FunctionDecl && !pt_ported_function(x, fd)) {
-      char *name = spelling(fd);
+      char *name = pt_spelling(fd);
       int a = 0;
       if (pt_math_twin(name)) {
         int na = clang_Cursor_getNumArguments(c);
@@ -534,6 +536,16 @@ int pt_act(pt_ctx *x, CXCursor c) {
 
 static int library_known(const char *name);
 
+/* Does the function take or return active data? */
+static int signature_active(pt_ctx *x, CXCursor fd) {
+  CXType ft = clang_getCursorType(fd);
+  if (pt_type_holds_active(x, clang_getResultType(ft))) return 1;
+  int np = clang_getNumArgTypes(ft);
+  for (int i = 0; i < np; i++)
+    if (pt_type_holds_active(x, clang_getArgType(ft, (unsigned)i))) return 1;
+  return 0;
+}
+
 /* Does the expansion that c belongs to do active arithmetic, or call a
  * function of this file, so that it must be expanded to be ported? */
 static int macro_needs(pt_ctx *x, CXCursor c) {
@@ -547,23 +559,25 @@ static int macro_needs(pt_ctx *x, CXCursor c) {
   } else if (k == CXCursor_UnaryOperator || k == CXCursor_ConditionalOperator) {
     CXCursor *kk;
     int n = pt_children(c, &kk);
-    for (int i = 0; i < n; i++) self |= pt_act(x, kk[i]) && !is_pointer_like(clang_getCursorType(kk[i]));
+    for (int i = 0; i < n; i++) self |= pt_act(x, kk[i]) && !pt_pointer_like(clang_getCursorType(kk[i]));
     free(kk);
   } else if (k == CXCursor_CallExpr) {
     CXCursor fd = callee_decl(c);
-    if (pt_ported_function(x, fd)) self = 1;
+    /* A call of a ported function changes only if its signature has active
+     * values or its name gets a suffix: `assert(n == count())` stays. */
+    if (pt_ported_function(x, fd) && (signature_active(x, fd) || pt_suffixed(x, fd))) self = 1;
     int na = clang_Cursor_getNumArguments(c);
     for (int i = 0; i < na; i++) self |= pt_act(x, clang_Cursor_getArgument(c, (unsigned)i));
     /* An MPI call that changes or an external call on active data: expanded
      * so that it is ported, or reported, where it is written out. */
     if (!self && clang_getCursorKind(fd) == CXCursor_FunctionDecl) {
-      char *name = spelling(fd);
+      char *name = pt_spelling(fd);
       if (!strncmp(name, "MPI_", 4))
         self = pt_mpi_changes(x, c, name);
       else if (!library_known(name))
         for (int i = 0; i < na && !self; i++) {
           CXType t = clang_getCursorType(pt_strip(clang_Cursor_getArgument(c, (unsigned)i)));
-          self = is_pointer_like(t) && pt_type_holds_active(x, t);
+          self = pt_pointer_like(t) && pt_type_holds_active(x, t);
         }
       free(name);
     }
@@ -594,7 +608,43 @@ static int ariadne_macro(pt_ctx *x, unsigned at) {
   return 0;
 }
 
+static int value_test(const char *name);
+
+/* isnan(r), fpclassify(s->u), ...: a value test of an active lvalue is
+ * written isnan(ad_value(r)) at the invocation, the macro kept; an argument
+ * with active arithmetic has the macro expanded like any other. */
+static char *value_test_macro(pt_ctx *x, CXCursor c) {
+  if (clang_getCursorKind(c) != CXCursor_CallExpr) return NULL;
+  char *fname = pt_spelling(callee_decl(c));
+  int test = value_test(fname);
+  free(fname);
+  int na = clang_Cursor_getNumArguments(c);
+  if (!test || na < 1) return NULL;
+  CXCursor arg = clang_Cursor_getArgument(c, (unsigned)(na - 1));
+  if (!pt_act(x, arg) || macro_needs(x, arg)) return NULL;
+  unsigned b = pt_b(c), e = pt_e(c);
+  for (int i = 0; i < x->nmacros; i++) {
+    const pt_macro *m = &x->macros[i];
+    if (m->b != b || m->e < e || m->e > x->len) continue;
+    char *mname = pt_spelling(m->cur);
+    int ok = value_test(mname);
+    free(mname);
+    const char *open = memchr(x->buf + m->b, '(', m->e - m->b);
+    const char *close = x->buf + m->e - 1;
+    if (!ok || !open || *close != ')' || e != m->e) return NULL;
+    port_str o = {0};
+    port_str_addn(&o, x->buf + m->b, (size_t)(open + 1 - (x->buf + m->b)));
+    port_str_add(&o, "ad_value(");
+    port_str_addn(&o, open + 1, (size_t)(close - open - 1));
+    port_str_add(&o, "))");
+    return port_str_take(&o);
+  }
+  return NULL;
+}
+
 static char *emit_macro(pt_ctx *x, CXCursor c) {
+  char *vt = value_test_macro(x, c);
+  if (vt) return vt;
   if (!ariadne_macro(x, pt_off(clang_getCursorLocation(c))) && macro_needs(x, c)) {
     unsigned at = pt_off(clang_getCursorLocation(c));
     int found = 0;
@@ -781,6 +831,7 @@ static char *emit_binary(pt_ctx *x, CXCursor c, int stmt) {
   int al = pt_act(x, k[0]), ar = pt_act(x, k[1]);
   char *r = NULL;
   const char *fn;
+  if (!strcmp(op, "=")) pt_passive_store_lvalue(x, c, k[0], k[1]);
   if ((fn = arith_name(op)) && strlen(op) == 1 && pt_act(x, c)) {
     r = call2(fn, pt_emit(x, k[0], 0), pt_emit(x, k[1], 0));
   } else if ((fn = cmp_name(op)) && (al || ar)) {
@@ -818,6 +869,7 @@ static char *emit_compound(pt_ctx *x, CXCursor c, int stmt) {
   }
   const char *op = binop_of(x, k[0]);
   char *r;
+  pt_passive_store_lvalue(x, c, k[0], k[1]);
   if (pt_act(x, k[0]) && arith_name(op)) {
     if (side_effects(x, k[0]))
       pt_error(x, c,
@@ -847,7 +899,7 @@ static char *emit_unary(pt_ctx *x, CXCursor c, int stmt) {
   CXCursor e = pt_last_expr(c);
   if (clang_Cursor_isNull(e)) return splice_kids(x, c, 1);
   const char *op = pt_unop(x, c, e);
-  int a = pt_act(x, e) && !is_pointer_like(clang_getCursorType(e));
+  int a = pt_act(x, e) && !pt_pointer_like(clang_getCursorType(e));
   if (a && !strcmp(op, "-")) {
     char *t = pt_emit(x, e, 0);
     char *r = pt_cat("ad_neg(", t, ")");
@@ -925,7 +977,17 @@ static char *emit_cast(pt_ctx *x, CXCursor c) {
       free(inner);
       return r;
     }
-    return splice_kids(x, c, 0); /* a passive value cast to double stays a double */
+    /* A passive value cast to the active type stays a double (ad_const
+     * where an active value is needed): the cast is written (double), since
+     * a cast of an integer to a typedef of ad_real would not compile. */
+    CXString ts = clang_getTypeSpelling(t);
+    int is_double = !strcmp(clang_getCString(ts), "double");
+    clang_disposeString(ts);
+    if (is_double) return splice_kids(x, c, 0);
+    char *inner = pt_emit(x, e, 0);
+    char *r = pt_cat("(double)", inner, NULL);
+    free(inner);
+    return r;
   }
   if (a) {
     if (pt_type_active_float_loss(x, t))
@@ -944,7 +1006,7 @@ static char *emit_cast(pt_ctx *x, CXCursor c) {
   }
   /* Pointer casts: punning between active data and other data is reported. */
   CXType from = clang_getCursorType(pt_strip(e));
-  if (clang_getCanonicalType(t).kind == CXType_Pointer && is_pointer_like(from)) {
+  if (clang_getCanonicalType(t).kind == CXType_Pointer && pt_pointer_like(from)) {
     CXType tp = clang_getCanonicalType(clang_getPointeeType(clang_getCanonicalType(t)));
     CXType fc = clang_getCanonicalType(from);
     CXType fp = fc.kind == CXType_Pointer ? clang_getPointeeType(fc) : clang_getArrayElementType(fc);
@@ -987,8 +1049,10 @@ static char *emit_initlist(pt_ctx *x, CXCursor c) {
     if (!pt_in_macro(x, k[i]) && (*p == '.' || *p == '[')) target = clang_getCursorType(k[i]); /* designated */
     if (pt_type_active(x, target) && pt_is_float(clang_getCursorType(k[i])))
       texts[i] = pt_emit_to(x, k[i], 1);
-    else if (pt_act(x, k[i]) && !pt_type_holds_active(x, target) && !is_pointer_like(target))
+    else if (pt_act(x, k[i]) && !pt_type_holds_active(x, target) && !pt_pointer_like(target)) {
+      pt_passive_store(x, k[i], target, k[i], "a passive field or element");
       texts[i] = pt_emit_to(x, k[i], 0);
+    }
   }
   char *r = pt_splice(x, c, n, k, texts, 0);
   for (int i = 0; i < n; i++) free(texts[i]);
@@ -1011,9 +1075,23 @@ static int library_known(const char *name) {
          !strcmp(name, "realloc") || !strcmp(name, "qsort") || print_fixed(name) >= 0;
 }
 
+/* Classification macros of <math.h> and the builtins they expand to: they
+ * test a value (NaN, infinite, sign), so an active argument passes its value. */
+static int value_test(const char *name) {
+  static const char *const tests[] = {"isnan",    "isinf",   "isinf_sign", "isfinite", "finite",
+                                      "isnormal", "signbit", "fpclassify", NULL};
+  if (!strncmp(name, "__builtin_", 10))
+    name += 10;
+  else if (!strncmp(name, "__", 2))
+    name += 2;
+  for (int i = 0; tests[i]; i++)
+    if (!strcmp(tests[i], name)) return 1;
+  return 0;
+}
+
 static char *emit_call(pt_ctx *x, CXCursor c) {
   CXCursor fd = callee_decl(c);
-  char *name = clang_getCursorKind(fd) == CXCursor_FunctionDecl ? spelling(fd) : port_strdup("");
+  char *name = clang_getCursorKind(fd) == CXCursor_FunctionDecl ? pt_spelling(fd) : port_strdup("");
   int na = clang_Cursor_getNumArguments(c);
   CXCursor *k;
   int n = pt_children(c, &k);
@@ -1031,7 +1109,12 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
   int any_act = 0;
   for (int i = 0; i < na; i++) any_act |= pt_act(x, clang_Cursor_getArgument(c, (unsigned)i));
 
-  if (!strncmp(name, "MPI_", 4) && !ported) {
+  if (value_test(name) && !ported) {
+    for (int i = 0; i < na; i++)
+      if (argk[i] >= 0) texts[argk[i]] = pt_emit_to(x, clang_Cursor_getArgument(c, (unsigned)i), 0);
+    r = pt_splice(x, c, n, k, texts, 0);
+  } else if (!strncmp(name, "MPI_", 4) && !ported) {
+    pt_check_byte_mpi(x, c, name, na);
     r = pt_emit_mpi(x, c, name, n, k, na, argk);
   } else if (clang_getCursorKind(fd) == CXCursor_FunctionDecl && !ported && pt_math_twin(name) && any_act) {
     port_str s = {0};
@@ -1054,15 +1137,7 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
                name);
     int memfn = !strcmp(name, "memcpy") || !strcmp(name, "memmove");
     int known = library_known(name);
-    if (memfn && na >= 2) {
-      CXType t0 = clang_getCursorType(pt_strip(clang_Cursor_getArgument(c, 0)));
-      CXType t1 = clang_getCursorType(pt_strip(clang_Cursor_getArgument(c, 1)));
-      if (pt_type_holds_active(x, t0) != pt_type_holds_active(x, t1))
-        pt_error(x, c,
-                 "%s between active and non-active data; an ad_real is not a double in memory: copy element by "
-                 "element (ad_value / ad_const)",
-                 name);
-    }
+    if (memfn && na >= 2) pt_check_byte_copy(x, c, name);
     for (int i = 0; i < na; i++) {
       CXCursor a = clang_Cursor_getArgument(c, (unsigned)i);
       int variadic_pos = i >= np;
@@ -1073,10 +1148,11 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
       if (is_math_name(name)) continue; /* reported above */
       if (pt_act(x, a) && (variadic_pos || pt_is_float(clang_getArgType(ft, (unsigned)i))))
         pt_error(x, a,
-                 "active value passed to the external function '%s', whose derivative would be lost; port "
-                 "'%s' too, or record it with ad_external",
+                 "active value passed to the external function '%s', which no input defines, so its derivative "
+                 "would be lost; port the file that defines '%s' with this one (or name it with --ported if "
+                 "another run ports it), or record the call with ad_external",
                  name, name);
-      else if (!known && is_pointer_like(clang_getCursorType(pt_strip(a))) &&
+      else if (!known && pt_pointer_like(clang_getCursorType(pt_strip(a))) &&
                pt_type_holds_active(x, clang_getCursorType(pt_strip(a))))
         pt_error(x, a,
                  "active data passed to the external function '%s' (a library such as BLAS or FFTW cannot "
@@ -1101,10 +1177,22 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
         continue;
       }
       CXType pt = clang_getArgType(ft, (unsigned)i);
+      if (ported) pt_check_byte_helper(x, fd, name, a, (unsigned)i);
       if (pt_type_active(x, pt))
         texts[argk[i]] = pt_emit_to(x, a, 1);
-      else if (pt_act(x, a) && !is_pointer_like(pt))
+      else if (pt_act(x, a) && !pt_pointer_like(pt)) {
+        char *pn = ported ? pt_spelling(clang_Cursor_getArgument(fd, (unsigned)i)) : port_strdup("");
+        port_str w = {0};
+        if (pn[0])
+          port_str_addf(&w, "the parameter '%s' of '%s'", pn, name[0] ? name : "(pointer)");
+        else
+          port_str_addf(&w, "parameter %d of '%s'", i + 1, name[0] ? name : "(pointer)");
+        char *what = port_str_take(&w);
+        pt_passive_store(x, a, pt, a, what);
+        free(what);
+        free(pn);
         texts[argk[i]] = pt_emit_to(x, a, 0);
+      }
     }
     r = pt_splice(x, c, n, k, texts, 0);
   }

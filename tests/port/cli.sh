@@ -82,6 +82,29 @@ check "double stays passive" grep -q "^double tolerance = 1e-8;" "$work/types/ty
 check "mixed arithmetic" grep -q "ad_add(ad_mul(a, b), t)" "$work/types/types.c"
 check "types.c compiles" compiles "$work/types/types.c"
 
+# Value tests, integer asserts and integer casts to the active type port
+# (they were refused, or did not compile).
+cat >"$work/values.c" <<'EOT'
+#include <assert.h>
+#include <math.h>
+typedef double real_t;
+struct cell { real_t u; };
+static int count(void) { return 3; }
+double cell_value(const struct cell *c) { return (double)c->u; }
+real_t f(int n, real_t x) {
+  assert(n == count());
+  real_t a = (real_t)n;
+  if (isnan(x) || isinf(x) || !isfinite(x) || signbit(x) || fpclassify(x) == FP_ZERO) return 0.0;
+  return a * x + (real_t)(n + 1) * x / (real_t)n;
+}
+EOT
+check "value tests, assert, casts" status_is 0 "$tool" --active-type real_t -o "$work/values" "$work/values.c"
+check "the assert stays" grep -q "assert(n == count());" "$work/values/values.c"
+check "isnan tests the value" grep -q "if (isnan(ad_value(x)) || isinf(ad_value(x))" "$work/values/values.c"
+check "(real_t)n is a double" grep -q "real_t a = ad_const((double)n);" "$work/values/values.c"
+check "(double) of an active field" grep -q "return (double)ad_value(c->u);" "$work/values/values.c"
+check "values.c compiles" compiles "$work/values/values.c"
+
 # Files ported together: a header and two sources that call each other.
 mkdir -p "$work/multi"
 cat >"$work/multi/model.h" <<'EOT'
@@ -135,6 +158,21 @@ check "the included .c is written beside its #include" grep -q "s = ad_add(s, c\
 check "the includer calls it with ad_real" grep -q "ad_mul(2.0, cell_sum(c, 3))" "$work/ctx-out/main.c"
 check "the unity build compiles" compiles "$work/ctx-out/main.c"
 
+# A function ported by another run: --ported NAME, --ported-file FILE.
+check "--ported" status_is 0 "$tool" --ported model_square -o "$work/multi-ported" "$work/multi/sum.c"
+check "--ported: the call passes ad_real" grep -q "ad_add(model_square(x\[i\]), 1.0)" "$work/multi-ported/sum.c"
+printf '# ported by the model run\n  model_square  \n\n' >"$work/ported.txt"
+rm -rf "$work/multi-ported"
+check "--ported-file" status_is 0 "$tool" --ported-file "$work/ported.txt" -o "$work/multi-ported" "$work/multi/sum.c"
+check "--ported-file: the call passes ad_real" grep -q "ad_add(model_square(x\[i\]), 1.0)" "$work/multi-ported/sum.c"
+check "--ported-file missing" status_is 2 "$tool" --ported-file "$work/no-such-file" -o "$work/o" "$work/multi/sum.c"
+printf 'model square\n' >"$work/bad-ported.txt"
+check "--ported-file with a line that is no name" status_is 2 "$tool" --ported-file "$work/bad-ported.txt" -o "$work/o" "$work/multi/sum.c"
+# A function only declared keeps its double declaration (--keep-going writes it).
+check "declared only" status_is 1 "$tool" --keep-going -o "$work/declared" "$src/errors/external_declared.c"
+check "its declaration stays double" grep -q "^extern double ext(double);" "$work/declared/external_declared.c"
+check "the caller is ported" grep -q "^ad_real f(ad_real x) {" "$work/declared/external_declared.c"
+
 # OpenMP: the tape is per thread, so pragmas are kept for the passive build only.
 cat >"$work/omp.c" <<'EOT'
 double sum(const double *x, int n) {
@@ -173,19 +211,31 @@ check "flags.c written from -p" grep -q "ad_mul(SCALE, x)" "$work/flags/flags.c"
 check "-p without a database" status_is 2 "$tool" -p "$work/inc" -o "$work/flags" "$work/flags.c"
 
 # Every construct that is reported: status 1, file:line:col: error: and the
-# expected words, nothing written; --keep-going writes anyway.
+# expected words, nothing written; --keep-going writes anyway. In each file,
+# `/* expect: WORDS */` must be said somewhere, `/* expect-line: N WORDS */`
+# at line N, and `/* options: ... */` are the tool's options for the file.
 mpiflags=""
 if command -v mpicc >/dev/null 2>&1; then mpiflags=$(mpicc -show); fi
+said_at() { # said_at LINE WORDS: an error at line LINE of $f says WORDS
+  grep "^$f:$1:[0-9]*: error: " "$work/err.txt" | grep -qF "$2"
+}
 for f in "$src"/errors/*.c; do
   name=$(basename "$f")
-  want=$(sed -n 's|^/\* expect: \(.*\) \*/$|\1|p' "$f")
+  opts=$(sed -n 's|^/\* options: \(.*\) \*/$|\1|p' "$f")
   flags=""
   case $name in mpi_*) [ -n "$mpiflags" ] || continue; flags=$mpiflags ;; esac
   rm -rf "$work/err"
   # shellcheck disable=SC2086
-  check "$name: status 1" status_is 1 "$tool" -o "$work/err" "$f" -- $flags
+  check "$name: status 1" status_is 1 "$tool" $opts -o "$work/err" "$f" -- $flags
   check "$name: located diagnostic" grep -q "^$f:[0-9]*:[0-9]*: error: " "$work/err.txt"
-  check "$name: says '$want'" grep -q "$want" "$work/err.txt"
+  sed -n 's|^/\* expect: \(.*\) \*/$|\1|p' "$f" >"$work/want.txt"
+  while IFS= read -r want; do
+    check "$name: says '$want'" grep -qF "$want" "$work/err.txt"
+  done <"$work/want.txt"
+  sed -n 's|^/\* expect-line: \([0-9]*\) \(.*\) \*/$|\1 \2|p' "$f" >"$work/want.txt"
+  while IFS= read -r want; do
+    check "$name: line ${want%% *} says '${want#* }'" said_at "${want%% *}" "${want#* }"
+  done <"$work/want.txt"
   check "$name: nothing written" test ! -e "$work/err/$name"
 done
 check "--keep-going" status_is 1 "$tool" --keep-going -o "$work/kg" "$src/errors/union.c"

@@ -32,7 +32,7 @@ real_t objective(real_t *x) {
     real_t f = horner(x, NX, t);
     real_t step = f / dhorner(x, NX, t);
     t -= step;
-    double size = fabs(step); /* a passive copy: only to stop */
+    double size = (double)fabs(step); /* a passive copy (an explicit cast): only to stop */
     if (size < tolerance) break;
   }
   return t * t + horner(x, NX, 0.5 * t);
