@@ -309,7 +309,9 @@ ad_real ad_dot(size_t n, const ad_real *a, const ad_real *b);
  * the region are discarded with it. Regions nest (inner pairs do nothing).
  *
  * A region with more than 8 inputs or more than 2048 operations, one with an
- * operation whose partial is not finite (sqrt at 0), and one that meets a
+ * operation whose partial is not finite (sqrt at 0) or whose partials with
+ * respect to the region's inputs overflow although each partial is finite
+ * (1e200 * (1e200 * x)), and one that meets a
  * call that must see its statements (a special record: MPI, external
  * functions, checkpointed loops; ad_input; ad_sum, ad_lincomb, ad_dot;
  * ad_tape_position, a sweep, ad_tape_end) is recorded operation by
@@ -469,7 +471,7 @@ extern AD__THREAD_LOCAL ad__region ad__reg AD__TLS_MODEL;
  * the order they are met. Rows 0 .. AD__FWD_INPUTS - 1 are the inputs' unit
  * rows (row AD__FWD_INPUTS is left zero). The common cases are inline; the
  * rest (the first rows, a stale handle, a value of an older epoch, more
- * inputs, a non-finite partial) is lib/fused.c's. */
+ * inputs, a non-finite partial or row entry) is lib/fused.c's. */
 #define AD__FWD_FIRST (AD__FWD_INPUTS + 1)
 
 /* The row of argument a, or NULL for the library's path. */
@@ -491,18 +493,39 @@ static inline AD__ALWAYS_INLINE const double *ad__fwd_row(const ad__recorder *R,
   return R->fwd_rows + (size_t)(s - 1) * AD__FWD_INPUTS;
 }
 
-/* Value of a region with partial da for row ra, and db for rb if rb is not
- * NULL. Needs finite partials: 0 * a partial may not hide an infinite one,
- * as the reverse sweep's skipping of zero adjoints would. */
-static inline AD__ALWAYS_INLINE ad_real ad__fwd_emit(const ad__recorder *R, double v, const double *ra, double da,
-                                                     const double *rb, double db) {
-  ad__region *g = &ad__reg;
-  uint32_t j = g->nloc;
-  double *row = R->fwd_rows + (size_t)(AD__FWD_FIRST + j) * AD__FWD_INPUTS;
+/* 1 if every entry of a region's row is finite. A row can overflow although
+ * every partial is finite (1e200 times a row entry of 1e200), and an
+ * infinite entry would then turn 0 * it into NaN where the per-operation
+ * sweep, which skips zero adjoints, gives 0: such an operation takes the
+ * library's path, which records the region operation by operation. */
+static inline AD__ALWAYS_INLINE int ad__fwd_finite(const double *row) {
+  double z0 = 0.0, z1 = 0.0; /* x - x is 0 for a finite x and NaN otherwise */
+  for (unsigned k = 0; k < AD__FWD_INPUTS; k += 2) {
+    z0 += row[k] - row[k];
+    z1 += row[k + 1] - row[k + 1];
+  }
+  return z0 + z1 == 0.0;
+}
+
+/* The row of the region's next value: partial da for row ra, and db for rb
+ * if rb is not NULL. Returns it, or NULL if an entry is not finite (the
+ * value is then not issued). Needs finite partials: 0 * a partial may not
+ * hide an infinite one, as the reverse sweep's skipping of zero adjoints
+ * would; the row test catches any that is not. */
+static inline AD__ALWAYS_INLINE const double *ad__fwd_fill(const ad__recorder *R, const double *ra, double da,
+                                                          const double *rb, double db) {
+  double *row = R->fwd_rows + (size_t)(AD__FWD_FIRST + ad__reg.nloc) * AD__FWD_INPUTS;
   if (rb)
     for (unsigned k = 0; k < AD__FWD_INPUTS; k++) row[k] = da * ra[k] + db * rb[k];
   else
     for (unsigned k = 0; k < AD__FWD_INPUTS; k++) row[k] = da * ra[k];
+  return ad__fwd_finite(row) ? row : (const double *)0;
+}
+
+/* Issue the region's next value, whose row has been filled. */
+static inline AD__ALWAYS_INLINE ad_real ad__fwd_issue(const ad__recorder *R, double v) {
+  ad__region *g = &ad__reg;
+  uint32_t j = g->nloc;
   g->nloc = (uint16_t)(j + 1);
   ad_real r;
   r.v = v;
@@ -511,16 +534,14 @@ static inline AD__ALWAYS_INLINE ad_real ad__fwd_emit(const ad__recorder *R, doub
   return r;
 }
 
-/* 1 if an operation can take the inline path: room for a row, finite
- * partials. */
-static inline AD__ALWAYS_INLINE int ad__fwd_ok(const ad__recorder *R, double da, double db) {
-  return ad__reg.nloc < R->fwd_cap && (da - da) + (db - db) == 0.0;
-}
+/* 1 if an operation can take the inline path: room for a row. */
+static inline AD__ALWAYS_INLINE int ad__fwd_ok(const ad__recorder *R) { return ad__reg.nloc < R->fwd_cap; }
 
 static AD__NOINLINE ad_real ad__fwd_op1(ad__recorder *R, double v, ad_real a, double da, const char *op) {
   const double *ra;
-  if (ad__fwd_ok(R, da, 0.0) && (ra = ad__fwd_row(R, a)) != (const double *)0)
-    return ad__fwd_emit(R, v, ra, da, (const double *)0, 0.0);
+  if (ad__fwd_ok(R) && (ra = ad__fwd_row(R, a)) != (const double *)0 &&
+      ad__fwd_fill(R, ra, da, (const double *)0, 0.0) != (const double *)0)
+    return ad__fwd_issue(R, v);
   return ad__fwd1(R, v, a, da, op);
 }
 
@@ -530,9 +551,9 @@ static AD__NOINLINE ad_real ad__fwd_op2(ad__recorder *R, double v, ad_real a, do
   if (a.i == 0) return ad__fwd_op1(R, v, b, db, op);
   if (b.i == 0) return ad__fwd_op1(R, v, a, da, op);
   const double *ra, *rb;
-  if (ad__fwd_ok(R, da, db) && (ra = ad__fwd_row(R, a)) != (const double *)0 &&
-      (rb = ad__fwd_row(R, b)) != (const double *)0)
-    return ad__fwd_emit(R, v, ra, da, rb, db);
+  if (ad__fwd_ok(R) && (ra = ad__fwd_row(R, a)) != (const double *)0 && (rb = ad__fwd_row(R, b)) != (const double *)0 &&
+      ad__fwd_fill(R, ra, da, rb, db) != (const double *)0)
+    return ad__fwd_issue(R, v);
   return ad__fwd2(R, v, a, da, b, db, op);
 }
 
@@ -542,21 +563,13 @@ static AD__NOINLINE ad_real ad__fwd_op_pm(ad__recorder *R, double v, ad_real a, 
   if (a.i == 0) return ad__fwd_op1(R, v, b, db, op);
   if (b.i == 0) return ad__fwd_op1(R, v, a, 1.0, op);
   const double *ra, *rb;
-  if (ad__reg.nloc < R->fwd_cap && (ra = ad__fwd_row(R, a)) != (const double *)0 &&
-      (rb = ad__fwd_row(R, b)) != (const double *)0) {
-    ad__region *g = &ad__reg;
-    uint32_t j = g->nloc;
-    double *row = R->fwd_rows + (size_t)(AD__FWD_FIRST + j) * AD__FWD_INPUTS;
+  if (ad__fwd_ok(R) && (ra = ad__fwd_row(R, a)) != (const double *)0 && (rb = ad__fwd_row(R, b)) != (const double *)0) {
+    double *row = R->fwd_rows + (size_t)(AD__FWD_FIRST + ad__reg.nloc) * AD__FWD_INPUTS;
     if (minus)
       for (unsigned k = 0; k < AD__FWD_INPUTS; k++) row[k] = ra[k] - rb[k];
     else
       for (unsigned k = 0; k < AD__FWD_INPUTS; k++) row[k] = ra[k] + rb[k];
-    g->nloc = (uint16_t)(j + 1);
-    ad_real r;
-    r.v = v;
-    r.i = g->start + 1 + j;
-    r.e = R->epoch;
-    return r;
+    if (ad__fwd_finite(row)) return ad__fwd_issue(R, v);
   }
   return ad__fwd2(R, v, a, 1.0, b, db, op);
 }

@@ -582,6 +582,7 @@ void ad_tape_reset(ad_tape *t) {
   t->nhist = 0;
   t->epoch_start = 0;
   t->hwm = 0;
+  t->pos_in_region = 0;
   t->rec.active = t->recording;
   t->head->base = 0;
   t->head->ns = t->head->na = t->head->np = 0;
@@ -602,6 +603,7 @@ ad_tape_pos ad_tape_position(const ad_tape *t) {
   if (!t) return p;
   /* A position inside a region is a position on its recorded statements. */
   ad__region_flush((ad_tape *)(uintptr_t)t);
+  if (ad__reg.depth > 0 && ad__reg.rec == &t->rec) ((ad_tape *)(uintptr_t)t)->pos_in_region = 1;
   p.index = t->rec.next;
   p.records = t->nrec;
   p.block = t->cur->id;
@@ -635,6 +637,8 @@ const char *ad__stale_reason(const ad_tape *t, ad_index i, uint32_t e) {
 }
 
 int ad__pos_check(ad_tape *t, ad_tape_pos p, const char *fn) {
+  char why[320];
+  why[0] = '\0';
   /* The start of the tape is a position of every recording. */
   int live = (p.index == 0 && p.records == 0 && p.block == 0 && p.ns == 0 && p.na == 0 && p.np == 0) ||
              (p.epoch == t->rec.epoch && p.index <= t->rec.next);
@@ -643,25 +647,24 @@ int ad__pos_check(ad_tape *t, ad_tape_pos p, const char *fn) {
     live = l && p.index >= l->start && p.index <= l->cut;
   }
   if (!live) {
-    ad__pending(t, AD_ERR_ARG,
-                "%s: the position (handle %llu, recording %u) is not on this tape's recording: it was taken on "
-                "another tape, before ad_tape_reset, or in a part discarded by ad_tape_reset_to",
-                fn, (unsigned long long)p.index, p.epoch);
-    return AD_ERR_ARG;
+    snprintf(why, sizeof why,
+             "%s: the position (handle %llu, recording %u) is not on this tape's recording: it was taken on another "
+             "tape, before ad_tape_reset, in a part discarded by ad_tape_reset_to, or inside a preaccumulation region "
+             "that has ended",
+             fn, (unsigned long long)p.index, p.epoch);
+  } else if (p.index > t->rec.next || p.records > t->nrec || p.block > t->cur->id) {
+    snprintf(why, sizeof why, "%s: the position (handle %llu) lies beyond the tape's end (handle %llu)", fn,
+             (unsigned long long)p.index, (unsigned long long)t->rec.next);
+  } else {
+    ad__block *b = t->cur;
+    while (b->id != p.block) b = b->prev;
+    if (p.ns > (b == t->cur ? t->rec.ns : b->ns) || (ad_index)(b->base + p.ns) != p.index ||
+        p.na > (b == t->cur ? t->rec.na : b->na) || p.np > p.na)
+      snprintf(why, sizeof why, "%s: the position does not belong to this recording", fn);
   }
-  if (p.index > t->rec.next || p.records > t->nrec || p.block > t->cur->id) {
-    ad__pending(t, AD_ERR_ARG, "%s: position (handle %llu) lies beyond the tape's end (handle %llu)", fn,
-                (unsigned long long)p.index, (unsigned long long)t->rec.next);
-    return AD_ERR_ARG;
-  }
-  ad__block *b = t->cur;
-  while (b->id != p.block) b = b->prev;
-  if (p.ns > (b == t->cur ? t->rec.ns : b->ns) || (ad_index)(b->base + p.ns) != p.index ||
-      p.na > (b == t->cur ? t->rec.na : b->na) || p.np > p.na) {
-    ad__pending(t, AD_ERR_ARG, "%s: position does not belong to this recording", fn);
-    return AD_ERR_ARG;
-  }
-  return AD_OK;
+  if (!why[0]) return AD_OK;
+  ad__pending(t, AD_ERR_ARG, "%s", why);
+  return AD_ERR_ARG;
 }
 
 void ad__rewind(ad_tape *t, ad_tape_pos p) {
@@ -711,8 +714,14 @@ static int lineage_cut(ad_tape *t, ad_index cut) {
   return AD_OK;
 }
 
+int ad__region_discard(ad_tape *t, ad_index start) {
+  if (!t->pos_in_region) return AD_OK;
+  t->pos_in_region = 0;
+  return lineage_cut(t, start);
+}
+
 int ad_tape_reset_to(ad_tape *t, ad_tape_pos p) {
-  if (!t) return AD_ERR_ARG;
+  if (!t) return ad__arg_error(NULL, "ad_tape_reset_to: tape is NULL");
   ad__region_flush(t);
   int rc = ad__pos_check(t, p, "ad_tape_reset_to");
   if (rc != AD_OK) return rc;
