@@ -109,7 +109,12 @@ typedef struct ad_tape_options {
   uint32_t block_arguments;
   size_t memory_limit;  /* bytes the tape may allocate; 0 = unlimited */
   uint64_t index_limit; /* largest handle the tape may issue; 0 = the index width's maximum */
-  /* Allocator for all of the tape's memory; NULL members mean malloc/free. */
+  /* Allocator for all of the tape's memory. Each array is released by the
+   * counterpart of what allocated it: what .alloc returned goes to .free,
+   * or to free() if .free is NULL, and is never kept in the memory cache
+   * (see ad_memory_cache_limit). With .alloc NULL the library allocates
+   * (malloc, or the kernel for large arrays) and releases its memory
+   * itself, and .free is never called. */
   void *(*alloc)(size_t size, void *ud);
   void (*free)(void *ptr, void *ud);
   void *alloc_ud;
@@ -217,7 +222,7 @@ void ad_tape_set_memory_limit(ad_tape *tape, size_t bytes);
  * go (blocks and vectors at ad_tape_destroy, a vector it outgrows) are kept,
  * up to a limit, and reused by the tapes created later: a process that
  * records one tape after another pays for fresh memory once. Arrays from an
- * allocator of ad_tape_options are not kept. The limit is 1 GiB unless the
+ * allocator of ad_tape_options (.alloc) are not kept. The limit is 1 GiB unless the
  * environment variable ARIADNE_MEMORY_CACHE (bytes, with an optional K, M or
  * G suffix) says otherwise when the cache is first used; 0 keeps nothing.
  * ad_memory_cache_limit sets it, releases what is over it, and returns the

@@ -8,19 +8,18 @@
 
 #define MAX_STMT_ARGS AD__MAX_ARGS
 
+/* Each scratch array keeps its own capacity: the memory limit may be reached
+ * between growing one and the other, and each must be released with the
+ * size it was allocated with. */
 static int scratch(ad_tape *t, size_t n) {
   if (n <= t->sc_cap) return AD_OK;
-  size_t c1 = t->sc_cap, c2 = t->sc_cap;
   void *a = t->sc_idx, *b = t->sc_par;
-  if (ad__grow(t, &a, &c1, n, sizeof(ad_index)) != AD_OK) return AD_ERR_NOMEM;
+  int rc = ad__grow(t, &a, &t->sc_idx_cap, n, sizeof(ad_index));
   t->sc_idx = a;
-  if (ad__grow(t, &b, &c2, n, sizeof(double)) != AD_OK) {
-    t->sc_cap = c1 < c2 ? c1 : c2;
-    return AD_ERR_NOMEM;
-  }
+  if (rc == AD_OK) rc = ad__grow(t, &b, &t->sc_par_cap, n, sizeof(double));
   t->sc_par = b;
-  t->sc_cap = c1 < c2 ? c1 : c2;
-  return AD_OK;
+  t->sc_cap = t->sc_idx_cap < t->sc_par_cap ? t->sc_idx_cap : t->sc_par_cap;
+  return rc;
 }
 
 /* Push one statement with k validated active arguments (par NULL: every

@@ -225,6 +225,23 @@ static void big_free(void *p, size_t size) {
   free(p);
 }
 
+/* Each array is released by the counterpart of what allocated it: memory
+ * from the user's .alloc goes to .free, or to free() when .free is NULL,
+ * and never into the cache (its sizes are the sizes asked, not whole huge
+ * pages); memory the library took itself (no .alloc) goes back to the
+ * library, and .free never sees it. */
+static void *opt_alloc(const ad_tape_options *o, size_t size) {
+  return o->alloc ? o->alloc(size, o->alloc_ud) : big_alloc(size);
+}
+static void opt_free(const ad_tape_options *o, void *p, size_t size) {
+  if (!o->alloc)
+    big_free(p, size);
+  else if (o->free)
+    o->free(p, o->alloc_ud);
+  else
+    free(p);
+}
+
 void *ad__alloc(ad_tape *t, size_t size) {
   if (t->opt.memory_limit && (size > t->opt.memory_limit || t->bytes_alloc > t->opt.memory_limit - size)) {
     ad__fail(t, AD_ERR_NOMEM,
@@ -233,7 +250,7 @@ void *ad__alloc(ad_tape *t, size_t size) {
              t->opt.memory_limit, t->bytes_alloc, bytes_recorded(t), (t->adj_cap + t->tan_cap) * sizeof(double), size);
     return NULL;
   }
-  void *p = t->opt.alloc ? t->opt.alloc(size, t->opt.alloc_ud) : big_alloc(size);
+  void *p = opt_alloc(&t->opt, size);
   if (!p) {
     ad__fail(t, AD_ERR_NOMEM, "allocation of %zu bytes failed (%zu in use)", size, t->bytes_alloc);
     return NULL;
@@ -246,10 +263,7 @@ void *ad__alloc(ad_tape *t, size_t size) {
 void ad__free(ad_tape *t, void *p, size_t size) {
   if (!p) return;
   t->bytes_alloc -= size;
-  if (t->opt.free)
-    t->opt.free(p, t->opt.alloc_ud);
-  else
-    big_free(p, size);
+  opt_free(&t->opt, p, size);
 }
 
 /* Grow by allocate-copy-free rather than realloc so that every byte goes
@@ -448,7 +462,7 @@ ad_tape *ad_tape_create_with(const ad_tape_options *opts) {
   if (o.block_arguments && o.block_arguments < MIN_BLOCK) o.block_arguments = MIN_BLOCK;
   uint64_t max_index = (uint64_t)AD_INDEX_MAX - 1; /* keep AD_INDEX_MAX unissued: no wrap anywhere */
   if (o.index_limit == 0 || o.index_limit > max_index) o.index_limit = max_index;
-  ad_tape *t = o.alloc ? o.alloc(sizeof *t, o.alloc_ud) : malloc(sizeof *t);
+  ad_tape *t = o.alloc ? o.alloc(sizeof *t, o.alloc_ud) : malloc(sizeof *t); /* small: malloc, not big_alloc */
   if (!t) return NULL;
   memset(t, 0, sizeof *t);
   t->opt = o;
@@ -456,10 +470,7 @@ ad_tape *ad_tape_create_with(const ad_tape_options *opts) {
   t->bytes_alloc = t->bytes_peak = sizeof *t;
   t->head = block_new(t, NULL);
   if (!t->head) {
-    if (o.free)
-      o.free(t, o.alloc_ud);
-    else
-      free(t);
+    opt_free(&o, t, sizeof *t);
     return NULL;
   }
   t->rec.epoch = new_epoch();
@@ -485,8 +496,8 @@ void ad_tape_destroy(ad_tape *t) {
   ad__free(t, t->hist, t->caphist * sizeof *t->hist);
   ad__free(t, t->adj, t->adj_cap * sizeof(double));
   ad__free(t, t->tan, t->tan_cap * sizeof(double));
-  ad__free(t, t->sc_idx, t->sc_cap * sizeof(ad_index));
-  ad__free(t, t->sc_par, t->sc_cap * sizeof(double));
+  ad__free(t, t->sc_idx, t->sc_idx_cap * sizeof(ad_index));
+  ad__free(t, t->sc_par, t->sc_par_cap * sizeof(double));
   ad__free(t, t->sc_cnt, t->sc_cnt_cap * sizeof(size_t));
   ad__free(t, t->loc, t->loc_cap * sizeof(double));
   if (t->rec.fwd_rows)
@@ -495,10 +506,8 @@ void ad_tape_destroy(ad_tape *t) {
     n = b->next;
     ad__free(t, b, block_bytes(b->ns_alloc, b->na_alloc, b->np_alloc));
   }
-  if (t->opt.free)
-    t->opt.free(t, t->opt.alloc_ud);
-  else
-    free(t);
+  ad_tape_options o = t->opt;
+  opt_free(&o, t, sizeof *t);
 }
 
 void ad_tape_begin(ad_tape *t) {

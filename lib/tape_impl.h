@@ -96,7 +96,8 @@ struct ad_tape {
   /* scratch for fused statements and preaccumulation */
   ad_index *sc_idx;
   double *sc_par;
-  size_t sc_cap;
+  size_t sc_idx_cap, sc_par_cap;
+  size_t sc_cap; /* the smaller of the two: what both can hold */
   size_t *sc_cnt; /* per-result counts of ad_stmt_end_n */
   size_t sc_cnt_cap;
   double *loc;
