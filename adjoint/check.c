@@ -112,15 +112,25 @@ static void print_report(const ad__check_env *env, const ad_check_options *o, co
   fflush(stdout);
 }
 
-/* Column selection: given, all, or spread evenly with the largest derivative's. */
+static int size_cmp(const void *a, const void *b) {
+  size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Column selection: given, all, or spread evenly with the largest
+ * derivative's. Given columns are checked once each, in increasing order,
+ * however often they are repeated; cols has room for all of them. */
 static size_t pick_columns(const ad__check_env *env, const ad_check_options *o, const double *G, size_t n, size_t m,
                            size_t *cols) {
   uint64_t N = env->ntotal;
   if (o->columns) {
-    size_t k = 0;
+    size_t k = 0, u = 0;
     for (size_t c = 0; c < o->ncolumns; c++)
       if (o->columns[c] < N) cols[k++] = o->columns[c];
-    return k;
+    qsort(cols, k, sizeof *cols, size_cmp);
+    for (size_t c = 0; c < k; c++)
+      if (u == 0 || cols[c] != cols[u - 1]) cols[u++] = cols[c];
+    return u;
   }
   size_t want = o->max_columns ? o->max_columns : 8;
   if (N <= want) {
@@ -162,15 +172,17 @@ int ad__check_run(const ad__check_env *env, ad_check_fn f, void *ud, size_t n, c
   res->n = (size_t)env->ntotal;
   res->m = m;
 
-  size_t N = (size_t)env->ntotal, ncolmax = o.columns ? o.ncolumns : (o.max_columns ? o.max_columns : 8) + 1;
+  size_t N = (size_t)env->ntotal, ncolmax = (o.max_columns ? o.max_columns : 8) + 1;
   if (ncolmax > N + 1) ncolmax = N + 1;
+  if (o.columns) ncolmax = o.ncolumns ? o.ncolumns : 1; /* before duplicates are dropped */
   ad_real *x = malloc((n ? n : 1) * sizeof *x), *y = malloc(m * sizeof *y);
   ad_real *xa = malloc((n ? n : 1) * sizeof *xa), *ya = malloc(m * sizeof *ya);
   double *G = malloc((n * m > 0 ? n * m : 1) * sizeof *G), *xp = malloc((n ? n : 1) * sizeof *xp);
   double *yp = malloc(m * sizeof *yp), *ym = malloc(m * sizeof *ym), *adc = malloc(m * sizeof *adc);
   double *ydot = malloc(m * sizeof *ydot), *ybar = malloc(m * sizeof *ybar), *d = malloc((n ? n : 1) * sizeof *d);
   size_t *cols = malloc(ncolmax * sizeof *cols);
-  ad_check_entry *all = malloc((ncolmax * m > 0 ? ncolmax * m : 1) * sizeof *all);
+  size_t ncolall = ncolmax < N + 1 ? ncolmax : N + 1; /* distinct columns */
+  ad_check_entry *all = malloc((ncolall * m > 0 ? ncolall * m : 1) * sizeof *all);
   ad_tape *T = ad_tape_create();
   int rc = AD_OK;
   if (agree(env,
