@@ -168,7 +168,20 @@ int ad__check_run(const ad__check_env *env, ad_check_fn f, void *ud, size_t n, c
   if (o.nsteps < 1 || o.nsteps > AD_CHECK_MAX_STEPS) o.nsteps = o.nsteps < 1 ? 1 : AD_CHECK_MAX_STEPS;
   if (o.table_rows < 0) o.table_rows = 0;
   if (o.table_rows > AD_CHECK_TABLE) o.table_rows = AD_CHECK_TABLE;
-  if (agree(env, !f || m == 0 || (n && !x0))) return AD_ERR_ARG;
+  /* Every rank learns that the check cannot run; each names its own bad
+   * argument (the thread's last error, ad_tape_error_message(NULL)). */
+  char why[160];
+  why[0] = '\0';
+  if (!f)
+    snprintf(why, sizeof why, "f is NULL");
+  else if (m == 0)
+    snprintf(why, sizeof why, "m = 0: there is no output to check");
+  else if (n > AD__COUNT_MAX || m > AD__COUNT_MAX || (n && m > AD__COUNT_MAX / n))
+    snprintf(why, sizeof why, "n = %zu and m = %zu are more than any array holds", n, m);
+  else if (n && !x0)
+    snprintf(why, sizeof why, "x0 is NULL for %zu element%s", n, n == 1 ? "" : "s");
+  if (agree(env, why[0] != '\0'))
+    return ad__arg_error(NULL, "ad_check_gradient: %s", why[0] ? why : "a bad argument on another rank");
   res->n = (size_t)env->ntotal;
   res->m = m;
 

@@ -14,6 +14,14 @@
  * error: the first failure while recording is stored with a message,
  * recording stops (values are still computed), and every later driver call on
  * that tape returns the error until `ad_tape_reset`.
+ *
+ * A bad argument (a NULL array, a count no array can have such as
+ * (size_t)-1) makes the call return AD_ERR_ARG before it touches anything;
+ * the message naming the call and the argument is what
+ * ad_tape_error_message(tape) returns (unless the tape already holds an
+ * error, which is reported first), and with a NULL tape, or in a call that
+ * takes none, the thread's last error (ad_last_error,
+ * ad_tape_error_message(NULL)). The tape does not enter an error state.
  */
 #ifndef ARIADNE_H
 #define ARIADNE_H
@@ -156,7 +164,9 @@ void ad_set_error_handler(ad_error_handler handler, void *ud);
 /* A ready-made handler that prints "ariadne: <message>" to stderr. */
 void ad_error_handler_print(const ad_tape *tape, int code, const char *message, void *ud);
 /* The last error raised on this thread by a call that had no tape to keep it
- * (ad_input without a recording tape); AD_OK if none. ad_clear_last_error resets it. */
+ * (ad_input without a recording tape, a NULL tape, ad_check_gradient's
+ * arguments); AD_OK if none. Its message is ad_tape_error_message(NULL).
+ * ad_clear_last_error resets both. */
 int ad_last_error(void);
 void ad_clear_last_error(void);
 
@@ -205,7 +215,10 @@ void ad_tape_end(ad_tape *tape);
 /* Forget the recording, the adjoints and any error; keep memory for reuse.
  * Handles issued before the reset become stale (detected when used). */
 void ad_tape_reset(ad_tape *tape);
-/* The tape's sticky error code (AD_OK if none) and its detailed message. */
+/* The tape's sticky error code (AD_OK if none) and its detailed message:
+ * the sticky error's, else the last usage error's (a bad argument, a pending
+ * error), else "". With tape NULL: AD_ERR_ARG, and the message of this
+ * thread's last error (ad_last_error). */
 int ad_tape_error(const ad_tape *tape);
 const char *ad_tape_error_message(const ad_tape *tape);
 /* 1 if `tape` is this thread's current, recording tape. */
@@ -281,7 +294,9 @@ double ad_tangent(const ad_tape *tape, ad_real y);
 void ad_tangents_zero(ad_tape *tape);
 
 /* Gradient of scalar y with respect to x[0..n): one reverse sweep. Adjoints
- * are zeroed first. A passive y gives AD_ERR_PASSIVE and g = 0. */
+ * are zeroed first. A passive y gives AD_ERR_PASSIVE and g = 0. Bad
+ * arguments (a NULL tape, x or g, n = (size_t)-1) give AD_ERR_ARG with g
+ * untouched. */
 int ad_gradient(ad_tape *tape, ad_real y, size_t n, const ad_real *x, double *g);
 /* Jacobian dy/dx, row-major m x n. Chooses vector-mode reverse sweeps
  * (m <= n) or vector-mode tangent sweeps (m > n). The x must be independent

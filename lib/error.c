@@ -127,7 +127,7 @@ int ad__arg_error(const ad_tape *ct, const char *fmt, ...) {
 }
 
 int ad_tape_error(const ad_tape *t) {
-  if (!t) return AD_ERR_ARG;
+  if (!t) return ad__arg_tape(t, "ad_tape_error");
   return t->err != AD_OK ? t->err : t->pending;
 }
 

@@ -730,7 +730,7 @@ int ad__region_discard(ad_tape *t, ad_index start) {
 }
 
 int ad_tape_reset_to(ad_tape *t, ad_tape_pos p) {
-  if (!t) return ad__arg_error(NULL, "ad_tape_reset_to: tape is NULL");
+  if (!t) return ad__arg_tape(t, "ad_tape_reset_to");
   ad__region_flush(t);
   int rc = ad__pos_check(t, p, "ad_tape_reset_to");
   if (rc != AD_OK) return rc;
@@ -843,7 +843,7 @@ static size_t bytes_recorded(const ad_tape *t) {
 }
 
 int ad_tape_stats(const ad_tape *t, ad_stats *s) {
-  if (!t || !s) return AD_ERR_ARG;
+  if (!t || !s) return !t ? ad__arg_tape(t, "ad_tape_stats") : ad__arg_error(t, "ad_tape_stats: out is NULL");
   memset(s, 0, sizeof *s);
   uint64_t args = 0;
   for (const ad__block *b = t->head; b; b = b->next) {

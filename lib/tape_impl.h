@@ -175,6 +175,22 @@ void ad__fail_notape(int code, const char *fmt, ...);
  * it; an error the tape already holds (sticky or pending) keeps its
  * message, as it is reported first. */
 int ad__arg_error(const ad_tape *t, const char *fmt, ...);
+/* Counts no array can have: (size_t)-1, a negative int converted. Bounded
+ * by the largest element a count here is of (an ad_real), so that a check
+ * passed leaves no multiplication by an element size to overflow. */
+#define AD__COUNT_MAX (SIZE_MAX / 32)
+/* The common argument checks of a call `fn`: AD_OK, or AD_ERR_ARG with a
+ * message naming the argument (ad__arg_error). */
+static inline int ad__arg_count(const ad_tape *t, const char *fn, const char *name, size_t n) {
+  return n > AD__COUNT_MAX ? ad__arg_error(t, "%s: %s = %zu is more elements than any array holds", fn, name, n)
+                           : AD_OK;
+}
+static inline int ad__arg_array(const ad_tape *t, const char *fn, const char *name, const void *p, size_t n) {
+  return n && !p ? ad__arg_error(t, "%s: %s is NULL for %zu element%s", fn, name, n, n == 1 ? "" : "s") : AD_OK;
+}
+static inline int ad__arg_tape(const ad_tape *t, const char *fn) {
+  return t ? AD_OK : ad__arg_error(NULL, "%s: tape is NULL", fn);
+}
 /* Message prefix, e.g. "[3] " set by the MPI layer; "" by default. */
 void ad__set_message_prefix(const char *prefix);
 /* Suspend recording on this thread (passive re-runs inside a sweep or a
