@@ -248,7 +248,9 @@ size_t ad_memory_cache_bytes(void);
  * after pos: handles issued after pos become stale (AD_ERR_STALE_HANDLE
  * wherever they are used again, even though later statements reuse their
  * numbers), and so do positions taken after pos (AD_ERR_ARG). Handles and
- * positions from before pos stay valid. */
+ * positions from before pos stay valid. A position taken inside a
+ * preaccumulation region names statements the region's end replaces: once
+ * the region has ended it is refused too (AD_ERR_ARG). */
 ad_tape_pos ad_tape_position(const ad_tape *tape);
 /* Discard everything recorded after `pos` (adjoints and tangents of later handles too). */
 int ad_tape_reset_to(ad_tape *tape, ad_tape_pos pos);
