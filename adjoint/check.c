@@ -112,15 +112,25 @@ static void print_report(const ad__check_env *env, const ad_check_options *o, co
   fflush(stdout);
 }
 
-/* Column selection: given, all, or spread evenly with the largest derivative's. */
+static int size_cmp(const void *a, const void *b) {
+  size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Column selection: given, all, or spread evenly with the largest
+ * derivative's. Given columns are checked once each, in increasing order,
+ * however often they are repeated; cols has room for all of them. */
 static size_t pick_columns(const ad__check_env *env, const ad_check_options *o, const double *G, size_t n, size_t m,
                            size_t *cols) {
   uint64_t N = env->ntotal;
   if (o->columns) {
-    size_t k = 0;
+    size_t k = 0, u = 0;
     for (size_t c = 0; c < o->ncolumns; c++)
       if (o->columns[c] < N) cols[k++] = o->columns[c];
-    return k;
+    qsort(cols, k, sizeof *cols, size_cmp);
+    for (size_t c = 0; c < k; c++)
+      if (u == 0 || cols[c] != cols[u - 1]) cols[u++] = cols[c];
+    return u;
   }
   size_t want = o->max_columns ? o->max_columns : 8;
   if (N <= want) {
@@ -158,19 +168,34 @@ int ad__check_run(const ad__check_env *env, ad_check_fn f, void *ud, size_t n, c
   if (o.nsteps < 1 || o.nsteps > AD_CHECK_MAX_STEPS) o.nsteps = o.nsteps < 1 ? 1 : AD_CHECK_MAX_STEPS;
   if (o.table_rows < 0) o.table_rows = 0;
   if (o.table_rows > AD_CHECK_TABLE) o.table_rows = AD_CHECK_TABLE;
-  if (agree(env, !f || m == 0 || (n && !x0))) return AD_ERR_ARG;
+  /* Every rank learns that the check cannot run; each names its own bad
+   * argument (the thread's last error, ad_tape_error_message(NULL)). */
+  char why[160];
+  why[0] = '\0';
+  if (!f)
+    snprintf(why, sizeof why, "f is NULL");
+  else if (m == 0)
+    snprintf(why, sizeof why, "m = 0: there is no output to check");
+  else if (n > AD__COUNT_MAX || m > AD__COUNT_MAX || (n && m > AD__COUNT_MAX / n))
+    snprintf(why, sizeof why, "n = %zu and m = %zu are more than any array holds", n, m);
+  else if (n && !x0)
+    snprintf(why, sizeof why, "x0 is NULL for %zu element%s", n, n == 1 ? "" : "s");
+  if (agree(env, why[0] != '\0'))
+    return ad__arg_error(NULL, "ad_check_gradient: %s", why[0] ? why : "a bad argument on another rank");
   res->n = (size_t)env->ntotal;
   res->m = m;
 
-  size_t N = (size_t)env->ntotal, ncolmax = o.columns ? o.ncolumns : (o.max_columns ? o.max_columns : 8) + 1;
+  size_t N = (size_t)env->ntotal, ncolmax = (o.max_columns ? o.max_columns : 8) + 1;
   if (ncolmax > N + 1) ncolmax = N + 1;
+  if (o.columns) ncolmax = o.ncolumns ? o.ncolumns : 1; /* before duplicates are dropped */
   ad_real *x = malloc((n ? n : 1) * sizeof *x), *y = malloc(m * sizeof *y);
   ad_real *xa = malloc((n ? n : 1) * sizeof *xa), *ya = malloc(m * sizeof *ya);
   double *G = malloc((n * m > 0 ? n * m : 1) * sizeof *G), *xp = malloc((n ? n : 1) * sizeof *xp);
   double *yp = malloc(m * sizeof *yp), *ym = malloc(m * sizeof *ym), *adc = malloc(m * sizeof *adc);
   double *ydot = malloc(m * sizeof *ydot), *ybar = malloc(m * sizeof *ybar), *d = malloc((n ? n : 1) * sizeof *d);
   size_t *cols = malloc(ncolmax * sizeof *cols);
-  ad_check_entry *all = malloc((ncolmax * m > 0 ? ncolmax * m : 1) * sizeof *all);
+  size_t ncolall = ncolmax < N + 1 ? ncolmax : N + 1; /* distinct columns */
+  ad_check_entry *all = malloc((ncolall * m > 0 ? ncolall * m : 1) * sizeof *all);
   ad_tape *T = ad_tape_create();
   int rc = AD_OK;
   if (agree(env,

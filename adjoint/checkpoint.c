@@ -924,23 +924,23 @@ static const ad__record_ops ckpt_ops = {"checkpointed loop", ckpt_reverse, ckpt_
 static int bad_options(ad_tape *t, const ad_ckpt_options *o, size_t n) {
   const char *why = NULL;
   if (o->schedule < AD_CKPT_BINOMIAL || o->schedule > AD_CKPT_ONLINE)
-    why = "unknown schedule";
+    why = "opts->schedule is not an ad_ckpt_schedule";
   else if (o->schedule != AD_CKPT_ONLINE && o->steps < 0)
-    why = "a negative number of steps";
+    why = "opts->steps is negative";
   else if (o->schedule != AD_CKPT_STORE_ALL && o->snapshots < 1)
-    why = "zero snapshots (at least 1 is needed)";
+    why = "opts->snapshots is 0 (at least 1 is needed)";
   else if (o->schedule == AD_CKPT_ONLINE && o->snapshots < 2)
-    why = "the online schedule needs at least 2 snapshots";
+    why = "opts->snapshots: the online schedule needs at least 2";
   else if (o->schedule == AD_CKPT_MULTISTAGE && o->disk_snapshots < 1)
-    why = "zero disk snapshots";
+    why = "opts->disk_snapshots is 0: the multistage schedule needs at least 1";
   else if (o->schedule == AD_CKPT_MULTISTAGE && !o->dir)
-    why = "the multistage schedule needs a directory";
+    why = "opts->dir is NULL: the multistage schedule needs a directory";
   else if (o->resumable && o->schedule != AD_CKPT_MULTISTAGE)
-    why = "only the multistage schedule is resumable";
+    why = "opts->resumable: only the multistage schedule is resumable";
   else if (o->passive_check < AD_CKPT_CHECK_OFF || o->passive_check > AD_CKPT_CHECK_FORWARD)
-    why = "an unknown passive_check";
+    why = "opts->passive_check is not AD_CKPT_CHECK_OFF, _FIRST or _FORWARD";
   else if (n > SIZE_MAX / 4 / sizeof(double))
-    why = "a state too large";
+    why = "n: a state too large";
   return why ? fail(t, AD_ERR_ARG, "ad_checkpoint_loop: %s", why) : AD_OK;
 }
 
@@ -981,8 +981,8 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
                        void *pstate) {
   ad_tape *t = ad_tape_current(); /* the recording tape, possibly in error; NULL if none records */
   if (t && !t->recording) t = NULL;
-  if (!o || !step || (n && !state) || (pb && !pstate))
-    return sticky(t, fail(t, AD_ERR_ARG, "ad_checkpoint_loop: a NULL argument"));
+  const char *null = !o ? "opts" : !step ? "step" : n && !state ? "state" : pb && !pstate ? "pstate" : NULL;
+  if (null) return sticky(t, fail(t, AD_ERR_ARG, "ad_checkpoint_loop: %s is NULL", null));
   int rc = bad_options(t, o, n);
   if (rc != AD_OK) return sticky(t, rc);
   if (t && t->err != AD_OK) return t->err;

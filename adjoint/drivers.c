@@ -30,14 +30,14 @@ void ad_seed(ad_tape *t, ad_real y, double ybar) {
 }
 
 int ad_reverse(ad_tape *t) {
-  if (!t) return AD_ERR_ARG;
+  if (!t) return ad__arg_tape(t, "ad_reverse");
   ad_tape_pos start;
   memset(&start, 0, sizeof start);
   return ad__sweep_reverse(t, start);
 }
 
 int ad_reverse_to(ad_tape *t, ad_tape_pos pos) {
-  if (!t) return AD_ERR_ARG;
+  if (!t) return ad__arg_tape(t, "ad_reverse_to");
   ad__pos_check(t, pos, "ad_reverse_to"); /* reported by the sweep, which tells the other ranks */
   return ad__sweep_reverse(t, pos);
 }
@@ -69,7 +69,7 @@ void ad_tangent_seed(ad_tape *t, ad_real x, double xdot) {
 }
 
 int ad_forward(ad_tape *t) {
-  if (!t) return AD_ERR_ARG;
+  if (!t) return ad__arg_tape(t, "ad_forward");
   return ad__sweep_forward(t);
 }
 
@@ -89,7 +89,11 @@ void ad_tangents_zero(ad_tape *t) {
 }
 
 int ad_gradient(ad_tape *t, ad_real y, size_t n, const ad_real *x, double *g) {
-  if (!t || (n && (!x || !g))) return AD_ERR_ARG;
+  static const char fn[] = "ad_gradient";
+  int rc;
+  if ((rc = ad__arg_tape(t, fn)) != AD_OK || (rc = ad__arg_count(t, fn, "n", n)) != AD_OK ||
+      (rc = ad__arg_array(t, fn, "x", x, n)) != AD_OK || (rc = ad__arg_array(t, fn, "g", g, n)) != AD_OK)
+    return rc;
   for (size_t k = 0; k < n; k++) g[k] = 0.0;
   int c = check_use(t, y, "ad_gradient", "the output");
   /* On a tape with communication records the sweep runs even for a passive
@@ -99,7 +103,7 @@ int ad_gradient(ad_tape *t, ad_real y, size_t n, const ad_real *x, double *g) {
                 "ad_gradient: the output (%g) is passive: it depends on no input recorded on this tape", y.v);
   for (size_t k = 0; k < n; k++)
     if (check_use(t, x[k], "ad_gradient", "an input") < 0) break;
-  int rc = ad__adjoints_ready(t);
+  rc = ad__adjoints_ready(t);
   if (rc == AD_OK) {
     ad_adjoints_zero(t);
     if (c > 0) t->adj[y.i] = 1.0;
@@ -155,15 +159,23 @@ static int jacobian_scalar(ad_tape *t, size_t m, const ad_real *y, size_t n, con
 }
 
 int ad_jacobian(ad_tape *t, size_t m, const ad_real *y, size_t n, const ad_real *x, double *J) {
-  if (!t || (m && !y) || (n && !x) || (m && n && !J)) return AD_ERR_ARG;
-  if (n && m > SIZE_MAX / n) return AD_ERR_ARG;
+  static const char fn[] = "ad_jacobian";
+  int rc;
+  if ((rc = ad__arg_tape(t, fn)) != AD_OK || (rc = ad__arg_count(t, fn, "m", m)) != AD_OK ||
+      (rc = ad__arg_count(t, fn, "n", n)) != AD_OK)
+    return rc;
+  if (n && m > AD__COUNT_MAX / n)
+    return ad__arg_error(t, "%s: m x n = %zu x %zu is more entries than any array holds", fn, m, n);
+  if ((rc = ad__arg_array(t, fn, "y", y, m)) != AD_OK || (rc = ad__arg_array(t, fn, "x", x, n)) != AD_OK ||
+      (rc = ad__arg_array(t, fn, "J", J, m * n)) != AD_OK)
+    return rc;
   for (size_t k = 0; k < m * n; k++) J[k] = 0.0;
   /* On a tape with MPI records, errors are reported by the sweeps, which
    * tell the other ranks; elsewhere they are reported at once. */
   for (size_t r = 0; r < m; r++) check_use(t, y[r], "ad_jacobian", "an output");
   for (size_t k = 0; k < n; k++) check_use(t, x[k], "ad_jacobian", "an input");
   if (t->nrec || t->ext_ops) return jacobian_scalar(t, m, y, n, x, J);
-  int rc = ad__driver_check(t);
+  rc = ad__driver_check(t);
   if (rc != AD_OK) return rc;
 
   size_t len = ad__span(t);

@@ -78,9 +78,20 @@ static void ext_destroy(void *data) {
 static const ad__record_ops ext_ops = {"external function", ext_reverse, ext_forward, ext_destroy, ext_describe};
 
 int ad_external(const ad_external_ops *ops, void *ud, size_t nin, const ad_real *in, size_t nout, ad_real *out) {
-  if (!ops || !ops->reverse || (nin && !in) || (nout && !out)) {
+  static const char fn[] = "ad_external";
+  ad_tape *cur = ad_tape_current(); /* where the message goes; NULL: the thread's last error */
+  int rc = AD_OK;
+  if (!ops)
+    rc = ad__arg_error(cur, "%s: ops is NULL", fn);
+  else if (!ops->reverse)
+    rc = ad__arg_error(cur, "%s: ops->reverse is NULL (%s)", fn, ops->name ? ops->name : "no name");
+  else if ((rc = ad__arg_count(cur, fn, "nin", nin)) == AD_OK && (rc = ad__arg_count(cur, fn, "nout", nout)) == AD_OK &&
+           (rc = ad__arg_count(cur, fn, "nin + nout", nin + nout)) == AD_OK &&
+           (rc = ad__arg_array(cur, fn, "in", in, nin)) == AD_OK)
+    rc = ad__arg_array(cur, fn, "out", out, nout);
+  if (rc != AD_OK) {
     if (ops && ops->destroy) ops->destroy(ud);
-    return AD_ERR_ARG;
+    return rc;
   }
   for (size_t j = 0; j < nout; j++) out[j] = ad__const(out[j].v);
   ad__recorder *R = ad__rec;
@@ -90,7 +101,6 @@ int ad_external(const ad_external_ops *ops, void *ud, size_t nin, const ad_real 
     /* Nothing to record: passive outputs. A tape that stopped recording
      * because of an error reports it. */
     if (ops->destroy) ops->destroy(ud);
-    ad_tape *cur = ad_tape_current();
     return cur && cur->recording ? ad_tape_error(cur) : AD_OK;
   }
   ad_tape *t = ad__tape_of(R);
@@ -128,7 +138,7 @@ int ad_external(const ad_external_ops *ops, void *ud, size_t nin, const ad_real 
     e->in[i] = in[i].i;
   }
   for (size_t j = 0; j < nout; j++) e->y[j] = out[j].v;
-  int rc = ad__record_push(t, &ext_ops, e, sizeof *e + n * sizeof(ad_index) + 3 * n * sizeof(double));
+  rc = ad__record_push(t, &ext_ops, e, sizeof *e + n * sizeof(ad_index) + 3 * n * sizeof(double));
   if (rc != AD_OK) return rc; /* ext_destroy has run */
   for (size_t j = 0; j < nout; j++) {
     out[j] = ad__new_input(t, e->y[j]);

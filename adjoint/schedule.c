@@ -82,7 +82,10 @@ static int64_t split(int64_t l, int64_t s) {
 }
 
 ad_revolve *ad_revolve_create(int64_t steps, int snaps) {
-  if (snaps < 1 || steps < 0) return NULL;
+  if (snaps < 1 || steps < 0) {
+    ad__arg_error(NULL, "ad_revolve_create: %s", snaps < 1 ? "snaps < 1" : "steps < 0");
+    return NULL;
+  }
   ad_revolve *r = calloc(1, sizeof *r + (size_t)snaps * sizeof(int64_t));
   if (!r) return NULL;
   r->steps = steps;
@@ -134,7 +137,10 @@ ad_ckpt_action ad_revolve_next(ad_revolve *r) {
 size_t ad_revolve_state_size(const ad_revolve *r) { return r ? (6 + (size_t)r->snaps) * sizeof(int64_t) : 0; }
 
 int ad_revolve_save(const ad_revolve *r, void *buf, size_t size) {
-  if (!r || !buf || size < ad_revolve_state_size(r)) return AD_ERR_ARG;
+  if (!r || !buf) return ad__arg_error(NULL, "ad_revolve_save: %s is NULL", !r ? "r" : "buf");
+  if (size < ad_revolve_state_size(r))
+    return ad__arg_error(NULL, "ad_revolve_save: size = %zu is less than ad_revolve_state_size(r) = %zu", size,
+                         ad_revolve_state_size(r));
   int64_t *w = buf;
   w[0] = (int64_t)REVOLVE_MAGIC;
   w[1] = r->steps;

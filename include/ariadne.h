@@ -14,6 +14,14 @@
  * error: the first failure while recording is stored with a message,
  * recording stops (values are still computed), and every later driver call on
  * that tape returns the error until `ad_tape_reset`.
+ *
+ * A bad argument (a NULL array, a count no array can have such as
+ * (size_t)-1) makes the call return AD_ERR_ARG before it touches anything;
+ * the message naming the call and the argument is what
+ * ad_tape_error_message(tape) returns (unless the tape already holds an
+ * error, which is reported first), and with a NULL tape, or in a call that
+ * takes none, the thread's last error (ad_last_error,
+ * ad_tape_error_message(NULL)). The tape does not enter an error state.
  */
 #ifndef ARIADNE_H
 #define ARIADNE_H
@@ -109,7 +117,12 @@ typedef struct ad_tape_options {
   uint32_t block_arguments;
   size_t memory_limit;  /* bytes the tape may allocate; 0 = unlimited */
   uint64_t index_limit; /* largest handle the tape may issue; 0 = the index width's maximum */
-  /* Allocator for all of the tape's memory; NULL members mean malloc/free. */
+  /* Allocator for all of the tape's memory. Each array is released by the
+   * counterpart of what allocated it: what .alloc returned goes to .free,
+   * or to free() if .free is NULL, and is never kept in the memory cache
+   * (see ad_memory_cache_limit). With .alloc NULL the library allocates
+   * (malloc, or the kernel for large arrays) and releases its memory
+   * itself, and .free is never called. */
   void *(*alloc)(size_t size, void *ud);
   void (*free)(void *ptr, void *ud);
   void *alloc_ud;
@@ -151,7 +164,9 @@ void ad_set_error_handler(ad_error_handler handler, void *ud);
 /* A ready-made handler that prints "ariadne: <message>" to stderr. */
 void ad_error_handler_print(const ad_tape *tape, int code, const char *message, void *ud);
 /* The last error raised on this thread by a call that had no tape to keep it
- * (ad_input without a recording tape); AD_OK if none. ad_clear_last_error resets it. */
+ * (ad_input without a recording tape, a NULL tape, ad_check_gradient's
+ * arguments); AD_OK if none. Its message is ad_tape_error_message(NULL).
+ * ad_clear_last_error resets both. */
 int ad_last_error(void);
 void ad_clear_last_error(void);
 
@@ -200,7 +215,10 @@ void ad_tape_end(ad_tape *tape);
 /* Forget the recording, the adjoints and any error; keep memory for reuse.
  * Handles issued before the reset become stale (detected when used). */
 void ad_tape_reset(ad_tape *tape);
-/* The tape's sticky error code (AD_OK if none) and its detailed message. */
+/* The tape's sticky error code (AD_OK if none) and its detailed message:
+ * the sticky error's, else the last usage error's (a bad argument, a pending
+ * error), else "". With tape NULL: AD_ERR_ARG, and the message of this
+ * thread's last error (ad_last_error). */
 int ad_tape_error(const ad_tape *tape);
 const char *ad_tape_error_message(const ad_tape *tape);
 /* 1 if `tape` is this thread's current, recording tape. */
@@ -217,7 +235,7 @@ void ad_tape_set_memory_limit(ad_tape *tape, size_t bytes);
  * go (blocks and vectors at ad_tape_destroy, a vector it outgrows) are kept,
  * up to a limit, and reused by the tapes created later: a process that
  * records one tape after another pays for fresh memory once. Arrays from an
- * allocator of ad_tape_options are not kept. The limit is 1 GiB unless the
+ * allocator of ad_tape_options (.alloc) are not kept. The limit is 1 GiB unless the
  * environment variable ARIADNE_MEMORY_CACHE (bytes, with an optional K, M or
  * G suffix) says otherwise when the cache is first used; 0 keeps nothing.
  * ad_memory_cache_limit sets it, releases what is over it, and returns the
@@ -230,7 +248,9 @@ size_t ad_memory_cache_bytes(void);
  * after pos: handles issued after pos become stale (AD_ERR_STALE_HANDLE
  * wherever they are used again, even though later statements reuse their
  * numbers), and so do positions taken after pos (AD_ERR_ARG). Handles and
- * positions from before pos stay valid. */
+ * positions from before pos stay valid. A position taken inside a
+ * preaccumulation region names statements the region's end replaces: once
+ * the region has ended it is refused too (AD_ERR_ARG). */
 ad_tape_pos ad_tape_position(const ad_tape *tape);
 /* Discard everything recorded after `pos` (adjoints and tangents of later handles too). */
 int ad_tape_reset_to(ad_tape *tape, ad_tape_pos pos);
@@ -276,7 +296,9 @@ double ad_tangent(const ad_tape *tape, ad_real y);
 void ad_tangents_zero(ad_tape *tape);
 
 /* Gradient of scalar y with respect to x[0..n): one reverse sweep. Adjoints
- * are zeroed first. A passive y gives AD_ERR_PASSIVE and g = 0. */
+ * are zeroed first. A passive y gives AD_ERR_PASSIVE and g = 0. Bad
+ * arguments (a NULL tape, x or g, n = (size_t)-1) give AD_ERR_ARG with g
+ * untouched. */
 int ad_gradient(ad_tape *tape, ad_real y, size_t n, const ad_real *x, double *g);
 /* Jacobian dy/dx, row-major m x n. Chooses vector-mode reverse sweeps
  * (m <= n) or vector-mode tangent sweeps (m > n). The x must be independent
@@ -309,7 +331,9 @@ ad_real ad_dot(size_t n, const ad_real *a, const ad_real *b);
  * the region are discarded with it. Regions nest (inner pairs do nothing).
  *
  * A region with more than 8 inputs or more than 2048 operations, one with an
- * operation whose partial is not finite (sqrt at 0), and one that meets a
+ * operation whose partial is not finite (sqrt at 0) or whose partials with
+ * respect to the region's inputs overflow although each partial is finite
+ * (1e200 * (1e200 * x)), and one that meets a
  * call that must see its statements (a special record: MPI, external
  * functions, checkpointed loops; ad_input; ad_sum, ad_lincomb, ad_dot;
  * ad_tape_position, a sweep, ad_tape_end) is recorded operation by
@@ -469,7 +493,7 @@ extern AD__THREAD_LOCAL ad__region ad__reg AD__TLS_MODEL;
  * the order they are met. Rows 0 .. AD__FWD_INPUTS - 1 are the inputs' unit
  * rows (row AD__FWD_INPUTS is left zero). The common cases are inline; the
  * rest (the first rows, a stale handle, a value of an older epoch, more
- * inputs, a non-finite partial) is lib/fused.c's. */
+ * inputs, a non-finite partial or row entry) is lib/fused.c's. */
 #define AD__FWD_FIRST (AD__FWD_INPUTS + 1)
 
 /* The row of argument a, or NULL for the library's path. */
@@ -491,18 +515,39 @@ static inline AD__ALWAYS_INLINE const double *ad__fwd_row(const ad__recorder *R,
   return R->fwd_rows + (size_t)(s - 1) * AD__FWD_INPUTS;
 }
 
-/* Value of a region with partial da for row ra, and db for rb if rb is not
- * NULL. Needs finite partials: 0 * a partial may not hide an infinite one,
- * as the reverse sweep's skipping of zero adjoints would. */
-static inline AD__ALWAYS_INLINE ad_real ad__fwd_emit(const ad__recorder *R, double v, const double *ra, double da,
-                                                     const double *rb, double db) {
-  ad__region *g = &ad__reg;
-  uint32_t j = g->nloc;
-  double *row = R->fwd_rows + (size_t)(AD__FWD_FIRST + j) * AD__FWD_INPUTS;
+/* 1 if every entry of a region's row is finite. A row can overflow although
+ * every partial is finite (1e200 times a row entry of 1e200), and an
+ * infinite entry would then turn 0 * it into NaN where the per-operation
+ * sweep, which skips zero adjoints, gives 0: such an operation takes the
+ * library's path, which records the region operation by operation. */
+static inline AD__ALWAYS_INLINE int ad__fwd_finite(const double *row) {
+  double z[AD__FWD_INPUTS]; /* x - x is 0 for a finite x and NaN otherwise */
+  for (unsigned k = 0; k < AD__FWD_INPUTS; k++) z[k] = row[k] - row[k];
+  /* halves added pairwise, which vectorizes, rather than one chain */
+  for (unsigned w = AD__FWD_INPUTS / 2; w > 0; w /= 2)
+    for (unsigned k = 0; k < w; k++) z[k] += z[k + w];
+  return z[0] == 0.0;
+}
+
+/* The row of the region's next value: partial da for row ra, and db for rb
+ * if rb is not NULL. Returns it, or NULL if an entry is not finite (the
+ * value is then not issued). Needs finite partials: 0 * a partial may not
+ * hide an infinite one, as the reverse sweep's skipping of zero adjoints
+ * would; the row test catches any that is not. */
+static inline AD__ALWAYS_INLINE const double *ad__fwd_fill(const ad__recorder *R, const double *ra, double da,
+                                                          const double *rb, double db) {
+  double *row = R->fwd_rows + (size_t)(AD__FWD_FIRST + ad__reg.nloc) * AD__FWD_INPUTS;
   if (rb)
     for (unsigned k = 0; k < AD__FWD_INPUTS; k++) row[k] = da * ra[k] + db * rb[k];
   else
     for (unsigned k = 0; k < AD__FWD_INPUTS; k++) row[k] = da * ra[k];
+  return ad__fwd_finite(row) ? row : (const double *)0;
+}
+
+/* Issue the region's next value, whose row has been filled. */
+static inline AD__ALWAYS_INLINE ad_real ad__fwd_issue(const ad__recorder *R, double v) {
+  ad__region *g = &ad__reg;
+  uint32_t j = g->nloc;
   g->nloc = (uint16_t)(j + 1);
   ad_real r;
   r.v = v;
@@ -511,16 +556,14 @@ static inline AD__ALWAYS_INLINE ad_real ad__fwd_emit(const ad__recorder *R, doub
   return r;
 }
 
-/* 1 if an operation can take the inline path: room for a row, finite
- * partials. */
-static inline AD__ALWAYS_INLINE int ad__fwd_ok(const ad__recorder *R, double da, double db) {
-  return ad__reg.nloc < R->fwd_cap && (da - da) + (db - db) == 0.0;
-}
+/* 1 if an operation can take the inline path: room for a row. */
+static inline AD__ALWAYS_INLINE int ad__fwd_ok(const ad__recorder *R) { return ad__reg.nloc < R->fwd_cap; }
 
 static AD__NOINLINE ad_real ad__fwd_op1(ad__recorder *R, double v, ad_real a, double da, const char *op) {
   const double *ra;
-  if (ad__fwd_ok(R, da, 0.0) && (ra = ad__fwd_row(R, a)) != (const double *)0)
-    return ad__fwd_emit(R, v, ra, da, (const double *)0, 0.0);
+  if (ad__fwd_ok(R) && (ra = ad__fwd_row(R, a)) != (const double *)0 &&
+      ad__fwd_fill(R, ra, da, (const double *)0, 0.0) != (const double *)0)
+    return ad__fwd_issue(R, v);
   return ad__fwd1(R, v, a, da, op);
 }
 
@@ -530,9 +573,9 @@ static AD__NOINLINE ad_real ad__fwd_op2(ad__recorder *R, double v, ad_real a, do
   if (a.i == 0) return ad__fwd_op1(R, v, b, db, op);
   if (b.i == 0) return ad__fwd_op1(R, v, a, da, op);
   const double *ra, *rb;
-  if (ad__fwd_ok(R, da, db) && (ra = ad__fwd_row(R, a)) != (const double *)0 &&
-      (rb = ad__fwd_row(R, b)) != (const double *)0)
-    return ad__fwd_emit(R, v, ra, da, rb, db);
+  if (ad__fwd_ok(R) && (ra = ad__fwd_row(R, a)) != (const double *)0 && (rb = ad__fwd_row(R, b)) != (const double *)0 &&
+      ad__fwd_fill(R, ra, da, rb, db) != (const double *)0)
+    return ad__fwd_issue(R, v);
   return ad__fwd2(R, v, a, da, b, db, op);
 }
 
@@ -542,21 +585,13 @@ static AD__NOINLINE ad_real ad__fwd_op_pm(ad__recorder *R, double v, ad_real a, 
   if (a.i == 0) return ad__fwd_op1(R, v, b, db, op);
   if (b.i == 0) return ad__fwd_op1(R, v, a, 1.0, op);
   const double *ra, *rb;
-  if (ad__reg.nloc < R->fwd_cap && (ra = ad__fwd_row(R, a)) != (const double *)0 &&
-      (rb = ad__fwd_row(R, b)) != (const double *)0) {
-    ad__region *g = &ad__reg;
-    uint32_t j = g->nloc;
-    double *row = R->fwd_rows + (size_t)(AD__FWD_FIRST + j) * AD__FWD_INPUTS;
+  if (ad__fwd_ok(R) && (ra = ad__fwd_row(R, a)) != (const double *)0 && (rb = ad__fwd_row(R, b)) != (const double *)0) {
+    double *row = R->fwd_rows + (size_t)(AD__FWD_FIRST + ad__reg.nloc) * AD__FWD_INPUTS;
     if (minus)
       for (unsigned k = 0; k < AD__FWD_INPUTS; k++) row[k] = ra[k] - rb[k];
     else
       for (unsigned k = 0; k < AD__FWD_INPUTS; k++) row[k] = ra[k] + rb[k];
-    g->nloc = (uint16_t)(j + 1);
-    ad_real r;
-    r.v = v;
-    r.i = g->start + 1 + j;
-    r.e = R->epoch;
-    return r;
+    if (ad__fwd_finite(row)) return ad__fwd_issue(R, v);
   }
   return ad__fwd2(R, v, a, 1.0, b, db, op);
 }

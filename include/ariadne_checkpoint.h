@@ -232,13 +232,16 @@ typedef struct ad_ckpt_action {
 typedef struct ad_revolve ad_revolve;
 
 /* A schedule for reversing `steps` steps with `snaps` snapshots (the initial
- * state's included). NULL for snaps < 1, steps < 0, or no memory. */
+ * state's included). NULL for snaps < 1 or steps < 0 (with AD_ERR_ARG in
+ * ad_last_error()), or no memory. */
 ad_revolve *ad_revolve_create(int64_t steps, int snaps);
 void ad_revolve_destroy(ad_revolve *r);
 ad_ckpt_action ad_revolve_next(ad_revolve *r);
 /* Steps advanced so far. */
 int64_t ad_revolve_advances(const ad_revolve *r);
-/* The state as bytes and back, for a run that must survive being killed. */
+/* The state as bytes and back, for a run that must survive being killed.
+ * ad_revolve_save returns AD_OK, or AD_ERR_ARG (r or buf NULL, size less
+ * than ad_revolve_state_size(r)) with the reason in ad_last_error(). */
 size_t ad_revolve_state_size(const ad_revolve *r);
 int ad_revolve_save(const ad_revolve *r, void *buf, size_t size);
 /* NULL, with AD_ERR_CORRUPT in ad_last_error(), for data that is not a

@@ -49,8 +49,10 @@ typedef struct ad_check_options {
   int nsteps;
   double steps[AD_CHECK_MAX_STEPS];
   /* Inputs (global indices) whose Jacobian columns are compared with finite
-   * differences; NULL: all of them if there are at most max_columns, else
-   * max_columns spread evenly, the one of the largest derivative included. */
+   * differences, each once however often it is listed (indices past the last
+   * input are ignored); NULL: all of them if there are at most max_columns,
+   * else max_columns spread evenly, the one of the largest derivative
+   * included. */
   const size_t *columns;
   size_t ncolumns;
   size_t max_columns;

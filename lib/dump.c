@@ -212,7 +212,11 @@ static void statement_out(walker *w, ad_index h, uint32_t c, uint32_t kind, cons
 }
 
 int ad_tape_dump(const ad_tape *t, FILE *out, ad_dump_format format) {
-  if (!t || !out || format < AD_DUMP_TEXT || format > AD_DUMP_STATS) return AD_ERR_ARG;
+  static const char fn[] = "ad_tape_dump";
+  if (!t) return ad__arg_tape(t, fn);
+  if (!out) return ad__arg_error(t, "%s: out is NULL", fn);
+  if (format < AD_DUMP_TEXT || format > AD_DUMP_STATS)
+    return ad__arg_error(t, "%s: format %d is not an ad_dump_format", fn, (int)format);
   walker *w = calloc(1, sizeof *w);
   if (!w) return AD_ERR_NOMEM;
   w->t = t;
@@ -265,7 +269,8 @@ int ad_tape_dump(const ad_tape *t, FILE *out, ad_dump_format format) {
 }
 
 int ad_tape_dump_path(const ad_tape *t, const char *path, ad_dump_format format) {
-  if (!t || !path) return AD_ERR_ARG;
+  if (!t) return ad__arg_tape(t, "ad_tape_dump_path");
+  if (!path) return ad__arg_error(t, "ad_tape_dump_path: path is NULL");
   FILE *f = fopen(path, "w");
   if (!f) return AD_ERR_IO;
   int rc = ad_tape_dump(t, f, format);

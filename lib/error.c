@@ -42,6 +42,7 @@ static ad_error_handler handler;
 static void *handler_ud;
 static char msg_prefix[32];
 static _Thread_local int last_error;
+static _Thread_local char last_msg[512];
 
 void ad_set_error_handler(ad_error_handler h, void *ud) {
   handler = h;
@@ -56,7 +57,10 @@ void ad_error_handler_print(const ad_tape *tape, int code, const char *message, 
 }
 
 int ad_last_error(void) { return last_error; }
-void ad_clear_last_error(void) { last_error = AD_OK; }
+void ad_clear_last_error(void) {
+  last_error = AD_OK;
+  last_msg[0] = '\0';
+}
 
 void ad__set_message_prefix(const char *prefix) { snprintf(msg_prefix, sizeof msg_prefix, "%s", prefix ? prefix : ""); }
 
@@ -97,22 +101,38 @@ void ad__pending(ad_tape *t, int code, const char *fmt, ...) {
 }
 
 void ad__fail_notape(int code, const char *fmt, ...) {
-  char buf[512];
   va_list ap;
   va_start(ap, fmt);
-  ad__vformat(buf, sizeof buf, code, fmt, ap);
+  ad__vformat(last_msg, sizeof last_msg, code, fmt, ap);
   va_end(ap);
   last_error = code;
-  ad__report(NULL, code, buf);
+  ad__report(NULL, code, last_msg);
+}
+
+int ad__arg_error(const ad_tape *ct, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  if (!ct) {
+    ad__vformat(last_msg, sizeof last_msg, AD_ERR_ARG, fmt, ap);
+    last_error = AD_ERR_ARG;
+    ad__report(NULL, AD_ERR_ARG, last_msg);
+  } else if (ct->err == AD_OK && ct->pending == AD_OK) {
+    /* The tape's state is not the caller's mistake: only its message. */
+    ad_tape *t = (ad_tape *)(uintptr_t)ct;
+    ad__vformat(t->pmsg, sizeof t->pmsg, AD_ERR_ARG, fmt, ap);
+    ad__report(t, AD_ERR_ARG, t->pmsg);
+  }
+  va_end(ap);
+  return AD_ERR_ARG;
 }
 
 int ad_tape_error(const ad_tape *t) {
-  if (!t) return AD_ERR_ARG;
+  if (!t) return ad__arg_tape(t, "ad_tape_error");
   return t->err != AD_OK ? t->err : t->pending;
 }
 
 const char *ad_tape_error_message(const ad_tape *t) {
-  if (!t) return "ariadne: no tape (AD_ERR_ARG)";
+  if (!t) return last_msg[0] ? last_msg : "ariadne: no tape (AD_ERR_ARG)";
   if (t->err != AD_OK) return t->msg;
   return t->pmsg; /* the last usage error, even once reported; "" if none */
 }

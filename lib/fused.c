@@ -8,19 +8,18 @@
 
 #define MAX_STMT_ARGS AD__MAX_ARGS
 
+/* Each scratch array keeps its own capacity: the memory limit may be reached
+ * between growing one and the other, and each must be released with the
+ * size it was allocated with. */
 static int scratch(ad_tape *t, size_t n) {
   if (n <= t->sc_cap) return AD_OK;
-  size_t c1 = t->sc_cap, c2 = t->sc_cap;
   void *a = t->sc_idx, *b = t->sc_par;
-  if (ad__grow(t, &a, &c1, n, sizeof(ad_index)) != AD_OK) return AD_ERR_NOMEM;
+  int rc = ad__grow(t, &a, &t->sc_idx_cap, n, sizeof(ad_index));
   t->sc_idx = a;
-  if (ad__grow(t, &b, &c2, n, sizeof(double)) != AD_OK) {
-    t->sc_cap = c1 < c2 ? c1 : c2;
-    return AD_ERR_NOMEM;
-  }
+  if (rc == AD_OK) rc = ad__grow(t, &b, &t->sc_par_cap, n, sizeof(double));
   t->sc_par = b;
-  t->sc_cap = c1 < c2 ? c1 : c2;
-  return AD_OK;
+  t->sc_cap = t->sc_idx_cap < t->sc_par_cap ? t->sc_idx_cap : t->sc_par_cap;
+  return rc;
 }
 
 /* Push one statement with k validated active arguments (par NULL: every
@@ -223,6 +222,10 @@ static ad_real fwd_op(ad__recorder *R, double v, uint32_t n, const ad_real *args
     if (!isfinite(p)) goto spill;
     for (uint32_t k = 0; k < FWD; k++) acc[k] += p * src[k];
   }
+  /* Finite partials can still overflow a row (see ad__fwd_finite). */
+  double z = 0.0;
+  for (uint32_t k = 0; k < FWD; k++) z += acc[k] - acc[k];
+  if (z != 0.0) goto spill;
   double *row = R->fwd_rows + (size_t)(AD__FWD_FIRST + j) * FWD;
   for (uint32_t k = 0; k < FWD; k++) row[k] = acc[k];
   g->nloc = (uint16_t)(j + 1);
@@ -372,10 +375,11 @@ static int stmt_end_small(ad__recorder *R, const ad__region *g, ad_real result, 
    * sums stores none): the block must have room for them. */
   if (g->np + k > R->np_cap) return 0;
   /* Replace the region by one statement. */
+  ad_tape *t = ad__tape_of(R);
+  if (ad__region_discard(t, start) != AD_OK) return 1; /* out of memory: the tape holds the error */
   uint32_t na = g->na, np = g->np;
   memcpy(R->idx + na, oidx, k * sizeof *oidx);
   memcpy(R->par + np, opar, k * sizeof *opar);
-  ad_tape *t = ad__tape_of(R);
   if (R->next > t->hwm) t->hwm = R->next;
   R->next = start;
   R->ns = g->ns;
@@ -464,6 +468,7 @@ static int region_partials(ad_tape *t, ad_tape_pos p, ad_index res, size_t off, 
 static ad_real stmt_end_general(ad_tape *t, ad_tape_pos p, ad_real result) {
   size_t k = 0;
   if (region_partials(t, p, result.i, 0, &k) != AD_OK) return result;
+  if (ad__region_discard(t, (ad_index)p.index) != AD_OK) return result;
   ad__rewind(t, p);
   if (k == 0) return ad__new_input(t, result.v);
   return emit(&t->rec, result.v, k, t->sc_idx, t->sc_par, "ad_stmt_end");
@@ -524,7 +529,7 @@ void ad_stmt_end_n(size_t m, ad_real *results) {
     if (r.i > g->start && ad__handle_live(t, r.i, r.e)) inside++;
   }
   if (inside == 0) {
-    ad__rewind(t, p);
+    if (ad__region_discard(t, g->start) == AD_OK) ad__rewind(t, p);
     return;
   }
   /* Counts per result, then the pairs of all results one after another. */
@@ -543,6 +548,7 @@ void ad_stmt_end_n(size_t m, ad_real *results) {
     if (region_partials(t, p, r.i, total, &cnt[i]) != AD_OK) return; /* left as recorded */
     total += cnt[i];
   }
+  if (ad__region_discard(t, g->start) != AD_OK) return;
   ad__rewind(t, p);
   size_t off = 0;
   for (size_t i = 0; i < m; i++) {
@@ -570,6 +576,7 @@ ad_real ad_stmt_end(ad_real result) {
   if (result.i <= g->start) {
     /* The result does not come from the region: drop the region's work. */
     if (R->cnt == g->cnt && R->records == g->records) {
+      if (ad__region_discard(t, g->start) != AD_OK) return result;
       R->ns = g->ns;
       R->na = g->na;
       R->np = g->np;
@@ -589,7 +596,7 @@ ad_real ad_stmt_end(ad_real result) {
   if (!b || R->records != g->records) return result; /* records inside: leave it as recorded */
   p.block = b->id;
   if (result.i <= g->start) {
-    ad__rewind(t, p);
+    if (ad__region_discard(t, g->start) == AD_OK) ad__rewind(t, p);
     return result;
   }
   return stmt_end_general(t, p, result);

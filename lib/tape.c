@@ -225,6 +225,23 @@ static void big_free(void *p, size_t size) {
   free(p);
 }
 
+/* Each array is released by the counterpart of what allocated it: memory
+ * from the user's .alloc goes to .free, or to free() when .free is NULL,
+ * and never into the cache (its sizes are the sizes asked, not whole huge
+ * pages); memory the library took itself (no .alloc) goes back to the
+ * library, and .free never sees it. */
+static void *opt_alloc(const ad_tape_options *o, size_t size) {
+  return o->alloc ? o->alloc(size, o->alloc_ud) : big_alloc(size);
+}
+static void opt_free(const ad_tape_options *o, void *p, size_t size) {
+  if (!o->alloc)
+    big_free(p, size);
+  else if (o->free)
+    o->free(p, o->alloc_ud);
+  else
+    free(p);
+}
+
 void *ad__alloc(ad_tape *t, size_t size) {
   if (t->opt.memory_limit && (size > t->opt.memory_limit || t->bytes_alloc > t->opt.memory_limit - size)) {
     ad__fail(t, AD_ERR_NOMEM,
@@ -233,7 +250,7 @@ void *ad__alloc(ad_tape *t, size_t size) {
              t->opt.memory_limit, t->bytes_alloc, bytes_recorded(t), (t->adj_cap + t->tan_cap) * sizeof(double), size);
     return NULL;
   }
-  void *p = t->opt.alloc ? t->opt.alloc(size, t->opt.alloc_ud) : big_alloc(size);
+  void *p = opt_alloc(&t->opt, size);
   if (!p) {
     ad__fail(t, AD_ERR_NOMEM, "allocation of %zu bytes failed (%zu in use)", size, t->bytes_alloc);
     return NULL;
@@ -246,10 +263,7 @@ void *ad__alloc(ad_tape *t, size_t size) {
 void ad__free(ad_tape *t, void *p, size_t size) {
   if (!p) return;
   t->bytes_alloc -= size;
-  if (t->opt.free)
-    t->opt.free(p, t->opt.alloc_ud);
-  else
-    big_free(p, size);
+  opt_free(&t->opt, p, size);
 }
 
 /* Grow by allocate-copy-free rather than realloc so that every byte goes
@@ -448,7 +462,7 @@ ad_tape *ad_tape_create_with(const ad_tape_options *opts) {
   if (o.block_arguments && o.block_arguments < MIN_BLOCK) o.block_arguments = MIN_BLOCK;
   uint64_t max_index = (uint64_t)AD_INDEX_MAX - 1; /* keep AD_INDEX_MAX unissued: no wrap anywhere */
   if (o.index_limit == 0 || o.index_limit > max_index) o.index_limit = max_index;
-  ad_tape *t = o.alloc ? o.alloc(sizeof *t, o.alloc_ud) : malloc(sizeof *t);
+  ad_tape *t = o.alloc ? o.alloc(sizeof *t, o.alloc_ud) : malloc(sizeof *t); /* small: malloc, not big_alloc */
   if (!t) return NULL;
   memset(t, 0, sizeof *t);
   t->opt = o;
@@ -456,10 +470,7 @@ ad_tape *ad_tape_create_with(const ad_tape_options *opts) {
   t->bytes_alloc = t->bytes_peak = sizeof *t;
   t->head = block_new(t, NULL);
   if (!t->head) {
-    if (o.free)
-      o.free(t, o.alloc_ud);
-    else
-      free(t);
+    opt_free(&o, t, sizeof *t);
     return NULL;
   }
   t->rec.epoch = new_epoch();
@@ -485,8 +496,8 @@ void ad_tape_destroy(ad_tape *t) {
   ad__free(t, t->hist, t->caphist * sizeof *t->hist);
   ad__free(t, t->adj, t->adj_cap * sizeof(double));
   ad__free(t, t->tan, t->tan_cap * sizeof(double));
-  ad__free(t, t->sc_idx, t->sc_cap * sizeof(ad_index));
-  ad__free(t, t->sc_par, t->sc_cap * sizeof(double));
+  ad__free(t, t->sc_idx, t->sc_idx_cap * sizeof(ad_index));
+  ad__free(t, t->sc_par, t->sc_par_cap * sizeof(double));
   ad__free(t, t->sc_cnt, t->sc_cnt_cap * sizeof(size_t));
   ad__free(t, t->loc, t->loc_cap * sizeof(double));
   if (t->rec.fwd_rows)
@@ -495,10 +506,8 @@ void ad_tape_destroy(ad_tape *t) {
     n = b->next;
     ad__free(t, b, block_bytes(b->ns_alloc, b->na_alloc, b->np_alloc));
   }
-  if (t->opt.free)
-    t->opt.free(t, t->opt.alloc_ud);
-  else
-    free(t);
+  ad_tape_options o = t->opt;
+  opt_free(&o, t, sizeof *t);
 }
 
 void ad_tape_begin(ad_tape *t) {
@@ -582,6 +591,7 @@ void ad_tape_reset(ad_tape *t) {
   t->nhist = 0;
   t->epoch_start = 0;
   t->hwm = 0;
+  t->pos_in_region = 0;
   t->rec.active = t->recording;
   t->head->base = 0;
   t->head->ns = t->head->na = t->head->np = 0;
@@ -602,6 +612,7 @@ ad_tape_pos ad_tape_position(const ad_tape *t) {
   if (!t) return p;
   /* A position inside a region is a position on its recorded statements. */
   ad__region_flush((ad_tape *)(uintptr_t)t);
+  if (ad__reg.depth > 0 && ad__reg.rec == &t->rec) ((ad_tape *)(uintptr_t)t)->pos_in_region = 1;
   p.index = t->rec.next;
   p.records = t->nrec;
   p.block = t->cur->id;
@@ -635,6 +646,8 @@ const char *ad__stale_reason(const ad_tape *t, ad_index i, uint32_t e) {
 }
 
 int ad__pos_check(ad_tape *t, ad_tape_pos p, const char *fn) {
+  char why[320];
+  why[0] = '\0';
   /* The start of the tape is a position of every recording. */
   int live = (p.index == 0 && p.records == 0 && p.block == 0 && p.ns == 0 && p.na == 0 && p.np == 0) ||
              (p.epoch == t->rec.epoch && p.index <= t->rec.next);
@@ -643,25 +656,24 @@ int ad__pos_check(ad_tape *t, ad_tape_pos p, const char *fn) {
     live = l && p.index >= l->start && p.index <= l->cut;
   }
   if (!live) {
-    ad__pending(t, AD_ERR_ARG,
-                "%s: the position (handle %llu, recording %u) is not on this tape's recording: it was taken on "
-                "another tape, before ad_tape_reset, or in a part discarded by ad_tape_reset_to",
-                fn, (unsigned long long)p.index, p.epoch);
-    return AD_ERR_ARG;
+    snprintf(why, sizeof why,
+             "%s: the position (handle %llu, recording %u) is not on this tape's recording: it was taken on another "
+             "tape, before ad_tape_reset, in a part discarded by ad_tape_reset_to, or inside a preaccumulation region "
+             "that has ended",
+             fn, (unsigned long long)p.index, p.epoch);
+  } else if (p.index > t->rec.next || p.records > t->nrec || p.block > t->cur->id) {
+    snprintf(why, sizeof why, "%s: the position (handle %llu) lies beyond the tape's end (handle %llu)", fn,
+             (unsigned long long)p.index, (unsigned long long)t->rec.next);
+  } else {
+    ad__block *b = t->cur;
+    while (b->id != p.block) b = b->prev;
+    if (p.ns > (b == t->cur ? t->rec.ns : b->ns) || (ad_index)(b->base + p.ns) != p.index ||
+        p.na > (b == t->cur ? t->rec.na : b->na) || p.np > p.na)
+      snprintf(why, sizeof why, "%s: the position does not belong to this recording", fn);
   }
-  if (p.index > t->rec.next || p.records > t->nrec || p.block > t->cur->id) {
-    ad__pending(t, AD_ERR_ARG, "%s: position (handle %llu) lies beyond the tape's end (handle %llu)", fn,
-                (unsigned long long)p.index, (unsigned long long)t->rec.next);
-    return AD_ERR_ARG;
-  }
-  ad__block *b = t->cur;
-  while (b->id != p.block) b = b->prev;
-  if (p.ns > (b == t->cur ? t->rec.ns : b->ns) || (ad_index)(b->base + p.ns) != p.index ||
-      p.na > (b == t->cur ? t->rec.na : b->na) || p.np > p.na) {
-    ad__pending(t, AD_ERR_ARG, "%s: position does not belong to this recording", fn);
-    return AD_ERR_ARG;
-  }
-  return AD_OK;
+  if (!why[0]) return AD_OK;
+  ad__pending(t, AD_ERR_ARG, "%s", why);
+  return AD_ERR_ARG;
 }
 
 void ad__rewind(ad_tape *t, ad_tape_pos p) {
@@ -711,8 +723,14 @@ static int lineage_cut(ad_tape *t, ad_index cut) {
   return AD_OK;
 }
 
+int ad__region_discard(ad_tape *t, ad_index start) {
+  if (!t->pos_in_region) return AD_OK;
+  t->pos_in_region = 0;
+  return lineage_cut(t, start);
+}
+
 int ad_tape_reset_to(ad_tape *t, ad_tape_pos p) {
-  if (!t) return AD_ERR_ARG;
+  if (!t) return ad__arg_tape(t, "ad_tape_reset_to");
   ad__region_flush(t);
   int rc = ad__pos_check(t, p, "ad_tape_reset_to");
   if (rc != AD_OK) return rc;
@@ -825,7 +843,7 @@ static size_t bytes_recorded(const ad_tape *t) {
 }
 
 int ad_tape_stats(const ad_tape *t, ad_stats *s) {
-  if (!t || !s) return AD_ERR_ARG;
+  if (!t || !s) return !t ? ad__arg_tape(t, "ad_tape_stats") : ad__arg_error(t, "ad_tape_stats: out is NULL");
   memset(s, 0, sizeof *s);
   uint64_t args = 0;
   for (const ad__block *b = t->head; b; b = b->next) {

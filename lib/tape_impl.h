@@ -96,7 +96,8 @@ struct ad_tape {
   /* scratch for fused statements and preaccumulation */
   ad_index *sc_idx;
   double *sc_par;
-  size_t sc_cap;
+  size_t sc_idx_cap, sc_par_cap;
+  size_t sc_cap; /* the smaller of the two: what both can hold */
   size_t *sc_cnt; /* per-result counts of ad_stmt_end_n */
   size_t sc_cnt_cap;
   double *loc;
@@ -117,6 +118,10 @@ struct ad_tape {
    * discards statements without ending the epoch, and a value it discarded
    * that is used anyway must still index inside the adjoint vector. */
   ad_index hwm;
+  /* A position was taken inside the preaccumulation region open on this
+   * tape: ending the region by replacing its statements ends the epoch (see
+   * ad__region_discard). */
+  int pos_in_region;
 
   int err;
   char msg[512];
@@ -136,7 +141,8 @@ struct ad_tape {
 };
 
 /* A region that holds special records, new inputs, more than
- * AD__FWD_INPUTS inputs or AD__FWD_VALUES values, a non-finite partial, or
+ * AD__FWD_INPUTS inputs or AD__FWD_VALUES values, a non-finite partial or
+ * partial with respect to its inputs, or
  * meets any call that reads the recording (positions, sweeps, the MPI
  * layer) is spilled: its values so far become statements on its inputs, and
  * the rest is recorded operation by operation and preaccumulated at the end
@@ -159,8 +165,32 @@ int ad__grow_to(ad_tape *t, void **arr, size_t *cap, size_t ncap, size_t elem);
 void ad__fail(ad_tape *t, int code, const char *fmt, ...);
 /* Usage error of a void call, reported once by the next sweep or driver. */
 void ad__pending(ad_tape *t, int code, const char *fmt, ...);
-/* Error with no tape to keep it: thread-local last error and the handler. */
+/* Error with no tape to keep it: thread-local last error and the handler.
+ * ad_tape_error_message(NULL) reads the message. */
 void ad__fail_notape(int code, const char *fmt, ...);
+/* A bad argument of a call that returns a code: returns AD_ERR_ARG, and the
+ * message (which names the argument) becomes the one
+ * ad_tape_error_message(t) reads, or, with t NULL, the thread's last error.
+ * The tape does not enter an error state, so the next call is not failed by
+ * it; an error the tape already holds (sticky or pending) keeps its
+ * message, as it is reported first. */
+int ad__arg_error(const ad_tape *t, const char *fmt, ...);
+/* Counts no array can have: (size_t)-1, a negative int converted. Bounded
+ * by the largest element a count here is of (an ad_real), so that a check
+ * passed leaves no multiplication by an element size to overflow. */
+#define AD__COUNT_MAX (SIZE_MAX / 32)
+/* The common argument checks of a call `fn`: AD_OK, or AD_ERR_ARG with a
+ * message naming the argument (ad__arg_error). */
+static inline int ad__arg_count(const ad_tape *t, const char *fn, const char *name, size_t n) {
+  return n > AD__COUNT_MAX ? ad__arg_error(t, "%s: %s = %zu is more elements than any array holds", fn, name, n)
+                           : AD_OK;
+}
+static inline int ad__arg_array(const ad_tape *t, const char *fn, const char *name, const void *p, size_t n) {
+  return n && !p ? ad__arg_error(t, "%s: %s is NULL for %zu element%s", fn, name, n, n == 1 ? "" : "s") : AD_OK;
+}
+static inline int ad__arg_tape(const ad_tape *t, const char *fn) {
+  return t ? AD_OK : ad__arg_error(NULL, "%s: tape is NULL", fn);
+}
 /* Message prefix, e.g. "[3] " set by the MPI layer; "" by default. */
 void ad__set_message_prefix(const char *prefix);
 /* Suspend recording on this thread (passive re-runs inside a sweep or a
@@ -235,6 +265,12 @@ const char *ad__stale_reason(const ad_tape *t, ad_index i, uint32_t e);
 /* Move the recording back to p without ending its epoch (preaccumulation,
  * which replaces what it discards by one statement). p must be valid. */
 void ad__rewind(ad_tape *t, ad_tape_pos p);
+/* A preaccumulation region that starts after handle `start` is about to
+ * replace its statements. If a position was taken inside it, the epoch ends
+ * at `start`, as ad_tape_reset_to does, so that the position (and the
+ * handles of the statements replaced) read as discarded instead of naming
+ * the statements recorded later under the same numbers. */
+int ad__region_discard(ad_tape *t, ad_index start);
 /* AD_OK if p is a position of the tape's current recording, else AD_ERR_ARG
  * with a pending error naming `fn`. */
 int ad__pos_check(ad_tape *t, ad_tape_pos p, const char *fn);

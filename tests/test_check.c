@@ -192,10 +192,36 @@ static void test_errors(void) {
   ad_tape_destroy(t);
 }
 
+
+/* Repeated columns are checked once each (and one out of range is ignored,
+ * as documented): the column table must hold them whatever their number. */
+static void test_repeated_columns(void) {
+  CHECK_CONTEXT("repeated columns");
+  cfg = (ext_cfg){0, 1};
+  ad_check_options o;
+  ad_check_options_default(&o);
+  o.print = 0;
+  size_t cols[24];
+  for (size_t k = 0; k < 24; k++) cols[k] = k % 3 == 2 ? 3 : 1; /* 1, 1, 3, 1, 1, 3, ... */
+  cols[23] = N + 7;
+  o.columns = cols;
+  o.ncolumns = 24;
+  ad_check_result r;
+  CHECK_INT(ad_check_gradient(fn, NULL, N, X0, 1, &o, &r), AD_OK);
+  CHECK_INT(r.checked, 2);
+  CHECK_INT(r.nworst, 2);
+  for (size_t k = 0; k < r.nworst; k++) {
+    CHECK(r.worst[k].col == 1 || r.worst[k].col == 3);
+    CHECK_CLOSE(r.worst[k].ad, grad0(r.worst[k].col), 1e-13);
+  }
+  if (r.nworst == 2) CHECK(r.worst[0].col != r.worst[1].col);
+}
+
 int main(void) {
   test_correct();
   test_wrong_reverse();
   test_wrong_forward();
   test_errors();
+  test_repeated_columns();
   return check_finish("test_check");
 }

@@ -47,6 +47,93 @@ static void check_gradient(const double *g) {
   }
 }
 
+
+/* A user allocator that counts, over malloc. */
+typedef struct counts {
+  long allocs, frees;
+} counts;
+static void *count_alloc(size_t size, void *ud) {
+  ((counts *)ud)->allocs++;
+  return malloc(size);
+}
+static void count_free(void *p, void *ud) {
+  ((counts *)ud)->frees++;
+  free(p);
+}
+
+/* ad_tape_options' allocator with one member left NULL. Memory from .alloc
+ * is released by .free, or by free() when .free is NULL, and never enters
+ * the cache (its arrays have the sizes asked, not whole huge pages); memory
+ * the library allocated itself (no .alloc) is released by the library and
+ * never handed to .free. */
+static void test_half_allocator(const double *g1, double f1) {
+  double g2[M], f2;
+  for (int which = 0; which < 3; which++) {
+    CHECK_CONTEXT("allocator with %s", which == 0 ? ".alloc only" : which == 1 ? ".free only" : "both");
+    counts c = {0, 0};
+    ad_tape_options o;
+    ad_tape_options_default(&o);
+    if (which != 1) o.alloc = count_alloc;
+    if (which != 0) o.free = count_free;
+    o.alloc_ud = &c;
+    size_t before = ad_memory_cache_bytes();
+    ad_tape *t = ad_tape_create_with(&o);
+    CHECK(t != NULL);
+    if (!t) continue;
+    CHECK_INT(record(t, g2, &f2), AD_OK);
+    CHECK_SAME(f2, f1);
+    for (int i = 0; i < M; i++) CHECK_SAME(g2[i], g1[i]);
+    ad_tape_destroy(t);
+    if (which == 1) {
+      CHECK_INT(c.allocs, 0);
+      CHECK_INT(c.frees, 0); /* the library's own memory is never handed to .free */
+    } else {
+      CHECK(c.allocs > 0);
+      CHECK_INT(c.frees, which == 2 ? c.allocs : 0);
+      CHECK_INT(ad_memory_cache_bytes(), before); /* nothing of the user's was kept */
+    }
+    /* The next tape, on what the cache holds, is sound. */
+    ad_tape *u = ad_tape_create();
+    CHECK_INT(record(u, g2, &f2), AD_OK);
+    for (int i = 0; i < M; i++) CHECK_SAME(g2[i], g1[i]);
+    ad_tape_destroy(u);
+  }
+}
+
+/* A fused statement's two scratch arrays (handles, then partials) grow one
+ * after the other: the memory limit reached between them must leave each
+ * array's size known, so that ad_tape_destroy releases each as it was
+ * allocated (a mapping of whole huge pages, not through free()). */
+static void test_scratch_limit(void) {
+  CHECK_CONTEXT("memory limit between the scratch arrays of ad_sum");
+  enum { K = 600000 }; /* handles of 2^20 entries: 4 or 8 MiB, mapped */
+  ad_real *x = malloc(K * sizeof *x);
+  ad_tape *t = ad_tape_create();
+  ad_tape_begin(t);
+  for (int k = 0; k < K; k++) x[k] = ad_input(1.0);
+  ad_stats st;
+  ad_tape_stats(t, &st);
+  /* room for the handles (4 MiB with 32-bit handles, 8 with 64-bit ones), not for the partials (8 MiB) */
+  ad_tape_set_memory_limit(t, st.bytes_reserved + st.bytes_adjoints + ((size_t)10 << 20));
+  ad_real s = ad_sum(K, x);
+  CHECK_INT(s.i, 0);
+  CHECK_INT(ad_tape_error(t), AD_ERR_NOMEM);
+  CHECK_CONTAINS(ad_tape_error_message(t), "memory limit");
+  ad_tape_end(t);
+  ad_tape_destroy(t);
+  /* and the same with the limit lifted: the sum of K ones */
+  t = ad_tape_create();
+  ad_tape_begin(t);
+  for (int k = 0; k < 4; k++) x[k] = ad_input(1.0 + k);
+  s = ad_sum(4, x);
+  ad_tape_end(t);
+  double g[4];
+  CHECK_INT(ad_gradient(t, s, 4, x, g), AD_OK);
+  for (int k = 0; k < 4; k++) CHECK_SAME(g[k], 1.0);
+  ad_tape_destroy(t);
+  free(x);
+}
+
 int main(int argc, char **argv) {
   size_t expect = argc > 1 ? (size_t)strtoull(argv[1], NULL, 10) : (size_t)1 << 30;
   double g1[M], g2[M], f1, f2;
@@ -117,5 +204,8 @@ int main(int argc, char **argv) {
   CHECK_INT(record(e, g2, &f2), AD_OK);
   for (int i = 0; i < M; i++) CHECK_SAME(g2[i], g1[i]);
   ad_tape_destroy(e);
+
+  test_half_allocator(g1, f1);
+  test_scratch_limit();
   return check_finish("test_memory_cache");
 }

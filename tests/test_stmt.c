@@ -387,6 +387,104 @@ static void test_tape_gone(void) {
   ad_tape_destroy(t2);
 }
 
+
+/* ------------------------------------------------------------------------ */
+/* Overflow in a row although every partial is finite                        */
+/* ------------------------------------------------------------------------ */
+
+/* x = 1e-300: a = 1e200 x and b = 1e200 a have finite partials, but the
+ * partial of b with respect to x, 1e400, overflows. Unused (c = 0 b), the
+ * per-operation sweep skips b and gives dr/dx = 0; used through a small
+ * factor (1e-200 b), it gives 1e200 = 1e-200 * 1e200 * 1e200. Sums overflow
+ * the same way (a + a with a = 1e308 x). A region must give what the
+ * per-operation recording gives: each case is checked against its closed
+ * form with and without a region, with ad_stmt_end and ad_stmt_end_n. */
+static ad_real overflow_program(int kase, ad_real x, ad_real y) {
+  ad_real yy = ad_mul(y, y);
+  switch (kase) {
+  case 0: /* unused overflowed product */
+    return ad_add(ad_mul(0.0, ad_mul(1e200, ad_mul(1e200, x))), yy);
+  case 1: /* used overflowed product */
+    return ad_add(ad_mul(1e-200, ad_mul(1e200, ad_mul(1e200, x))), yy);
+  case 2: { /* unused overflowed sum */
+    ad_real a = ad_mul(1e308, x);
+    return ad_add(ad_mul(ad_add(a, a), 0.0), yy);
+  }
+  default: { /* an overflowed row that cancels: a + a - 2 a, used; its derivative is 0 */
+    ad_real a = ad_mul(1e308, x);
+    return ad_add(ad_mul(ad_sub(ad_add(a, a), ad_mul(2.0, a)), 1.0), yy);
+  }
+  }
+}
+
+static void test_overflow(void) {
+  static const double xv[4] = {1e-300, 1e-300, 1.0, 1.0};
+  for (int kase = 0; kase < 4; kase++) {
+    /* the closed form of the per-operation sweep's result */
+    double want_x = kase == 1 ? 1e-200 * 1e200 * 1e200 : 0.0; /* case 3: 1e308 (1 + 1 - 2) */
+    for (int mode = 0; mode < 3; mode++) {
+      CHECK_CONTEXT("overflow case %d, %s", kase, mode == 0 ? "per operation" : mode == 1 ? "ad_stmt_end" : "ad_stmt_end_n");
+      ad_tape *t = ad_tape_create();
+      ad_tape_begin(t);
+      ad_real in[2] = {ad_input(xv[kase]), ad_input(3.0)};
+      if (mode) ad_stmt_begin();
+      ad_real r = overflow_program(kase, in[0], in[1]);
+      if (mode == 1) r = ad_stmt_end(r);
+      if (mode == 2) ad_stmt_end_n(1, &r);
+      ad_tape_end(t);
+      double g[2];
+      CHECK_INT(ad_gradient(t, r, 2, in, g), AD_OK);
+      CHECK(isfinite(g[0])); /* CHECK_CLOSE would take inf for 1e200 */
+      CHECK_CLOSE(g[0], want_x, 1e-14);
+      CHECK_CLOSE(g[1], 6.0, 1e-15);
+      ad_tape_destroy(t);
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* A position taken inside a region                                          */
+/* ------------------------------------------------------------------------ */
+
+/* The region replaces its statements by one, so a position taken inside it
+ * names statements that are gone: after the region, ad_tape_reset_to and
+ * ad_reverse_to must refuse it, and the tape must stay usable. Statements
+ * recorded after the region make the position's handle exist again. */
+static void test_position_in_region(void) {
+  for (int nested = 0; nested < 2; nested++) {
+    CHECK_CONTEXT("position in a region%s", nested ? ", nested" : "");
+    ad_tape *t = ad_tape_create();
+    ad_tape_begin(t);
+    ad_real x = ad_input(0.7), y = ad_input(1.3);
+    ad_stmt_begin();
+    if (nested) ad_stmt_begin();
+    ad_real a = ad_mul(x, y), b = ad_sin(a);
+    ad_tape_pos p = ad_tape_position(t);
+    ad_real c = ad_mul(b, x), d = ad_exp(c);
+    if (nested) d = ad_stmt_end(d);
+    ad_real r = ad_stmt_end(ad_add(d, y));
+    /* more statements than the region had, of two arguments each */
+    ad_real s = r;
+    for (int k = 0; k < 6; k++) s = ad_mul(s, ad_add(x, y));
+    ad_tape_end(t);
+    CHECK_INT(ad_reverse_to(t, p), AD_ERR_ARG);
+    CHECK_INT(ad_tape_reset_to(t, p), AD_ERR_ARG);
+    CHECK_CONTAINS(ad_tape_error_message(t), "ad_tape_reset_to");
+    CHECK_CONTAINS(ad_tape_error_message(t), "region");
+    ad_real in[2] = {x, y};
+    double g[2];
+    CHECK_INT(ad_gradient(t, s, 2, in, g), AD_ERR_ARG); /* the refused reset, reported once */
+    /* the recording is intact: s = (exp(sin(x y) x) + y) (x + y)^6 */
+    CHECK_INT(ad_gradient(t, s, 2, in, g), AD_OK);
+    double xv = 0.7, yv = 1.3, sn = sin(xv * yv), cs = cos(xv * yv), e = exp(sn * xv), q = pow(xv + yv, 6.0);
+    double rv = e + yv, dq = 6.0 * pow(xv + yv, 5.0);
+    CHECK_CLOSE(g[0], e * (cs * yv * xv + sn) * q + rv * dq, 1e-13);
+    CHECK_CLOSE(g[1], (e * cs * xv * xv + 1.0) * q + rv * dq, 1e-13);
+    /* positions from before the region stay good */
+    ad_tape_destroy(t);
+  }
+}
+
 int main(void) {
   test_heat();
   test_nonfinite();
@@ -394,5 +492,7 @@ int main(void) {
   test_multi();
   test_stale();
   test_tape_gone();
+  test_overflow();
+  test_position_in_region();
   return check_finish("test_stmt");
 }
