@@ -475,11 +475,14 @@ static int barrier_any(MPI_Comm comm, ad_mpi_request *req, const char *fn) {
   return pend_go(q, rc, mq, req);
 }
 
-/* After a barrier, windows used in passive-target epochs take in what was
- * completed before it (see ad__rma_barrier). */
+/* Windows of ad_real publish this rank's stores before the barrier and take
+ * in what other ranks completed before it after (see ad__rma_barrier). */
 int ad_mpi_barrier(MPI_Comm comm) {
+  int prc = ad__rma_barrier(0);
   int rc = barrier_any(comm, NULL, "ad_mpi_barrier");
-  return rc == MPI_SUCCESS ? ad__rma_barrier() : rc;
+  if (rc != MPI_SUCCESS) return rc;
+  rc = ad__rma_barrier(1);
+  return prc != MPI_SUCCESS ? prc : rc;
 }
 int ad_mpi_ibarrier(MPI_Comm comm, ad_mpi_request *request) { return barrier_any(comm, request, "ad_mpi_ibarrier"); }
 
