@@ -2166,8 +2166,8 @@ static int rev_start(ad_tape *t, ad__mrec *r) {
     free(pk);
     if (nb) e = ad__mpi_comm_transposed(r->c, &tc);
     if (e == MPI_SUCCESS)
-      e = nb ? MPI_Ineighbor_alltoallv(r->sbuf, r->cnt2, r->dsp2, MPI_DOUBLE, r->sbuf2, r->cnt, r->keep, MPI_DOUBLE,
-                                       tc, &r->sreq)
+      e = nb ? MPI_Ineighbor_alltoallv(r->sbuf, r->cnt2, r->dsp2, MPI_DOUBLE, r->sbuf2, r->cnt, r->keep, MPI_DOUBLE, tc,
+                                       &r->sreq)
              : MPI_Ialltoallv(r->sbuf, r->cnt2, r->dsp2, MPI_DOUBLE, r->sbuf2, r->cnt, r->keep, MPI_DOUBLE, tc,
                               &r->sreq);
     break;

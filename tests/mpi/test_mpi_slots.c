@@ -26,9 +26,8 @@ enum {
   FORM_NEIGHBOR_V,
   FORMS
 };
-static const char *form_name[FORMS] = {"alltoallw",          "ialltoallw",         "alltoallw_init",
-                                       "alltoallv",          "ialltoallv",         "neighbor_alltoallw",
-                                       "ineighbor_alltoallw", "neighbor_alltoallv"};
+static const char *form_name[FORMS] = {"alltoallw",  "ialltoallw",         "alltoallw_init",      "alltoallv",
+                                       "ialltoallv", "neighbor_alltoallw", "ineighbor_alltoallw", "neighbor_alltoallv"};
 
 typedef struct slots_ctx {
   int form;

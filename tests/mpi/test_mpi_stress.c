@@ -79,15 +79,15 @@ enum kind {
   K_RMA_BARRIER,
   K_COUNT
 };
-static const char *kind_name[K_COUNT] = {"blocking",   "sendrecv", "nonblocking",
-                                         "wildcard",   "bcast",    "reduce",
-                                         "allreduce",  "gather",   "gatherv",
-                                         "scatter",    "scatterv", "allgather",
-                                         "allgatherv", "alltoall", "alltoallv",
-                                         "scan",       "exscan",   "reduce_scatter_block",
-                                         "barrier",    "subcomm",  "nonblocking collectives",
-                                         "persistent", "one-sided",
-                                         "alltoallw with gaps", "one-sided from a barrier"};
+static const char *kind_name[K_COUNT] = {"blocking",   "sendrecv",  "nonblocking",
+                                         "wildcard",   "bcast",     "reduce",
+                                         "allreduce",  "gather",    "gatherv",
+                                         "scatter",    "scatterv",  "allgather",
+                                         "allgatherv", "alltoall",  "alltoallv",
+                                         "scan",       "exscan",    "reduce_scatter_block",
+                                         "barrier",    "subcomm",   "nonblocking collectives",
+                                         "persistent", "one-sided", "alltoallw gaps",
+                                         "rma barrier"};
 /* Point-to-point steps are drawn more often: they have the most variants. */
 static const int kind_weight[K_COUNT] = {4, 3, 4, 3, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1, 1, 1};
 
