@@ -479,7 +479,10 @@ int ad_mpi_get_accumulate(const void *origin_addr, int origin_count, MPI_Datatyp
  * the window's free: there it takes in what completed operations of other
  * ranks wrote, and its own stores become visible to them (after ordering
  * writer and reader by a message rather than a barrier, call
- * ad_mpi_win_sync before reading, as MPI's separate memory model requires). An origin's operations on one target complete
+ * ad_mpi_win_sync before reading, as MPI's separate memory model requires).
+ * ad_mpi_barrier publishes the stores before MPI's barrier, also before the
+ * rank's first passive-target call on the window, and takes in after it.
+ * An origin's operations on one target complete
  * at ad_mpi_win_unlock, ad_mpi_win_unlock_all or a flush (flush_local is a
  * flush here); fetched values are in the result buffer then. Accumulates
  * with MPI_REPLACE and get_accumulates other than MPI_NO_OP need an

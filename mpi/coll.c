@@ -475,11 +475,14 @@ static int barrier_any(MPI_Comm comm, ad_mpi_request *req, const char *fn) {
   return pend_go(q, rc, mq, req);
 }
 
-/* After a barrier, windows used in passive-target epochs take in what was
- * completed before it (see ad__rma_barrier). */
+/* Windows of ad_real publish this rank's stores before the barrier and take
+ * in what other ranks completed before it after (see ad__rma_barrier). */
 int ad_mpi_barrier(MPI_Comm comm) {
+  int prc = ad__rma_barrier(0);
   int rc = barrier_any(comm, NULL, "ad_mpi_barrier");
-  return rc == MPI_SUCCESS ? ad__rma_barrier() : rc;
+  if (rc != MPI_SUCCESS) return rc;
+  rc = ad__rma_barrier(1);
+  return prc != MPI_SUCCESS ? prc : rc;
 }
 int ad_mpi_ibarrier(MPI_Comm comm, ad_mpi_request *request) { return barrier_any(comm, request, "ad_mpi_ibarrier"); }
 
@@ -2142,38 +2145,31 @@ static int rev_start(ad_tape *t, ad__mrec *r) {
     ad__adj_take(t, r->out, r->nout, r->sbuf); /* packed in rank order: what reduce_scatter wants */
     e = MPI_Ireduce_scatter(r->sbuf, r->sbuf2, r->cnt, MPI_DOUBLE, MPI_SUM, pc, &r->sreq);
     break;
-  case AD__M_ALLTOALLV: {
-    int sext = extent(r->cnt, r->dsp, p), rext = extent(r->cnt2, r->dsp2, p);
-    double *pk = dbuf((size_t)r->nout);
-    if (!pk || !bufs(r, (size_t)rext, (size_t)sext)) {
-      free(pk);
-      return AD_ERR_NOMEM;
-    }
-    ad__adj_take(t, r->out, r->nout, pk);
-    to_layout(pk, r->cnt2, r->dsp2, p, r->sbuf);
-    free(pk);
-    e = MPI_Ialltoallv(r->sbuf, r->cnt2, r->dsp2, MPI_DOUBLE, r->sbuf2, r->cnt, r->dsp, MPI_DOUBLE, pc, &r->sreq);
-    break;
-  }
+  case AD__M_ALLTOALLV:
   case AD__M_NEIGHBOR: {
-    /* Send the received slots' adjoints back along the edges they came
-     * by; receive packed (allgather's send slots overlap) into keep's
-     * displacements. */
-    int rext = extent(r->cnt2, r->dsp2, r->rpeer);
-    MPI_Comm tc;
+    /* Send the received slots' adjoints back to where they came from
+     * (along the reversed edges for a neighbourhood), and receive them
+     * packed in slot order, in keep's displacements: send slots may overlap
+     * (a value sent to several ranks, allgather's one slot), and each
+     * slot's adjoint must be added, not overwritten by another's. */
+    int nb = r->kind == AD__M_NEIGHBOR, ns = nb ? r->peer : p, nr = nb ? r->rpeer : p;
+    int rext = extent(r->cnt2, r->dsp2, nr);
+    MPI_Comm tc = pc;
     double *pk = dbuf((size_t)r->nout);
-    if (!pk || !bufs(r, (size_t)rext, (size_t)r->nin) || !(r->keep = malloc(sizeof(int) * (size_t)(r->peer + 1)))) {
+    if (!pk || !bufs(r, (size_t)rext, (size_t)r->nin) || !(r->keep = malloc(sizeof(int) * (size_t)(ns + 1)))) {
       free(pk);
       return AD_ERR_NOMEM;
     }
-    for (int j = 0, d = 0; j < r->peer; d += r->cnt[j], j++) r->keep[j] = d;
+    for (int j = 0, d = 0; j < ns; d += r->cnt[j], j++) r->keep[j] = d;
     ad__adj_take(t, r->out, r->nout, pk);
-    to_layout(pk, r->cnt2, r->dsp2, r->rpeer, r->sbuf);
+    to_layout(pk, r->cnt2, r->dsp2, nr, r->sbuf);
     free(pk);
-    e = ad__mpi_comm_transposed(r->c, &tc);
+    if (nb) e = ad__mpi_comm_transposed(r->c, &tc);
     if (e == MPI_SUCCESS)
-      e = MPI_Ineighbor_alltoallv(r->sbuf, r->cnt2, r->dsp2, MPI_DOUBLE, r->sbuf2, r->cnt, r->keep, MPI_DOUBLE, tc,
-                                  &r->sreq);
+      e = nb ? MPI_Ineighbor_alltoallv(r->sbuf, r->cnt2, r->dsp2, MPI_DOUBLE, r->sbuf2, r->cnt, r->keep, MPI_DOUBLE, tc,
+                                       &r->sreq)
+             : MPI_Ialltoallv(r->sbuf, r->cnt2, r->dsp2, MPI_DOUBLE, r->sbuf2, r->cnt, r->keep, MPI_DOUBLE, tc,
+                              &r->sreq);
     break;
   }
   default:
@@ -2227,6 +2223,7 @@ static int rev_finish(ad_tape *t, ad__mrec *r) {
       break;
     case AD__M_GATHERV:
     case AD__M_ALLGATHERV:
+    case AD__M_ALLTOALLV:
     case AD__M_NEIGHBOR:
       ad__adj_add(t, r->in, r->nin, r->sbuf2, NULL);
       break;
@@ -2242,17 +2239,6 @@ static int rev_finish(ad_tape *t, ad__mrec *r) {
         free(pk);
       }
       break;
-    case AD__M_ALLTOALLV: {
-      double *pk = dbuf((size_t)r->nin);
-      if (!pk) {
-        rc = AD_ERR_NOMEM;
-        break;
-      }
-      to_packed(r->sbuf2, r->cnt, r->dsp, p, pk);
-      ad__adj_add(t, r->in, r->nin, pk, NULL);
-      free(pk);
-      break;
-    }
     default:
       break;
     }

@@ -373,9 +373,12 @@ void ad__rma_free(void *data);
 int ad__rma_sweep_check(ad_tape *t);
 /* At ad_mpi_barrier: every window of ad_real used in passive-target epochs
  * synchronises this rank's part (as ad_mpi_win_sync), so that a program
- * written for MPI's unified memory model (flush, barrier, read) reads what
- * was completed before the barrier. */
-int ad__rma_barrier(void);
+ * written for MPI's unified memory model (store or flush, barrier, read)
+ * reads what was stored or completed before the barrier. Called twice:
+ * before MPI's barrier (after 0) to publish this rank's stores, also on
+ * windows that saw no passive-target call yet, and after it (after 1) to
+ * take in what other ranks completed. */
+int ad__rma_barrier(int after);
 /* The record's line for ad_tape_dump (describe.c). */
 int ad__mrec_describe(const void *data, char *buf, size_t size);
 

@@ -87,6 +87,7 @@ typedef struct win {
   uint64_t *seen;  /* per element, the mark that the last synchronisation took in */
   int *lk;         /* per rank, the lock this rank holds there (0: none) */
   int lk_all;      /* this rank holds MPI_Win_lock_all */
+  int64_t pubs;    /* tickets drawn at this rank's part by barriers that published before any passive-target call */
   struct pwin *pw; /* the recording the window was created in (NULL: none) */
   struct win *next;
 } win;
@@ -101,7 +102,7 @@ typedef struct pwin {
   int n;
   ad_index *h0;    /* the elements' handles when the window was created */
   ad_tape *tape;   /* the recording that created it (NULL once that record is gone) */
-  int used;        /* this rank recorded a batch or a synchronisation */
+  int used;        /* this rank recorded a batch or a synchronisation (not a tentative one) */
   int ended;       /* the free is recorded ... */
   int all_used;    /* ... and some rank used passive-target epochs */
   int holes;       /* a batch or synchronisation record was discarded */
@@ -1363,24 +1364,25 @@ static int pw_end(win *w, ad_tape *t, int64_t tickets) {
   return 1;
 }
 
+/* Why this rank may not use passive-target synchronisation on w now (a
+ * format taking the function's name), or NULL if it may. */
+static const char *passive_bar(const win *w, const ad_tape *t, const ad_tape *seen) {
+  if (w->mode == MODE_FENCE)
+    return "%s: the window was synchronised with ad_mpi_win_fence; a window of ad_real is used either with fences or "
+           "with passive-target epochs";
+  if (t && (!w->pw || w->pw->tape != t))
+    return "%s: a window of ad_real used in passive-target epochs while recording must be created in that recording "
+           "(and freed in it before the sweeps)";
+  if (!t && w->pw && w->pw->tape && w->pw->tape != seen)
+    return "%s: the window was created while recording, so its passive-target epochs belong to that recording, and "
+           "this call is outside it";
+  return NULL;
+}
+
 /* Whether this rank may use passive-target synchronisation on w now. */
 static int passive_check(win *w, ad_tape *t, ad_tape *seen, const char *fn) {
-  if (w->mode == MODE_FENCE)
-    return refuse(seen, MPI_ERR_RMA_SYNC,
-                  "%s: the window was synchronised with ad_mpi_win_fence; a window of ad_real is used either with "
-                  "fences or with passive-target epochs",
-                  fn);
-  if (t && (!w->pw || w->pw->tape != t))
-    return refuse(seen, MPI_ERR_RMA_SYNC,
-                  "%s: a window of ad_real used in passive-target epochs while recording must be created in that "
-                  "recording (and freed in it before the sweeps)",
-                  fn);
-  if (!t && w->pw && w->pw->tape && w->pw->tape != seen)
-    return refuse(seen, MPI_ERR_RMA_SYNC,
-                  "%s: the window was created while recording, so its passive-target epochs belong to that "
-                  "recording, and this call is outside it",
-                  fn);
-  return MPI_SUCCESS;
+  const char *why = passive_bar(w, t, seen);
+  return why ? refuse(seen, MPI_ERR_RMA_SYNC, why, fn) : MPI_SUCCESS;
 }
 
 static int read_marks(win *w, uint64_t *m) {
@@ -1391,11 +1393,25 @@ static int read_marks(win *w, uint64_t *m) {
   return rc == MPI_SUCCESS ? MPI_Win_flush(me, w->mpi) : rc;
 }
 
+/* What a synchronisation point does: take in what other ranks wrote,
+ * publish this rank's stores. TENTATIVE: the window has seen no
+ * passive-target call on this rank and may yet be used with fences, so the
+ * record does not count as passive-target use (see sync_sweep). */
+enum { SYNC_TAKE = 1, SYNC_PUBLISH = 2, SYNC_TENTATIVE = 4 };
+
+static int any_store(const win *w) {
+  for (int e = 0; e < w->n; e++)
+    if (!same_real(w->base[e], w->snap[e])) return 1;
+  return 0;
+}
+
 /* This rank's synchronisation point: remote writes in, own stores out. */
-static int psync(win *w, ad_tape *t, ad_tape *seen, const char *fn) {
+static int psync_as(win *w, ad_tape *t, ad_tape *seen, const char *fn, int flags) {
   int me = w->c->rank, n = w->n, rc = MPI_SUCCESS, code = MPI_SUCCESS;
   int own = w->lk_all || w->lk[me];
   char why[300] = "";
+  /* Publishing alone needs no MPI call when nothing was stored. */
+  if (!(flags & SYNC_TAKE) && !any_store(w)) return MPI_SUCCESS;
   uint64_t *m = malloc(((size_t)n + 1) * sizeof *m);
   unsigned char *what = calloc((size_t)n + 1, 1); /* 1 incorporate, 2 publish */
   if (!m || !what) {
@@ -1408,7 +1424,7 @@ static int psync(win *w, ad_tape *t, ad_tape *seen, const char *fn) {
   if (rc == MPI_SUCCESS) rc = MPI_Win_sync(w->mpi);
   int todo = 0;
   for (int e = 0; rc == MPI_SUCCESS && e < n && !todo; e++)
-    todo = m[e] != w->seen[e] || !same_real(w->base[e], w->snap[e]);
+    todo = ((flags & SYNC_TAKE) && m[e] != w->seen[e]) || !same_real(w->base[e], w->snap[e]);
   uint64_t s = 0, one = 1;
   if (todo && rc == MPI_SUCCESS) {
     rc = MPI_Fetch_and_op(&one, &s, MPI_UINT64_T, me, mark_at(n) + n, MPI_SUM, w->mpi);
@@ -1427,7 +1443,7 @@ static int psync(win *w, ad_tape *t, ad_tape *seen, const char *fn) {
                  "synchronisation between them), which MPI leaves undefined",
                  me, e);
       code = MPI_ERR_RMA_CONFLICT;
-    } else if (remote && m[e] - 1 < s) {
+    } else if (remote && m[e] - 1 < s && (flags & SYNC_TAKE)) {
       what[e] = 1;
       ni++;
     } else if (stored) {
@@ -1481,9 +1497,9 @@ static int psync(win *w, ad_tape *t, ad_tape *seen, const char *fn) {
     x->h.what = RMA_SYNC;
     x->h.pw = w->pw;
     x->ticket = (int64_t)s;
-    if (pw_push(rt, AD__M_RMA_SYNC, w, &x->h))
-      w->pw->used = 1;
-    else {
+    if (pw_push(rt, AD__M_RMA_SYNC, w, &x->h)) {
+      if (!(flags & SYNC_TENTATIVE)) w->pw->used = 1;
+    } else {
       sync_free(x);
       code = MPI_ERR_NO_MEM;
       snprintf(why, sizeof why, "no memory for the record");
@@ -1496,9 +1512,14 @@ static int psync(win *w, ad_tape *t, ad_tape *seen, const char *fn) {
   }
   free(m);
   free(what);
+  if (todo && rc == MPI_SUCCESS && (flags & SYNC_TENTATIVE)) w->pubs++;
   if (rc != MPI_SUCCESS) return ad__mpi_forward_error(seen, rc, fn);
   if (code != MPI_SUCCESS) return refuse(seen, code, "%s: %s", fn, why);
   return MPI_SUCCESS;
+}
+
+static int psync(win *w, ad_tape *t, ad_tape *seen, const char *fn) {
+  return psync_as(w, t, seen, fn, SYNC_TAKE | SYNC_PUBLISH);
 }
 
 /* Complete this rank's batch of accesses to `target`: data complete there,
@@ -1741,7 +1762,7 @@ int ad_mpi_win_sync(MPI_Win mwin) {
 static int passive_sweep_check(ad_tape *t) {
   for (pwin *pw = pwins; pw; pw = pw->next) {
     if (pw->tape != t) continue;
-    if (pw->holes) {
+    if (pw->holes && (pw->used || pw->ended)) {
       ad__fail(t, AD_ERR_MPI,
                "ad_mpi_win_lock: records of passive-target epochs on a window created in this recording were "
                "discarded (ad_tape_reset_to) while the window lived, so the sweeps cannot order the others; no sweep "
@@ -1758,14 +1779,25 @@ static int passive_sweep_check(ad_tape *t) {
   return 0;
 }
 
-int ad__rma_barrier(void) {
+int ad__rma_barrier(int after) {
   int rc = MPI_SUCCESS;
   for (win *w = wins; w; w = w->next) {
     if (w->mode == MODE_FENCE) continue;
-    /* a rank that made no passive-target call itself may be the target of
-     * others: tickets drawn at its part say so */
-    if (w->mode == MODE_NONE && my_tickets(w) <= 0) continue;
     ad_tape *seen, *t = ad__mpi_tape(&seen);
+    if (!after) {
+      /* Before MPI's barrier: this rank's stores go into the shadow, where
+       * the other ranks' operations after the barrier meet them. A window
+       * that saw no passive-target call here may yet be used with fences:
+       * publish tentatively, and quietly not at all where passive-target
+       * calls would be refused (those refusals come with the calls). */
+      if (passive_bar(w, t, seen)) continue;
+      int tentative = w->mode == MODE_NONE ? SYNC_TENTATIVE : 0;
+      rc = first_error(rc, psync_as(w, t, seen, "ad_mpi_barrier", SYNC_PUBLISH | tentative));
+      continue;
+    }
+    /* a rank that made no passive-target call itself may be the target of
+     * others: tickets that others drew at its part say so */
+    if (w->mode == MODE_NONE && my_tickets(w) <= w->pubs) continue;
     if (passive_check(w, t, seen, "ad_mpi_barrier") != MPI_SUCCESS) continue; /* its own calls were refused */
     w->mode = MODE_PASSIVE;
     rc = first_error(rc, psync(w, t, seen, "ad_mpi_barrier"));
@@ -1941,6 +1973,10 @@ static int batch_sweep(ad_tape *t, ad__mrec *r, int reverse) {
 static int sync_sweep(ad_tape *t, ad__mrec *r, int reverse) {
   psyncrec *x = r->rma;
   pwin *pw = x->h.pw;
+  /* Only tentative records (stores published by barriers) on a window that
+   * no rank used in passive-target epochs: the values stayed in the user's
+   * array, under their handles, and the shadow is no variable of its own. */
+  if (!pw->all_used) return AD_OK;
   const char *what =
       reverse ? "the turn of a window synchronisation's adjoint" : "the turn of a window synchronisation's tangent";
   if (pw->sw == MPI_WIN_NULL) {

@@ -174,21 +174,25 @@ static void batch_conflict_test(void) {
   ad_tape_destroy(t);
 }
 
-/* A store of the target into an element that another rank then wrote,
- * with no synchronisation of the target between them: its next
- * synchronisation (here the barrier) refuses. (At one rank the rank's own lock is such a
- * synchronisation, so there is no conflict to make.) */
+/* A store of the target into an element that another rank's completed
+ * operation wrote, with no synchronisation of the target between them: its
+ * next synchronisation (here the barrier) refuses. Plain MPI_Barrier, which
+ * is no synchronisation of the window, makes sure that the accumulate has
+ * completed before the store. A store before a barrier is no such
+ * conflict: the barrier publishes it (test_mpi_rma_publish). (At one rank
+ * the rank's own lock is such a synchronisation, so there is no conflict to
+ * make.) */
 static void store_conflict_test(void) {
   if (mt_size == 1) return;
   ad_tape *t = ad_tape_create();
   ad_tape_begin(t);
   ad_real *wb, v = ad_input(5.0);
   MPI_Win win = make_win(&wb, 2);
-  wb[0] = ad_mul(v, 3.0);
-  ad_mpi_barrier(MPI_COMM_WORLD);
   MT_CHECK(ad_mpi_win_lock(MPI_LOCK_SHARED, right(), 0, win) == MPI_SUCCESS);
   MT_CHECK(ad_mpi_accumulate(&v, 1, AD_MPI_REAL, right(), 0, 1, AD_MPI_REAL, MPI_SUM, win) == MPI_SUCCESS);
   MT_CHECK(ad_mpi_win_unlock(right(), win) == MPI_SUCCESS);
+  MPI_Barrier(MPI_COMM_WORLD);
+  wb[0] = ad_mul(v, 3.0);
   /* the barrier synchronises the window (as ad_mpi_win_sync would) */
   MT_CHECK(ad_mpi_barrier(MPI_COMM_WORLD) == MPI_ERR_RMA_CONFLICT);
   ad_mpi_win_free(&win);

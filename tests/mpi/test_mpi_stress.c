@@ -75,18 +75,21 @@ enum kind {
   K_NBCOLL,
   K_PERSIST,
   K_RMA,
+  K_ALLTOALLW_GAPS,
+  K_RMA_BARRIER,
   K_COUNT
 };
-static const char *kind_name[K_COUNT] = {"blocking",   "sendrecv", "nonblocking",
-                                         "wildcard",   "bcast",    "reduce",
-                                         "allreduce",  "gather",   "gatherv",
-                                         "scatter",    "scatterv", "allgather",
-                                         "allgatherv", "alltoall", "alltoallv",
-                                         "scan",       "exscan",   "reduce_scatter_block",
-                                         "barrier",    "subcomm",  "nonblocking collectives",
-                                         "persistent", "one-sided"};
+static const char *kind_name[K_COUNT] = {"blocking",   "sendrecv",  "nonblocking",
+                                         "wildcard",   "bcast",     "reduce",
+                                         "allreduce",  "gather",    "gatherv",
+                                         "scatter",    "scatterv",  "allgather",
+                                         "allgatherv", "alltoall",  "alltoallv",
+                                         "scan",       "exscan",    "reduce_scatter_block",
+                                         "barrier",    "subcomm",   "nonblocking collectives",
+                                         "persistent", "one-sided", "alltoallw gaps",
+                                         "rma barrier"};
 /* Point-to-point steps are drawn more often: they have the most variants. */
-static const int kind_weight[K_COUNT] = {4, 3, 4, 3, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1};
+static const int kind_weight[K_COUNT] = {4, 3, 4, 3, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1, 1, 1};
 
 typedef struct program {
   unsigned long long seed;
@@ -637,6 +640,101 @@ static void step_rma(ad_real *st, uint64_t *g, int k) {
   free(eget);
 }
 
+/* Alltoallw (blocking or not) or alltoallv with counts that differ per pair
+ * of ranks, send slots at random displacements that may overlap (one value
+ * sent to several ranks: its adjoints add up) and receive slots with gaps
+ * in a buffer of passive values, all of which is folded into the state. */
+static void step_alltoallw_gaps(ad_real *st, uint64_t *g) {
+  int p = mt_size, me = mt_rank, form = rng_int(g, 3);
+  int *m = ints(p * p), *sd = ints(p * p), *c = ints(p), *d = ints(p), *c2 = ints(p), *d2 = ints(p);
+  int *db = ints(p), *db2 = ints(p);
+  MPI_Datatype *ty = malloc(sizeof(MPI_Datatype) * (size_t)p);
+  for (int i = 0; i < p * p; i++) {
+    m[i] = rng_int(g, 3);  /* m[a p + b]: what rank a sends to rank b */
+    sd[i] = rng_int(g, 3); /* where rank a's slot for rank b starts */
+  }
+  int sext = 1, rext = 1;
+  for (int r = 0; r < p; r++) {
+    c[r] = m[me * p + r];
+    d[r] = sd[me * p + r];
+    c2[r] = m[r * p + me];
+    if (d[r] + c[r] > sext) sext = d[r] + c[r];
+    ty[r] = AD_MPI_REAL;
+  }
+  for (int r = 0, at = 0; r < p; r++) { /* a gap of one or two after every slot */
+    d2[r] = at;
+    at += c2[r] + 1 + rng_int(g, 2);
+    rext = at;
+  }
+  for (int r = 0; r < p; r++) {
+    db[r] = d[r] * (int)sizeof(ad_real);
+    db2[r] = d2[r] * (int)sizeof(ad_real);
+  }
+  ad_real *a = reals(sext), *b = reals(rext);
+  for (int i = 0; i < sext; i++) a[i] = ad_sin(ad_add(st[(i + me) % S], 0.1 * i));
+  for (int i = 0; i < rext; i++) b[i] = ad_const(0.01 * (i + 1));
+  if (form == 0) {
+    CALL(ad_mpi_alltoallw(a, c, db, ty, b, c2, db2, ty, MPI_COMM_WORLD));
+  } else if (form == 1) {
+    ad_mpi_request q = AD_MPI_REQUEST_NULL;
+    CALL(ad_mpi_ialltoallw(a, c, db, ty, b, c2, db2, ty, MPI_COMM_WORLD, &q));
+    CALL(ad_mpi_wait(&q, MPI_STATUS_IGNORE));
+  } else {
+    CALL(ad_mpi_alltoallv(a, c, d, AD_MPI_REAL, b, c2, d2, AD_MPI_REAL, MPI_COMM_WORLD));
+  }
+  fold(st, b, rext, me);
+  free(m);
+  free(sd);
+  free(c);
+  free(d);
+  free(c2);
+  free(d2);
+  free(db);
+  free(db2);
+  free(ty);
+  free(a);
+  free(b);
+}
+
+/* A passive-target epoch whose first synchronisation is a barrier: every
+ * rank stores into its part of a fresh window without any lock, passes a
+ * barrier (which must publish the stores), and gets an element of a random
+ * rank under a shared lock. Sometimes each rank then puts into element
+ * 1 + me of a random rank under an exclusive lock, overwriting a published
+ * store (no conflict: a barrier lies between them), and after another
+ * barrier every rank reads its own part. */
+static void step_rma_barrier(ad_real *st, uint64_t *g) {
+  int p = mt_size, me = mt_rank, n = p + 1 + ((p + 1) & 1), puts = rng_int(g, 2);
+  int *tget = ints(p), *eget = ints(p), *tput = ints(p);
+  for (int r = 0; r < p; r++) {
+    tget[r] = rng_int(g, p);
+    eget[r] = rng_int(g, n);
+    tput[r] = rng_int(g, p);
+  }
+  ad_real *u = NULL, got, v = ad_cos(st[3]);
+  MPI_Win win;
+  CALL(ad_mpi_win_allocate((MPI_Aint)n * (MPI_Aint)sizeof(ad_real), (int)sizeof(ad_real), MPI_INFO_NULL, MPI_COMM_WORLD,
+                           &u, &win));
+  for (int j = 0; j < n; j++) u[j] = ad_mul(st[(j + me) % S], 0.6);
+  CALL(ad_mpi_barrier(MPI_COMM_WORLD));
+  CALL(ad_mpi_win_lock(MPI_LOCK_SHARED, tget[me], 0, win));
+  CALL(ad_mpi_get(&got, 1, AD_MPI_REAL, tget[me], eget[me], 1, AD_MPI_REAL, win));
+  CALL(ad_mpi_win_unlock(tget[me], win));
+  if (puts) {
+    CALL(ad_mpi_barrier(MPI_COMM_WORLD)); /* every get is done before a put */
+    CALL(ad_mpi_win_lock(MPI_LOCK_EXCLUSIVE, tput[me], 0, win));
+    CALL(ad_mpi_put(&v, 1, AD_MPI_REAL, tput[me], 1 + me, 1, AD_MPI_REAL, win));
+    CALL(ad_mpi_win_unlock(tput[me], win));
+  }
+  CALL(ad_mpi_barrier(MPI_COMM_WORLD));
+  ad_real b[3] = {got, u[0], u[1 + (me + 1) % p]};
+  fold(st, b, 3, me % S);
+  CALL(ad_mpi_win_free(&win));
+  free(tget);
+  free(eget);
+  free(tput);
+}
+
 /* Fan-in to a random root that receives with MPI_ANY_SOURCE, knowing only how
  * many messages come: blocking receives, or irecvs completed by waitany, or
  * (fenced by a barrier, so no later message can be taken) MPI_ANY_SOURCE with
@@ -1037,6 +1135,12 @@ static void run_program(ad_real *x, int n, ad_real *y, int m, void *ctx) {
       break;
     case K_RMA:
       step_rma(st, &g, s);
+      break;
+    case K_ALLTOALLW_GAPS:
+      step_alltoallw_gaps(st, &g);
+      break;
+    case K_RMA_BARRIER:
+      step_rma_barrier(st, &g);
       break;
     default:
       step_collective(st, &g, pr->kind[s]);

@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Alltoall(v/w) and its neighbourhood forms with slots that differ per rank:
+ * send counts that depend on the receiver, send slots that overlap (one
+ * value sent to two ranks, whose adjoints must add up), receive slots with
+ * gaps in a buffer of passive values. Each form (blocking, nonblocking,
+ * persistent, neighbourhood) is checked by the dot-product test and by
+ * central finite differences of the whole parallel program, and its values
+ * against the same program on plain MPI.
+ *
+ * The program is written once, below, and included twice: with ad_real and
+ * the ad_mpi_* wrappers, and with double and plain MPI. */
+#ifndef SLOTS_PROG
+#include "mtest.h"
+
+#define N 3
+
+/* The forms of the exchange; persistent ones need MPI 4.0. */
+enum {
+  FORM_ALLTOALLW,
+  FORM_IALLTOALLW,
+  FORM_ALLTOALLW_INIT,
+  FORM_ALLTOALLV,
+  FORM_IALLTOALLV,
+  FORM_NEIGHBOR_W,
+  FORM_INEIGHBOR_W,
+  FORM_NEIGHBOR_V,
+  FORMS
+};
+static const char *form_name[FORMS] = {"alltoallw",  "ialltoallw",         "alltoallw_init",      "alltoallv",
+                                       "ialltoallv", "neighbor_alltoallw", "ineighbor_alltoallw", "neighbor_alltoallv"};
+
+typedef struct slots_ctx {
+  int form;
+  MPI_Comm graph; /* every rank a source and a destination, in rank order */
+} slots_ctx;
+
+#define SLOTS_PROG
+#define R ad_real
+#define F(name) name##_ad
+#define RT AD_MPI_REAL
+#define REQ ad_mpi_request
+#define ALLTOALLW ad_mpi_alltoallw
+#define IALLTOALLW ad_mpi_ialltoallw
+#define ALLTOALLW_INIT ad_mpi_alltoallw_init
+#define ALLTOALLV ad_mpi_alltoallv
+#define IALLTOALLV ad_mpi_ialltoallv
+#define NEIGHBOR_W ad_mpi_neighbor_alltoallw
+#define INEIGHBOR_W ad_mpi_ineighbor_alltoallw
+#define NEIGHBOR_V ad_mpi_neighbor_alltoallv
+#define REDUCE_SCATTER ad_mpi_reduce_scatter
+#define START ad_mpi_start
+#define WAIT ad_mpi_wait
+#define REQUEST_FREE ad_mpi_request_free
+#define ADD(a, b) ad_add(a, b)
+#define MUL(a, b) ad_mul(a, b)
+#define SIN(a) ad_sin(a)
+#define CST(v) ad_const(v)
+#include "test_mpi_slots.c"
+#undef R
+#undef F
+#undef RT
+#undef REQ
+#undef ALLTOALLW
+#undef IALLTOALLW
+#undef ALLTOALLW_INIT
+#undef ALLTOALLV
+#undef IALLTOALLV
+#undef NEIGHBOR_W
+#undef INEIGHBOR_W
+#undef NEIGHBOR_V
+#undef REDUCE_SCATTER
+#undef START
+#undef WAIT
+#undef REQUEST_FREE
+#undef ADD
+#undef MUL
+#undef SIN
+#undef CST
+
+#define R double
+#define F(name) name##_plain
+#define RT MPI_DOUBLE
+#define REQ MPI_Request
+#define ALLTOALLW MPI_Alltoallw
+#define IALLTOALLW MPI_Ialltoallw
+#define ALLTOALLW_INIT MPI_Alltoallw_init
+#define ALLTOALLV MPI_Alltoallv
+#define IALLTOALLV MPI_Ialltoallv
+#define NEIGHBOR_W MPI_Neighbor_alltoallw
+#define INEIGHBOR_W MPI_Ineighbor_alltoallw
+#define NEIGHBOR_V MPI_Neighbor_alltoallv
+#define REDUCE_SCATTER MPI_Reduce_scatter
+#define START MPI_Start
+#define WAIT MPI_Wait
+#define REQUEST_FREE MPI_Request_free
+#define ADD(a, b) ((a) + (b))
+#define MUL(a, b) ((a) * (b))
+#define SIN(a) sin(a)
+#define CST(v) (v)
+#include "test_mpi_slots.c"
+
+static int form_available(int form) {
+#if MPI_VERSION >= 4
+  (void)form;
+  return 1;
+#else
+  return form != FORM_ALLTOALLW_INIT;
+#endif
+}
+
+int main(int argc, char **argv) {
+  mt_init(&argc, &argv);
+  int p = mt_size, *all = malloc(sizeof(int) * (size_t)p);
+  for (int j = 0; j < p; j++) all[j] = j;
+  slots_ctx c;
+  MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, p, all, MPI_UNWEIGHTED, p, all, MPI_UNWEIGHTED, MPI_INFO_NULL, 0,
+                                 &c.graph);
+  for (int form = 0; form < FORMS; form++) {
+    if (!form_available(form)) {
+      if (mt_rank == 0) printf("%s: not in this MPI library (MPI_VERSION %d)\n", form_name[form], MPI_VERSION);
+      continue;
+    }
+    c.form = form;
+    mt_values(form_name[form], slots_ad, slots_plain, &c, N);
+#ifndef ARIADNE_PASSIVE
+    mt_check_prog(form_name[form], slots_ad, N, N, &c, 1e-6);
+#endif
+  }
+  MPI_Comm_free(&c.graph);
+  free(all);
+  return mt_finalize();
+}
+
+#else /* SLOTS_PROG: the program, on R */
+
+/* Rank j sends 1 + k % 2 values to rank k from element k % 3 of its three
+ * (the slots of ranks 0 and 3, 1 and 3, 1 and 2 overlap), and rank k
+ * receives them at element 3 j of a buffer of passive values (gaps after
+ * every slot). A reduce_scatter then mixes every received value and gap
+ * into every rank's outputs. */
+static void F(slots)(R *x, int n, R *y, int m, void *ctx) {
+  (void)m;
+  const slots_ctx *c = ctx;
+  int p = mt_size, me = mt_rank;
+  R sb[3], r[3], *rb = malloc(sizeof(R) * (size_t)(3 * p));
+  int *a = malloc(sizeof(int) * (size_t)(5 * p));
+  int *sc = a, *sd = a + p, *rc = a + 2 * p, *rd = a + 3 * p, *three = a + 4 * p;
+  int *sdb = malloc(sizeof(int) * (size_t)(2 * p)), *rdb = sdb + p;
+  MPI_Aint *ad = malloc(sizeof(MPI_Aint) * (size_t)(2 * p));
+  MPI_Datatype *ty = malloc(sizeof(MPI_Datatype) * (size_t)p);
+  for (int k = 0; k < p; k++) {
+    sc[k] = 1 + k % 2;
+    sd[k] = k % 3;
+    rc[k] = 1 + me % 2;
+    rd[k] = 3 * k;
+    three[k] = 3;
+    sdb[k] = sd[k] * (int)sizeof(R);
+    rdb[k] = rd[k] * (int)sizeof(R);
+    ad[k] = sdb[k];
+    ad[p + k] = rdb[k];
+    ty[k] = RT;
+  }
+  for (int i = 0; i < 3; i++) sb[i] = MUL(x[i % n], ADD(x[(i + 1) % n], 0.5 + i));
+  for (int j = 0; j < 3 * p; j++) rb[j] = CST(0.25 * (j + 1));
+  REQ q;
+  switch (c->form) {
+  case FORM_ALLTOALLW:
+    ALLTOALLW(sb, sc, sdb, ty, rb, rc, rdb, ty, MPI_COMM_WORLD);
+    break;
+  case FORM_IALLTOALLW:
+    IALLTOALLW(sb, sc, sdb, ty, rb, rc, rdb, ty, MPI_COMM_WORLD, &q);
+    WAIT(&q, MPI_STATUS_IGNORE);
+    break;
+#if MPI_VERSION >= 4
+  case FORM_ALLTOALLW_INIT:
+    ALLTOALLW_INIT(sb, sc, sdb, ty, rb, rc, rdb, ty, MPI_COMM_WORLD, MPI_INFO_NULL, &q);
+    START(&q);
+    WAIT(&q, MPI_STATUS_IGNORE);
+    REQUEST_FREE(&q);
+    break;
+#endif
+  case FORM_ALLTOALLV:
+    ALLTOALLV(sb, sc, sd, RT, rb, rc, rd, RT, MPI_COMM_WORLD);
+    break;
+  case FORM_IALLTOALLV:
+    IALLTOALLV(sb, sc, sd, RT, rb, rc, rd, RT, MPI_COMM_WORLD, &q);
+    WAIT(&q, MPI_STATUS_IGNORE);
+    break;
+  case FORM_NEIGHBOR_W:
+    NEIGHBOR_W(sb, sc, ad, ty, rb, rc, ad + p, ty, c->graph);
+    break;
+  case FORM_INEIGHBOR_W:
+    INEIGHBOR_W(sb, sc, ad, ty, rb, rc, ad + p, ty, c->graph, &q);
+    WAIT(&q, MPI_STATUS_IGNORE);
+    break;
+  default:
+    NEIGHBOR_V(sb, sc, sd, RT, rb, rc, rd, RT, c->graph);
+    break;
+  }
+  REDUCE_SCATTER(rb, r, three, RT, MPI_SUM, MPI_COMM_WORLD);
+  for (int i = 0; i < n; i++) y[i] = ADD(MUL(r[i], SIN(r[(i + 1) % 3])), x[i]);
+  free(rb);
+  free(a);
+  free(sdb);
+  free(ad);
+  free(ty);
+}
+
+#endif /* SLOTS_PROG */
