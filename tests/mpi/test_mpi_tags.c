@@ -48,8 +48,8 @@ static void halo(ad_real *x, int n, ad_real *y, int m, void *ctx) {
     int pattern = s % 5;
     if (pattern == 4) {
       for (int f = 0; f < F; f++)
-        ad_mpi_sendrecv(&u[f], 1, AD_MPI_REAL, right(), rtag[f], &a[f], 1, AD_MPI_REAL, left(), rtag[f],
-                        MPI_COMM_WORLD, &sa[f]);
+        ad_mpi_sendrecv(&u[f], 1, AD_MPI_REAL, right(), rtag[f], &a[f], 1, AD_MPI_REAL, left(), rtag[f], MPI_COMM_WORLD,
+                        &sa[f]);
       for (int f = 0; f < F; f++)
         ad_mpi_sendrecv(&v[f], 1, AD_MPI_REAL, left(), ltag[f], &b[f], 1, AD_MPI_REAL, right(),
                         f == 0 ? MPI_ANY_TAG : ltag[f], MPI_COMM_WORLD, &sb[f]);
