@@ -1,17 +1,18 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Tags as step counters: a ring halo exchange of F fields over many steps
- * whose tags count the messages up (rightwards: F * step + field) and down
- * from MPI_TAG_UB (leftwards: MPI_TAG_UB - F * step - field), so that one
- * recording exchanges 4200 distinct tags with each partner in each
- * direction, up to MPI_TAG_UB itself. The steps rotate through blocking,
- * nonblocking and sendrecv receives with MPI_ANY_TAG and MPI_ANY_SOURCE, each
- * arranged so that what it matches is determined (finite differences rerun
- * the program). The gradient is checked by the dot-product test and by
- * central finite differences of the whole parallel program. */
+/* Tags as step counters: a ring halo exchange over many steps. Rightwards
+ * each step sends F fields, one message each, tagged F * step + field, so
+ * that one recording exchanges 4200 distinct tags with a partner in one
+ * direction; leftwards it sends the F fields in one message tagged
+ * MPI_TAG_UB - step, from MPI_TAG_UB itself down. The steps rotate through
+ * blocking, nonblocking and sendrecv receives with MPI_ANY_TAG and
+ * MPI_ANY_SOURCE, each arranged so that what it matches is determined
+ * (finite differences rerun the program). The gradient is checked by the
+ * dot-product test and by central finite differences of the whole parallel
+ * program. */
 #include "mtest.h"
 
 #define STEPS 700
-#define F 6 /* fields: messages per step and direction, one value each */
+#define F 6 /* fields: rightward messages per step, values of the leftward one */
 
 static int tag_ub;
 
@@ -38,57 +39,45 @@ static void halo(ad_real *x, int n, ad_real *y, int m, void *ctx) {
     v[f] = x[F + f];
   }
   for (int s = 0; s < STEPS; s++) {
-    int rtag[F], ltag[F];
-    for (int f = 0; f < F; f++) {
-      rtag[f] = F * s + f;
-      ltag[f] = tag_ub - F * s - f;
-    }
-    MPI_Status sa[F], sb[F];
-    ad_mpi_request q[4 * F];
+    int rtag[F], ltag = tag_ub - s;
+    for (int f = 0; f < F; f++) rtag[f] = F * s + f;
+    MPI_Status sa[F], sb;
+    ad_mpi_request q[2 * F + 2];
     int pattern = s % 5;
     if (pattern == 4) {
       for (int f = 0; f < F; f++)
         ad_mpi_sendrecv(&u[f], 1, AD_MPI_REAL, right(), rtag[f], &a[f], 1, AD_MPI_REAL, left(), rtag[f], MPI_COMM_WORLD,
                         &sa[f]);
-      for (int f = 0; f < F; f++)
-        ad_mpi_sendrecv(&v[f], 1, AD_MPI_REAL, left(), ltag[f], &b[f], 1, AD_MPI_REAL, right(),
-                        f == 0 ? MPI_ANY_TAG : ltag[f], MPI_COMM_WORLD, &sb[f]);
+      ad_mpi_sendrecv(v, F, AD_MPI_REAL, left(), ltag, b, F, AD_MPI_REAL, right(), MPI_ANY_TAG, MPI_COMM_WORLD, &sb);
     } else {
       for (int f = 0; f < F; f++) ad_mpi_isend(&u[f], 1, AD_MPI_REAL, right(), rtag[f], MPI_COMM_WORLD, &q[f]);
-      for (int f = 0; f < F; f++) ad_mpi_isend(&v[f], 1, AD_MPI_REAL, left(), ltag[f], MPI_COMM_WORLD, &q[F + f]);
+      ad_mpi_isend(v, F, AD_MPI_REAL, left(), ltag, MPI_COMM_WORLD, &q[F]);
       for (int f = 0; f < F; f++) {
-        if (pattern == 0) {
+        if (pattern == 0)
           ad_mpi_recv(&a[f], 1, AD_MPI_REAL, left(), rtag[f], MPI_COMM_WORLD, &sa[f]);
-        } else if (pattern == 1) {
+        else if (pattern == 1)
           ad_mpi_recv(&a[f], 1, AD_MPI_REAL, left(), f == 0 ? MPI_ANY_TAG : rtag[f], MPI_COMM_WORLD, &sa[f]);
-        } else if (pattern == 2) {
+        else if (pattern == 2)
           ad_mpi_recv(&a[f], 1, AD_MPI_REAL, MPI_ANY_SOURCE, rtag[f], MPI_COMM_WORLD, &sa[f]);
-        } else {
-          ad_mpi_irecv(&a[f], 1, AD_MPI_REAL, left(), f == 0 ? MPI_ANY_TAG : rtag[f], MPI_COMM_WORLD, &q[2 * F + f]);
-        }
+        else
+          ad_mpi_irecv(&a[f], 1, AD_MPI_REAL, left(), f == 0 ? MPI_ANY_TAG : rtag[f], MPI_COMM_WORLD, &q[F + 1 + f]);
       }
-      for (int f = 0; f < F; f++) {
-        if (pattern == 0) {
-          ad_mpi_recv(&b[f], 1, AD_MPI_REAL, right(), ltag[f], MPI_COMM_WORLD, &sb[f]);
-        } else if (pattern == 1) {
-          ad_mpi_recv(&b[f], 1, AD_MPI_REAL, MPI_ANY_SOURCE, ltag[f], MPI_COMM_WORLD, &sb[f]);
-        } else if (pattern == 2) {
-          ad_mpi_recv(&b[f], 1, AD_MPI_REAL, right(), f == 0 ? MPI_ANY_TAG : ltag[f], MPI_COMM_WORLD, &sb[f]);
-        } else {
-          ad_mpi_irecv(&b[f], 1, AD_MPI_REAL, MPI_ANY_SOURCE, ltag[f], MPI_COMM_WORLD, &q[3 * F + f]);
-        }
+      if (pattern == 0)
+        ad_mpi_recv(b, F, AD_MPI_REAL, right(), ltag, MPI_COMM_WORLD, &sb);
+      else if (pattern == 1)
+        ad_mpi_recv(b, F, AD_MPI_REAL, MPI_ANY_SOURCE, ltag, MPI_COMM_WORLD, &sb);
+      else if (pattern == 2)
+        ad_mpi_recv(b, F, AD_MPI_REAL, right(), MPI_ANY_TAG, MPI_COMM_WORLD, &sb);
+      else
+        ad_mpi_irecv(b, F, AD_MPI_REAL, MPI_ANY_SOURCE, ltag, MPI_COMM_WORLD, &q[2 * F + 1]);
+      if (pattern == 3) { /* completed in the opposite order */
+        ad_mpi_wait(&q[2 * F + 1], &sb);
+        for (int f = F - 1; f >= 0; f--) ad_mpi_wait(&q[F + 1 + f], &sa[f]);
       }
-      if (pattern == 3) /* completed in the opposite order */
-        for (int f = F - 1; f >= 0; f--) {
-          ad_mpi_wait(&q[3 * F + f], &sb[f]);
-          ad_mpi_wait(&q[2 * F + f], &sa[f]);
-        }
-      ad_mpi_waitall(2 * F, q, MPI_STATUSES_IGNORE);
+      ad_mpi_waitall(F + 1, q, MPI_STATUSES_IGNORE);
     }
-    for (int f = 0; f < F; f++) {
-      MT_CHECK(sa[f].MPI_SOURCE == left() && sa[f].MPI_TAG == rtag[f]);
-      MT_CHECK(sb[f].MPI_SOURCE == right() && sb[f].MPI_TAG == ltag[f]);
-    }
+    for (int f = 0; f < F; f++) MT_CHECK(sa[f].MPI_SOURCE == left() && sa[f].MPI_TAG == rtag[f]);
+    MT_CHECK(sb.MPI_SOURCE == right() && sb.MPI_TAG == ltag);
     for (int f = 0; f < F; f++) {
       double w = cos(0.37 * s + 1.3 * f + mt_rank) / STEPS;
       acc = ad_add(acc, ad_mul(w, ad_mul(ad_sin(a[f]), b[f])));
