@@ -24,7 +24,9 @@ static double timeout_s = 60.0;
  * taint(): MPI may still pair what it left with a later operation. */
 static int left_pending;
 static int timeout_set; /* ad_mpi_set_timeout was called: the environment does not override it */
-static int tag_low_bits, tag_k_bits, handshake_tag;
+/* Sweep messages take the tags 0 .. sweep_tags - 1 of the private
+ * communicators; the two above are the handshake's and the agreement's. */
+static int sweep_tags, handshake_tag;
 
 /* ------------------------------------------------------------------------ */
 /* Set-up and clean-up                                                       */
@@ -103,7 +105,7 @@ static int comm_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
   return MPI_SUCCESS;
 }
 
-static void kmap_free(ad__kmap *m) {
+void ad__kmap_free(ad__kmap *m) {
   free(m->keys);
   free(m->vals);
   memset(m, 0, sizeof *m);
@@ -132,9 +134,9 @@ static int self_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
       else
         c->freed = 1; /* a duplicate some rank never joined: left to MPI */
     }
-    kmap_free(&c->sendk);
-    kmap_free(&c->prunedk);
-    kmap_free(&c->tapes);
+    ad__kmap_free(&c->sendk);
+    ad__kmap_free(&c->prunedk);
+    ad__kmap_free(&c->tapes);
     free(c->rq);
     free(c);
   }
@@ -296,12 +298,8 @@ int ad__mpi_setup(void) {
 
   int *ub = NULL, wrank = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
-  long tag_ub = flag && ub ? *ub : 32767;
-  int bits = 0;
-  while (bits < 31 && (1L << (bits + 1)) - 1 <= tag_ub) bits++;
-  tag_low_bits = bits / 2 < 12 ? bits / 2 : 12;
-  tag_k_bits = bits - tag_low_bits - 1; /* stay below tag_ub / 2 */
-  handshake_tag = (int)tag_ub;
+  handshake_tag = flag && ub && *ub >= 32767 ? *ub : 32767; /* MPI promises 32767 */
+  sweep_tags = handshake_tag - 1;
 
   MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
   /* A launcher of one MPI runs a program linked with another as N separate
@@ -440,7 +438,9 @@ int ad__mpi_comm_settled(ad__comm *c) {
 
 static uint64_t kkey(int peer, int tag) { return ((uint64_t)(uint32_t)peer << 32 | (uint32_t)tag) + 1; }
 
-static int *kmap_slot(ad__kmap *m, uint64_t key) {
+static size_t kmap_home(uint64_t key, size_t cap) { return (key * 0x9E3779B97F4A7C15ull) >> 7 & (cap - 1); }
+
+int *ad__kmap_slot(ad__kmap *m, uint64_t key) {
   if (2 * (m->n + 1) > m->cap) {
     size_t ncap = m->cap ? 2 * m->cap : 64;
     uint64_t *nk = calloc(ncap, sizeof *nk);
@@ -452,7 +452,7 @@ static int *kmap_slot(ad__kmap *m, uint64_t key) {
     }
     for (size_t i = 0; i < m->cap; i++) {
       if (!m->keys[i]) continue;
-      size_t j = (m->keys[i] * 0x9E3779B97F4A7C15ull) >> 7 & (ncap - 1);
+      size_t j = kmap_home(m->keys[i], ncap);
       while (nk[j]) j = (j + 1) & (ncap - 1);
       nk[j] = m->keys[i];
       nv[j] = m->vals[i];
@@ -463,7 +463,7 @@ static int *kmap_slot(ad__kmap *m, uint64_t key) {
     m->vals = nv;
     m->cap = ncap;
   }
-  size_t j = (key * 0x9E3779B97F4A7C15ull) >> 7 & (m->cap - 1);
+  size_t j = kmap_home(key, m->cap);
   while (m->keys[j] && m->keys[j] != key) j = (j + 1) & (m->cap - 1);
   if (!m->keys[j]) {
     m->keys[j] = key;
@@ -473,8 +473,15 @@ static int *kmap_slot(ad__kmap *m, uint64_t key) {
   return &m->vals[j];
 }
 
+const int *ad__kmap_find(const ad__kmap *m, uint64_t key) {
+  if (!m->cap) return NULL;
+  size_t j = kmap_home(key, m->cap);
+  while (m->keys[j] && m->keys[j] != key) j = (j + 1) & (m->cap - 1);
+  return m->keys[j] ? &m->vals[j] : NULL;
+}
+
 int ad__send_seq(ad__comm *c, int dest, int tag) {
-  int *v = kmap_slot(&c->sendk, kkey(dest, tag));
+  int *v = ad__kmap_slot(&c->sendk, kkey(dest, tag));
   return v ? (*v)++ : -1;
 }
 
@@ -531,7 +538,7 @@ static int wildcard_source(const ad__rentry *e, int *asrc, int *atag) {
 int ad__recv_complete(ad__comm *c, uint64_t post, int asrc, int atag) {
   if (post < c->rq_base || post >= c->rq_next) return -1;
   size_t me = (size_t)(post - c->rq_base);
-  int *pr = kmap_slot(&c->prunedk, kkey(asrc, atag));
+  int *pr = ad__kmap_slot(&c->prunedk, kkey(asrc, atag));
   if (!pr) return -1;
   int k = *pr;
   for (size_t i = 0; i < me; i++) {
@@ -551,7 +558,7 @@ int ad__recv_complete(ad__comm *c, uint64_t post, int asrc, int atag) {
   c->rq[me].atag = atag;
   size_t drop = 0;
   while (drop < c->rq_n && c->rq[drop].done) {
-    int *d = kmap_slot(&c->prunedk, kkey(c->rq[drop].asrc, c->rq[drop].atag));
+    int *d = ad__kmap_slot(&c->prunedk, kkey(c->rq[drop].asrc, c->rq[drop].atag));
     if (!d) break;
     (*d)++;
     drop++;
@@ -576,17 +583,11 @@ typedef struct peer_note {
    * that two tapes with the same number of messages, or a message recorded
    * with another length on each side, are told apart. */
   unsigned sig_sent, sig_recvd;
-  /* The distinct tags of those messages, sorted, each with the smallest
-   * sequence number recorded in its stream. In a sweep a message travels on
-   * the channel numbered by its tag's place in this list (both sides have
-   * the same list, or the handshake fails on the signatures), and with its
-   * sequence number counted from the recording's first message of the
-   * stream: any tag MPI allows works, and a message that went astray before
-   * this recording does not shift it. */
-  struct tag_ent {
-    int tag, kmin;
-  } * tags[2];
-  int ntags[2], captags[2];
+  /* The tags of those messages with the range of sequence numbers in each
+   * tag's stream, sent [0] and received [1]: they number the sweep messages
+   * (sweeptag.c). Both sides have the same tags and ranges, or the handshake
+   * fails on the signatures. */
+  ad__chans chans[2];
   /* How many tapes of this process communicated with peer on c before this
    * one: both sides count the same tapes, so a rank that sweeps another of
    * its tapes than the partner does is found out. */
@@ -813,6 +814,29 @@ static void order_free(ad__corder *o) {
   memset(o, 0, sizeof *o);
 }
 
+/* Number every partner's messages for the sweep's tags. A tape that
+ * exchanged more messages with one partner in one direction than there
+ * are tags cannot be swept: a tag of two messages could pair an adjoint
+ * with the wrong one. 1 with an error on t, else 0. */
+static int chans_number(ad_tape *t, tape_ctx *x) {
+  for (size_t i = 0; i < x->n; i++)
+    for (int d = 0; d < 2; d++) {
+      ad__chans *s = &x->notes[i].chans[d];
+      if (ad__chans_number(s) != AD_OK) {
+        ad__pending(t, AD_ERR_NOMEM, "cannot number the messages of a sweep");
+        return 1;
+      }
+      if (s->total > sweep_tags) {
+        ad__fail(t, AD_ERR_MPI,
+                 "this tape %s %lld messages %s rank %d (counting from the first to the last of each tag), more "
+                 "than the %d tags below MPI_TAG_UB that tell their sweep messages apart; no sweep is possible",
+                 d ? "received" : "sent", (long long)s->total, d ? "from" : "to", x->notes[i].peer, sweep_tags);
+        return 1;
+      }
+    }
+  return 0;
+}
+
 static int ctx_sweep_begin(ad_tape *t, void *ctx, int reverse, int err) {
   tape_ctx *x = ctx;
   x->nlazy = 0;
@@ -825,6 +849,7 @@ static int ctx_sweep_begin(ad_tape *t, void *ctx, int reverse, int err) {
   /* One-sided operations of an epoch that was not closed on this tape are
    * missing from it: the partners learn of it through the handshake. */
   if (err == AD_OK && ad__rma_sweep_check(t)) err = ad__driver_check(t);
+  if (err == AD_OK && chans_number(t, x)) err = ad__driver_check(t);
   for (size_t i = 0; i < x->n; i++)
     if (x->notes[i].c->tainted) {
       tell_partners(x, err != AD_OK ? err : AD_ERR_MPI);
@@ -871,8 +896,8 @@ static void ctx_reset(ad_tape *t, void *ctx) {
   (void)t;
   tape_ctx *x = ctx;
   for (size_t i = 0; i < x->n; i++) {
-    free(x->notes[i].tags[0]);
-    free(x->notes[i].tags[1]);
+    ad__chans_free(&x->notes[i].chans[0]);
+    ad__chans_free(&x->notes[i].chans[1]);
     order_free(&x->notes[i].order);
   }
   x->n = 0;
@@ -882,8 +907,8 @@ static void ctx_destroy(void *ctx) {
   tape_ctx *x = ctx;
   for (size_t i = 0; i < x->nlazy; i++) free(x->lazy_buf[i]);
   for (size_t i = 0; i < x->n; i++) {
-    free(x->notes[i].tags[0]);
-    free(x->notes[i].tags[1]);
+    ad__chans_free(&x->notes[i].chans[0]);
+    ad__chans_free(&x->notes[i].chans[1]);
     order_free(&x->notes[i].order);
   }
   free(x->lazy);
@@ -974,36 +999,6 @@ static unsigned sig_of(int tag, int count) {
   return (unsigned)(h >> 33);
 }
 
-static int note_tag(ad_tape *t, peer_note *p, int recv, int tag, int k) {
-  struct tag_ent *v = p->tags[recv];
-  int lo = 0, hi = p->ntags[recv];
-  while (lo < hi) {
-    int mid = (lo + hi) / 2;
-    if (v[mid].tag < tag)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  if (lo == p->ntags[recv] || v[lo].tag != tag) {
-    if (p->ntags[recv] == p->captags[recv]) {
-      int ncap = p->captags[recv] ? 2 * p->captags[recv] : 4;
-      struct tag_ent *n = realloc(v, (size_t)ncap * sizeof *n);
-      if (!n) {
-        ad__fail(t, AD_ERR_NOMEM, "cannot note a message tag");
-        return -1;
-      }
-      p->tags[recv] = v = n;
-      p->captags[recv] = ncap;
-    }
-    memmove(v + lo + 1, v + lo, (size_t)(p->ntags[recv] - lo) * sizeof *v);
-    v[lo].tag = tag;
-    v[lo].kmin = k;
-    p->ntags[recv]++;
-  }
-  if (k >= 0 && (v[lo].kmin < 0 || k < v[lo].kmin)) v[lo].kmin = k;
-  return 0;
-}
-
 static void note(ad_tape *t, ad__comm *c, int peer, int recv, int tag, int count, int k) {
   tape_ctx *x = ctx_of(t);
   if (!x) {
@@ -1027,13 +1022,16 @@ static void note(ad_tape *t, ad__comm *c, int peer, int recv, int tag, int count
     x->notes[x->n].c = c;
     x->notes[x->n].peer = peer;
     if (peer >= 0) {
-      int *ns = kmap_slot(&c->tapes, kkey(peer, 0));
+      int *ns = ad__kmap_slot(&c->tapes, kkey(peer, 0));
       x->notes[x->n].serial = ns ? (*ns)++ : -1;
     }
     x->n++;
   }
   if (peer >= 0) {
-    if (note_tag(t, &x->notes[i], recv != 0, tag, k) != 0) return;
+    if (ad__chans_note(&x->notes[i].chans[recv != 0], tag, k) != AD_OK) {
+      ad__fail(t, AD_ERR_NOMEM, "cannot note a message tag");
+      return;
+    }
     if (recv) {
       x->notes[i].recvd++;
       x->notes[i].sig_recvd += sig_of(tag, count);
@@ -1077,29 +1075,12 @@ void ad__mpi_note_peer(ad_tape *t, ad__comm *c, int peer, int recv, int tag, int
 
 int ad__sweep_tag(ad_tape *t, ad__comm *c, int peer, int tag, int k, int was_recv) {
   tape_ctx *x = t->ext_ops == &ctx_ops ? t->ext_ctx : NULL;
-  if (!x) return -1;
-  for (size_t i = 0; i < x->n; i++) {
+  for (size_t i = 0; x && i < x->n; i++) {
     peer_note *p = &x->notes[i];
     if (p->c != c || p->peer != peer) continue;
-    const struct tag_ent *v = p->tags[was_recv != 0];
-    int lo = 0, hi = p->ntags[was_recv != 0];
-    while (lo < hi) {
-      int mid = (lo + hi) / 2;
-      if (v[mid].tag < tag)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    if (lo == p->ntags[was_recv != 0] || v[lo].tag != tag || k < v[lo].kmin) break;
-    if (lo >= 1 << tag_low_bits) {
-      ad__pending(t, AD_ERR_MPI,
-                  "this tape exchanged messages of more than %d different tags with rank %d, more than the sweeps "
-                  "can tell apart",
-                  1 << tag_low_bits, peer);
-      return -1;
-    }
-    unsigned kk = (unsigned)(k - v[lo].kmin) & ((1u << tag_k_bits) - 1);
-    return (int)(kk << tag_low_bits | (unsigned)lo);
+    int64_t place = ad__chans_place(&p->chans[was_recv != 0], tag, k);
+    if (place < 0 || place >= sweep_tags) break; /* the sweep's start numbered them all */
+    return (int)place;
   }
   ad__pending(t, AD_ERR_MPI, "no record of the messages with rank %d (tag %d) that this sweep needs", peer, tag);
   return -1;

@@ -18,6 +18,11 @@ typedef struct ad__kmap {
   int *vals;
   size_t cap, n;
 } ad__kmap;
+/* The value of key (0 if new); NULL if out of memory. */
+int *ad__kmap_slot(ad__kmap *m, uint64_t key);
+/* The value of key; NULL if it has none. */
+const int *ad__kmap_find(const ad__kmap *m, uint64_t key);
+void ad__kmap_free(ad__kmap *m);
 
 /* An active receive in posting order, kept until everything posted before
  * it has completed (see ad__recv_complete). */
@@ -75,8 +80,9 @@ int ad__mpi_comm_settled(ad__comm *c);
 /* Message identity: the k-th active message from one rank to another with
  * the same tag on the same communicator is the k-th received there (MPI's
  * non-overtaking rule), so both sides know k without sending it. The adjoint
- * and tangent messages carry (k, tag) in their tag on the private
- * communicator, so they match exactly whatever order the sweeps post them in. */
+ * and tangent messages carry a number made of (tag, k) in their tag on the
+ * private communicator (sweeptag.c), so they match exactly whatever order
+ * the sweeps post them in. */
 int ad__send_seq(ad__comm *c, int dest, int tag);
 uint64_t ad__recv_post(ad__comm *c, int src, int tag);
 int ad__recv_complete(ad__comm *c, uint64_t post, int asrc, int atag);
@@ -87,10 +93,35 @@ void ad__recv_attach(ad__comm *c, uint64_t post, int slot, unsigned gen);
 MPI_Request ad__p2p_request(int slot, unsigned gen);
 /* The tag on the private communicator of the sweep message for the message
  * of `tag` and sequence number k that this rank sent to (was_recv 0) or
- * received from (1) peer, as recorded on t: its tag's channel and its
- * number within the recording (see peer_note in comm.c). -1, with a pending
- * error on t, if there is none. */
+ * received from (1) peer, as recorded on t: the message's number among
+ * those t exchanged with peer in that direction (see ad__chans). -1, with a
+ * pending error on t, if there is none. */
 int ad__sweep_tag(ad_tape *t, ad__comm *c, int peer, int tag, int k, int was_recv);
+
+/* The messages a tape exchanged with one partner in one direction, per tag
+ * (sweeptag.c): the range of sequence numbers noted in each tag's stream,
+ * and from it a number for each message that the partner gives it too. */
+typedef struct ad__chan {
+  int tag;
+  int kmin, kmax; /* sequence numbers noted; -1: none yet */
+  int64_t base;   /* the number of the stream's message kmin */
+} ad__chan;
+typedef struct ad__chans {
+  ad__chan *v; /* in the order the tags were first noted */
+  int n, cap;
+  ad__kmap at;   /* tag + 1 -> place in v + 1 */
+  int stale;     /* noted since the last ad__chans_number */
+  int64_t total; /* numbers given out by ad__chans_number */
+} ad__chans;
+/* Note a message of `tag` and sequence number k (-1: unknown). AD_OK or
+ * AD_ERR_NOMEM. */
+int ad__chans_note(ad__chans *s, int tag, int k);
+/* Number the messages noted (s->total of them): by tag, then by sequence
+ * number. AD_OK or AD_ERR_NOMEM. */
+int ad__chans_number(ad__chans *s);
+/* The number of the message (tag, k); -1 if it was not noted or s is stale. */
+int64_t ad__chans_place(const ad__chans *s, int tag, int k);
+void ad__chans_free(ad__chans *s);
 
 /* ------------------------------------------------------------------------ */
 /* Tapes                                                                     */

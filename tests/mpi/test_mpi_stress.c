@@ -134,9 +134,22 @@ static int cur_step;
     }                                                                                                                  \
   } while (0)
 
-/* Three consecutive steps use tags that differ only above bit 12: the sweeps
- * must tell them apart all the same. */
-#define TAG(step, sub) (100 + 8 * ((step) / 3) + (sub) + 4096 * ((step) % 3))
+/* Tags up to MPI_TAG_UB: of three consecutive steps the first takes small
+ * tags, the second tags at MPI_TAG_UB and just below, the third tags drawn
+ * from its own slice of the range in between (a twenty-second of it per
+ * step, so that no two steps share a tag). A step's tags differ in sub
+ * (below 4); in the middle slices they are 4 + sub above a multiple of 8,
+ * so that they never meet TAG_TOKEN. */
+static int tag_ub = 32767;
+static int stress_tag(int step, int sub) {
+  int j = 8 * (step / 3) + sub;
+  if (step % 3 == 0) return 100 + j;
+  if (step % 3 == 1) return tag_ub - j;
+  uint64_t h = cur_seed * 0x9E3779B97F4A7C15ull + (uint64_t)step;
+  int slice = tag_ub / 22;
+  return slice * (1 + step / 3) + 8 * rng_int(&h, slice / 8 - 2) + 4 + sub;
+}
+#define TAG(step, sub) stress_tag(step, sub)
 
 static ad_real *reals(int n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(ad_real)); }
 static int *ints(int n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(int)); }
@@ -1241,6 +1254,9 @@ static unsigned long long env_ull(const char *name, unsigned long long dflt) {
 
 int main(int argc, char **argv) {
   mt_init(&argc, &argv);
+  int *ub = NULL, flag = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+  if (flag && ub) tag_ub = *ub;
   /* Room for every buffered send of a step, with MPI's per-message overhead. */
   int bsize = 1 << 20;
   void *bbuf = malloc((size_t)bsize);
