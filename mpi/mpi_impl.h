@@ -38,19 +38,19 @@ typedef struct ad__comm {
   int freed;        /* the user freed the communicator */
   int settling;     /* a wait for the duplicate is under way (see comm.c) */
   int tainted;      /* a sweep gave up with operations on priv still pending */
+  ad__kmap sendk;   /* active sends per (dest, tag) */
+  ad__kmap prunedk; /* completed receives per (source, tag) dropped from rq */
+  ad__kmap tapes;   /* recordings that communicated with a peer, per (peer, 0); collectively: (-1, 0) */
+  ad__rentry *rq;   /* receives posted and not yet pruned */
+  size_t rq_n, rq_cap;
+  uint64_t rq_base; /* posting number of rq[0] */
+  uint64_t rq_next; /* next posting number */
   /* How many times priv was replaced by a fresh duplicate after a sweep
    * gave up (see ad__mpi_comm_renew); the retired ones, freed with the
    * rest, since MPI may still complete what was left on them. */
   int gen;
   MPI_Comm *retired;
   int nretired;
-  ad__kmap sendk;   /* active sends per (dest, tag) */
-  ad__kmap prunedk; /* completed receives per (source, tag) dropped from rq */
-  ad__kmap tapes;   /* recordings that communicated with a peer, per (peer, 0) */
-  ad__rentry *rq;   /* receives posted and not yet pruned */
-  size_t rq_n, rq_cap;
-  uint64_t rq_base; /* posting number of rq[0] */
-  uint64_t rq_next; /* next posting number */
   struct ad__comm *next;
 } ad__comm;
 

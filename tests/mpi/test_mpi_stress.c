@@ -1177,7 +1177,8 @@ static void check_tape_orders(const program *pr, int coll_only) {
   }
   for (int j = 0; j < nt; j++) {
     int rc = ad_gradient(t[j], sum[j], S, x[j], ref[j]);
-    if (rc != AD_OK) fprintf(stderr, "[%d] seed %llu: tape %d: %s\n", mt_rank, pr->seed, j, ad_tape_error_message(t[j]));
+    if (rc != AD_OK)
+      fprintf(stderr, "[%d] seed %llu: tape %d: %s\n", mt_rank, pr->seed, j, ad_tape_error_message(t[j]));
     MT_CHECK(rc == AD_OK);
   }
   for (int round = 0; round < 2; round++) {
