@@ -130,7 +130,11 @@ typedef struct ad_mpi_stats {
 void ad_mpi_stats_get(ad_mpi_stats *out);
 void ad_mpi_stats_reset(void);
 
-/* Collective over comm: create the private duplicate now (see above). */
+/* Collective over comm: create the private duplicate now (see above). If a
+ * sweep over comm gave up on some rank (a timeout), give it a fresh private
+ * duplicate for the recordings made from now on (the first collective over
+ * comm in a recording does the same); recordings made before are refused.
+ * MPI_SUCCESS or an MPI error code. */
 int ad_mpi_comm_prepare(MPI_Comm comm);
 /* Seconds a sweep waits for another rank's adjoint or tangent data before it
  * fails with AD_ERR_MPI (a rank that never started its sweep, or that

@@ -32,6 +32,7 @@ static int coll_begin(coll *x, MPI_Comm comm) {
   if (!x->c) return err;
   if ((err = ad__mpi_comm_settled(x->c)) != MPI_SUCCESS) return err;
   x->t = ad__mpi_tape(&x->seen);
+  if ((err = ad__mpi_comm_renew(x->seen, x->c)) != MPI_SUCCESS) return err;
   ad__mpi_note_coll(x->seen, x->c);
   return MPI_SUCCESS;
 }

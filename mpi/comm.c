@@ -47,6 +47,8 @@ static void free_dups(ad__comm *c) {
   if (c->rev != MPI_COMM_NULL) MPI_Comm_free(&c->rev);
   if (c->tposed != MPI_COMM_NULL) MPI_Comm_free(&c->tposed);
   if (c->priv != MPI_COMM_NULL) MPI_Comm_free(&c->priv);
+  for (int i = 0; i < c->nretired; i++) MPI_Comm_free(&c->retired[i]);
+  c->nretired = 0;
 }
 
 /* Wait for the duplicate: with a tape through ad__mpi_wait (a timeout is
@@ -137,6 +139,7 @@ static int self_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
     ad__kmap_free(&c->sendk);
     ad__kmap_free(&c->prunedk);
     ad__kmap_free(&c->tapes);
+    free(c->retired);
     free(c->rq);
     free(c);
   }
@@ -402,11 +405,16 @@ ad__comm *ad__mpi_comm(MPI_Comm comm, int *err) {
   return c;
 }
 
+static int comm_renew(ad_tape *seen, ad__comm *c);
+
 int ad_mpi_comm_prepare(MPI_Comm comm) {
   int err;
   ad__comm *c = ad__mpi_comm(comm, &err);
   if (!c) return err;
-  return ad__mpi_comm_ready(NULL, c) == AD_OK ? MPI_SUCCESS : MPI_ERR_OTHER;
+  if (ad__mpi_comm_ready(NULL, c) != AD_OK) return MPI_ERR_OTHER;
+  ad_tape *seen;
+  ad__mpi_tape(&seen);
+  return comm_renew(seen, c);
 }
 
 int ad__mpi_comm_ready(ad_tape *t, ad__comm *c) {
@@ -588,10 +596,14 @@ typedef struct peer_note {
    * (sweeptag.c). Both sides have the same tags and ranges, or the handshake
    * fails on the signatures. */
   ad__chans chans[2];
-  /* How many tapes of this process communicated with peer on c before this
-   * one: both sides count the same tapes, so a rank that sweeps another of
-   * its tapes than the partner does is found out. */
+  /* How many tapes of this process communicated with peer on c (peer -1:
+   * used c collectively) before this one: both sides, or all ranks of c,
+   * count the same tapes, so a rank that sweeps another of its tapes than
+   * its partners do is found out. */
   int serial;
+  /* c->gen when this recording used c: a recording older than c's private
+   * duplicate is never swept (see ad__mpi_comm_renew). */
+  int gen;
   /* Collectively (peer -1): the collective records' numbers, and the
    * reverse sweep's order of adjoint collectives (see coll.c). */
   ad__corder order;
@@ -638,7 +650,8 @@ static void tell_partners(tape_ctx *x, int status) {
   int sent = 0;
   for (size_t i = 0; i < x->n; i++) {
     peer_note *p = &x->notes[i];
-    if (p->peer < 0 || p->c->priv == MPI_COMM_NULL) continue;
+    /* A recording older than the duplicate: its partners refuse it too. */
+    if (p->peer < 0 || p->c->priv == MPI_COMM_NULL || p->gen != p->c->gen) continue;
     MPI_Request r;
     if (MPI_Isend(msg, HS_W, MPI_INT, p->peer, handshake_tag, p->c->priv, &r) != MPI_SUCCESS) continue;
     MPI_Request_free(&r);
@@ -650,13 +663,32 @@ static void tell_partners(tape_ctx *x, int status) {
     free(msg);
 }
 
+/* 1 if no sweep of this recording can be trusted: an earlier sweep over
+ * one of its communicators gave up on this rank, or on some rank before
+ * the communicator was renewed (then this recording is older than the
+ * private duplicate and none of the ranks sweeps it). */
+static int untrusted(const tape_ctx *x) {
+  for (size_t i = 0; i < x->n; i++)
+    if (x->notes[i].c->tainted || x->notes[i].gen != x->notes[i].c->gen) return 1;
+  return 0;
+}
+
 static int tainted_check(ad_tape *t, tape_ctx *x) {
+  for (size_t i = 0; i < x->n; i++)
+    if (x->notes[i].gen != x->notes[i].c->gen) {
+      ad__pending(t, AD_ERR_MPI,
+                  "this recording is older than the private duplicate of a communicator it used (an earlier sweep "
+                  "over it gave up on some rank, so a later recording got a fresh one); no sweep of it can be "
+                  "trusted, so none was done: record again");
+      return AD_ERR_MPI;
+    }
   for (size_t i = 0; i < x->n; i++)
     if (x->notes[i].c->tainted) {
       ad__pending(t, AD_ERR_MPI,
                   "an earlier sweep over a communicator this tape used gave up with communication still pending "
-                  "there (a partner that never swept, or a timeout); no sweep over it can be trusted in this "
-                  "process, so none was done");
+                  "there (a partner that never swept, or a timeout); no sweep of a recording made before can be "
+                  "trusted, so none was done: record again (a collective over the communicator, or "
+                  "ad_mpi_comm_prepare, gives a new recording a fresh private duplicate)");
       return AD_ERR_MPI;
     }
   return AD_OK;
@@ -683,14 +715,16 @@ static void lazy_finish(ad_tape *t, tape_ctx *x, int *rc) {
   x->nlazy = 0;
 }
 
-/* Every partner says whether it is fine to sweep, which way it sweeps and,
+/* Every partner says whether it is fine to sweep, which way it sweeps,
+ * which of its recordings it sweeps (the serial) and,
  * pairwise, what it recorded with this rank: in[HS_W*i ..] is what partner i
  * says and out[HS_W*i ..] what this rank says. A count or signature that
  * does not match means one side recorded a message the other did not (a
  * passive send met by an active receive) or the two sides sweep different
  * tapes, which would pair adjoints with the wrong messages. Over a
- * communicator used collectively the ranks agree on the direction by a
- * minimum of (status, direction, -direction). */
+ * communicator used collectively the ranks agree on the direction and the
+ * recording by a minimum of (status, direction, -direction, serial,
+ * -serial). */
 static int handshake(ad_tape *t, tape_ctx *x, int status, int reverse, int *peer_status, int *peer_rank) {
   int rc = AD_OK;
   size_t n = x->n;
@@ -733,7 +767,9 @@ static int handshake(ad_tape *t, tape_ctx *x, int status, int reverse, int *peer
       is_recv[nr] = 0;
       v[1] = dir;
       v[2] = -dir;
-      e = MPI_Iallreduce(MPI_IN_PLACE, v, 3, MPI_INT, MPI_MIN, p->c->priv, &req[nr]);
+      v[3] = p->serial;
+      v[4] = -p->serial;
+      e = MPI_Iallreduce(MPI_IN_PLACE, v, 5, MPI_INT, MPI_MIN, p->c->priv, &req[nr]);
       if (e == MPI_SUCCESS) nr++;
     } else {
       is_recv[nr] = 0;
@@ -772,6 +808,16 @@ static int handshake(ad_tape *t, tape_ctx *x, int status, int reverse, int *peer
       else
         ad__pending(t, AD_ERR_MPI,
                     "the ranks of a communicator this tape used do not all run a %s sweep; no sweep was done", mine);
+      rc = AD_ERR_MPI;
+    } else if (p->peer < 0 && v[3] != -v[4]) {
+      /* Collectives pair by their order on the communicator alone: without
+       * this, two tapes swept in different orders would exchange each
+       * other's adjoints. */
+      ad__pending(t, AD_ERR_MPI,
+                  "the ranks of a communicator this tape used collectively do not all sweep the same recording "
+                  "(this rank sweeps number %d of its tapes that used it, the ranks numbers %d to %d); no sweep was "
+                  "done",
+                  p->serial + 1, v[3] + 1, -v[4] + 1);
       rc = AD_ERR_MPI;
     } else if (p->peer >= 0 && (v[HS_SENT] != o[HS_RECVD] || v[HS_RECVD] != o[HS_SENT])) {
       ad__pending(t, AD_ERR_MPI,
@@ -850,13 +896,12 @@ static int ctx_sweep_begin(ad_tape *t, void *ctx, int reverse, int err) {
    * missing from it: the partners learn of it through the handshake. */
   if (err == AD_OK && ad__rma_sweep_check(t)) err = ad__driver_check(t);
   if (err == AD_OK && chans_number(t, x)) err = ad__driver_check(t);
-  for (size_t i = 0; i < x->n; i++)
-    if (x->notes[i].c->tainted) {
-      tell_partners(x, err != AD_OK ? err : AD_ERR_MPI);
-      if (err != AD_OK) return err;
-      tainted_check(t, x);
-      return ad__driver_check(t);
-    }
+  if (untrusted(x)) {
+    tell_partners(x, err != AD_OK ? err : AD_ERR_MPI);
+    if (err != AD_OK) return err;
+    tainted_check(t, x);
+    return ad__driver_check(t);
+  }
   int rc = handshake(t, x, err, reverse, &peer_status, &peer_rank);
   if (err != AD_OK) return err;
   if (rc != AD_OK) {
@@ -1021,10 +1066,9 @@ static void note(ad_tape *t, ad__comm *c, int peer, int recv, int tag, int count
     memset(&x->notes[x->n], 0, sizeof x->notes[x->n]);
     x->notes[x->n].c = c;
     x->notes[x->n].peer = peer;
-    if (peer >= 0) {
-      int *ns = ad__kmap_slot(&c->tapes, kkey(peer, 0));
-      x->notes[x->n].serial = ns ? (*ns)++ : -1;
-    }
+    x->notes[x->n].gen = c->gen;
+    int *ns = ad__kmap_slot(&c->tapes, kkey(peer, 0)); /* peer -1 has a key of its own */
+    x->notes[x->n].serial = ns ? (*ns)++ : -1;
     x->n++;
   }
   if (peer >= 0) {
@@ -1051,6 +1095,44 @@ ad__corder *ad__coll_order(ad_tape *t, ad__comm *c) {
   for (size_t i = 0; x && i < x->n; i++)
     if (x->notes[i].c == c && x->notes[i].peer < 0) return &x->notes[i].order;
   return NULL;
+}
+
+/* After a sweep over c gave up on some rank, MPI may still pair what that
+ * sweep left on the private duplicate with any later sweep over it. Every
+ * rank of c takes part here, so they agree (on the user's communicator,
+ * where all of them are) whether one of them retired the duplicate, and if
+ * so all move to a fresh one together. The recording under way is the
+ * first over the fresh duplicate: what it noted on c before moves with it,
+ * while every older recording over c stays refused, on every rank. */
+static int comm_renew(ad_tape *seen, ad__comm *c) {
+  if (c->freed) return MPI_SUCCESS;
+  int mine = c->tainted, any = 0;
+  int e = MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, c->user);
+  if (e != MPI_SUCCESS || !any) return e;
+  if ((e = ad__mpi_comm_settled(c)) != MPI_SUCCESS) return e;
+  MPI_Comm fresh;
+  if ((e = MPI_Comm_dup(c->user, &fresh)) != MPI_SUCCESS) return e;
+  MPI_Comm_set_errhandler(fresh, MPI_ERRORS_RETURN);
+  MPI_Comm *old[3] = {&c->priv, &c->rev, &c->tposed};
+  MPI_Comm *keep = realloc(c->retired, (size_t)(c->nretired + 3) * sizeof *keep);
+  if (keep) c->retired = keep; /* else the old duplicates are merely never freed */
+  for (int i = 0; i < 3; i++) {
+    if (*old[i] == MPI_COMM_NULL) continue;
+    if (keep) c->retired[c->nretired++] = *old[i];
+    *old[i] = MPI_COMM_NULL;
+  }
+  c->priv = fresh;
+  c->gen++;
+  c->tainted = 0;
+  tape_ctx *x = seen && seen->ext_ops == &ctx_ops ? seen->ext_ctx : NULL;
+  for (size_t i = 0; x && i < x->n; i++)
+    if (x->notes[i].c == c) x->notes[i].gen = c->gen;
+  return MPI_SUCCESS;
+}
+
+int ad__mpi_comm_renew(ad_tape *seen, ad__comm *c) {
+  if (!seen || ad__coll_order(seen, c)) return MPI_SUCCESS; /* no recording, or not its first collective over c */
+  return comm_renew(seen, c);
 }
 
 int ad__coll_number(ad_tape *t, ad__comm *c) {

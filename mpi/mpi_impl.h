@@ -45,11 +45,17 @@ typedef struct ad__comm {
   int tainted;      /* a sweep gave up with operations on priv still pending */
   ad__kmap sendk;   /* active sends per (dest, tag) */
   ad__kmap prunedk; /* completed receives per (source, tag) dropped from rq */
-  ad__kmap tapes;   /* recordings that communicated with a peer, per (peer, 0) */
+  ad__kmap tapes;   /* recordings that communicated with a peer, per (peer, 0); collectively: (-1, 0) */
   ad__rentry *rq;   /* receives posted and not yet pruned */
   size_t rq_n, rq_cap;
   uint64_t rq_base; /* posting number of rq[0] */
   uint64_t rq_next; /* next posting number */
+  /* How many times priv was replaced by a fresh duplicate after a sweep
+   * gave up (see ad__mpi_comm_renew); the retired ones, freed with the
+   * rest, since MPI may still complete what was left on them. */
+  int gen;
+  MPI_Comm *retired;
+  int nretired;
   struct ad__comm *next;
 } ad__comm;
 
@@ -67,6 +73,14 @@ int ad__mpi_comm_reversed(ad__comm *c, MPI_Comm *rev);
  * distributed graph with sources and destinations swapped otherwise
  * (collective over c's ranks, as above). */
 int ad__mpi_comm_transposed(ad__comm *c, MPI_Comm *out);
+/* Collective over c's ranks, at the start of every collective wrapper on
+ * active data (where all of them are, and record it if one does): on the
+ * first collective over c of seen's recording, the ranks agree whether an
+ * earlier sweep over c gave up on any of them, and if so replace the
+ * private duplicate by a fresh one, so that this recording's sweeps meet
+ * no leftovers; recordings made before are refused. MPI_SUCCESS or MPI's
+ * error. */
+int ad__mpi_comm_renew(ad_tape *seen, ad__comm *c);
 /* Wait for the private duplicate (used before sweep traffic); a failure is
  * left on t (if not NULL) as a pending error with its message. */
 int ad__mpi_comm_ready(ad_tape *t, ad__comm *c);

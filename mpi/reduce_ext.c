@@ -330,6 +330,7 @@ int ad__loc_reduce(int all, const void *sendbuf, void *recvbuf, int count, MPI_O
   ad__comm *c = ad__mpi_comm(comm, &err);
   if (!c) return err;
   ad_tape *seen, *t = ad__mpi_tape(&seen);
+  if ((err = ad__mpi_comm_renew(seen, c)) != MPI_SUCCESS) return err;
   ad__mpi_note_coll(seen, c);
   int me = c->rank, p = c->size, gets = all || me == root;
   const ad_real_int *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;

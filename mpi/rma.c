@@ -311,6 +311,8 @@ static int win_make(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI
   if (!c) return refuse(seen, err, "%s: the communicator is not valid", fn);
   if (ad__mpi_comm_settled(c) != MPI_SUCCESS || c->freed)
     return refuse(seen, MPI_ERR_COMM, "%s: the communicator's private duplicate is not available", fn);
+  if ((err = ad__mpi_comm_renew(seen, c)) != MPI_SUCCESS)
+    return refuse(seen, err, "%s: renewing the communicator's private duplicate failed", fn);
   ad__mpi_note_coll(seen, c);
   /* A window on ad_real memory counts in elements: its displacement unit
    * is sizeof(ad_real) and its size a whole number of them. */

@@ -741,6 +741,7 @@ static int mixed_bcast(const ad__dtype *d, void *buffer, int count, int root, MP
   ad__comm *c = ad__mpi_comm(comm, &err);
   if (!c) return err;
   ad_tape *seen, *t = ad__mpi_tape(&seen);
+  if ((err = ad__mpi_comm_renew(seen, c)) != MPI_SUCCESS) return err;
   ad__mpi_note_coll(seen, c);
   int me = c->rank == root;
   mbuf m;

@@ -15,7 +15,10 @@
  * completed out of order. Every other program is also recorded with another
  * number of inputs and outputs on every rank for ad_jacobian, and every
  * fourth once more with one rank running out of tape memory: that sweep
- * fails everywhere, and the next program must be right.
+ * fails everywhere, and the next program must be right. Every fourth is
+ * also recorded two or three times, and the recordings are swept in orders
+ * that differ between the ranks: each sweep is right everywhere or fails
+ * everywhere.
  *
  * Deadlock freedom holds by construction: every message of a step is received
  * within that step; blocking messages are handled by every rank in the order
@@ -1247,6 +1250,94 @@ static void check_failed_sweep(const program *pr) {
   ad_tape_destroy(t);
 }
 
+/* Several recordings of one program swept in rank-dependent orders. Each
+ * recording's result is a weighted sum over the ranks with its own weights
+ * and inputs, so two recordings' adjoints differ. First every rank sweeps
+ * them in one order (the reference), then rank 0 in that order and the
+ * others in the reverse one, then each rank in its own random order: after
+ * every step either all ranks got AD_OK with the reference gradient or all
+ * got an error; then the common order once more, which must still be
+ * right. Sub-communicator steps become allreduces here: each recording
+ * would make communicators of its own, whose handshakes on different
+ * recordings never meet (a timeout, not a mismatch). With `coll_only`,
+ * every step that has point-to-point traffic becomes a collective one:
+ * then only the collectives tell the recordings apart. */
+#define NTAPES 3
+static void check_tape_orders(const program *pr, int coll_only) {
+  program q = *pr;
+  for (int s = 0; s < q.nsteps; s++) {
+    int k = q.kind[s];
+    if (k == K_SUBCOMM || (coll_only && k == K_BLOCKING))
+      q.kind[s] = K_ALLREDUCE;
+    else if (coll_only && (k == K_SENDRECV || k == K_WILDCARD))
+      q.kind[s] = K_ALLGATHER;
+    else if (coll_only && (k == K_NONBLOCKING || k == K_NBCOLL)) /* the latter has a ring */
+      q.kind[s] = K_SCAN;
+    else if (coll_only && k == K_PERSIST)
+      q.kind[s] = K_BCAST;
+  }
+  uint64_t g = pr->seed * 0x2545F4914F6CDD1Dull + 3, mine = g ^ (0x632BE59BD9B4E019ull * (uint64_t)(mt_rank + 1));
+  int nt = 2 + rng_int(&g, NTAPES - 1);
+  ad_tape *t[NTAPES];
+  ad_real x[NTAPES][S], sum[NTAPES];
+  double ref[NTAPES][S];
+  for (int j = 0; j < nt; j++) {
+    ad_real y[S], part = ad_const(0.0);
+    t[j] = ad_tape_create();
+    ad_tape_begin(t[j]);
+    for (int i = 0; i < S; i++) x[j][i] = ad_input(0.5 + 0.1 * i + 0.05 * mt_rank + 0.03 * j);
+    run_program(x[j], S, y, S, &q);
+    for (int i = 0; i < S; i++) part = ad_add(part, ad_mul(y[i], 1.0 + 0.25 * i + j));
+    /* every rank a partner of every other: a mismatch is seen everywhere */
+    CALL(ad_mpi_allreduce(&part, &sum[j], 1, AD_MPI_REAL, MPI_SUM, MPI_COMM_WORLD));
+    ad_tape_end(t[j]);
+  }
+  for (int j = 0; j < nt; j++) {
+    int rc = ad_gradient(t[j], sum[j], S, x[j], ref[j]);
+    if (rc != AD_OK)
+      fprintf(stderr, "[%d] seed %llu: tape %d: %s\n", mt_rank, pr->seed, j, ad_tape_error_message(t[j]));
+    MT_CHECK(rc == AD_OK);
+  }
+  for (int round = 0; round < 2; round++) {
+    int order[NTAPES];
+    for (int j = 0; j < nt; j++) order[j] = round == 0 && mt_rank > 0 ? nt - 1 - j : j;
+    for (int j = nt - 1; round > 0 && j > 0; j--) {
+      int k = rng_int(&mine, j + 1), tmp = order[j];
+      order[j] = order[k];
+      order[k] = tmp;
+    }
+    for (int s = 0; s < nt; s++) {
+      int j = order[s];
+      double gr[S];
+      int rc = ad_gradient(t[j], sum[j], S, x[j], gr), right = rc == AD_OK, v[2];
+      for (int i = 0; right && i < S; i++) right = fabs(gr[i] - ref[j][i]) <= 1e-12 * (1.0 + fabs(ref[j][i]));
+      if (rc == AD_OK && !right) {
+        mt_errors++;
+        fprintf(stderr, "[%d] seed %llu: tape %d, step %d of a random order: AD_OK with a wrong gradient\n", mt_rank,
+                pr->seed, j, s);
+      }
+      if (rc != AD_OK && rc != AD_ERR_MPI) {
+        mt_errors++;
+        fprintf(stderr, "[%d] seed %llu: tape %d: %s\n", mt_rank, pr->seed, j, ad_tape_error_message(t[j]));
+      }
+      v[0] = rc == AD_OK;
+      v[1] = -v[0];
+      MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+      if (v[0] != -v[1]) {
+        mt_errors++;
+        fprintf(stderr, "[%d] seed %llu: step %d of a random order: AD_OK on some ranks only (here %s)\n", mt_rank,
+                pr->seed, s, rc == AD_OK ? "AD_OK" : ad_tape_error_message(t[j]));
+      }
+    }
+  }
+  for (int j = 0; j < nt; j++) {
+    double gr[S];
+    MT_CHECK(ad_gradient(t[j], sum[j], S, x[j], gr) == AD_OK);
+    for (int i = 0; i < S; i++) MT_CLOSE(gr[i], ref[j][i], 1e-12);
+    ad_tape_destroy(t[j]);
+  }
+}
+
 static unsigned long long env_ull(const char *name, unsigned long long dflt) {
   const char *v = getenv(name);
   return v && *v ? strtoull(v, NULL, 0) : dflt;
@@ -1279,6 +1370,10 @@ int main(int argc, char **argv) {
     if (i % 2 == 1) check_jacobian(&pr);
     free_made();
     if (i % 4 == 2) check_failed_sweep(&pr);
+    free_made();
+    /* Several recordings swept in rank-dependent orders on every fourth,
+     * every other time with collectives only. */
+    if (i % 4 == 0) check_tape_orders(&pr, i % 8 == 0);
     free_made();
     int bad = mt_errors - before, anybad = 0;
     MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
