@@ -212,7 +212,7 @@ static void ckpt_free(ckpt *c) {
 
 /* A message for the tape (or, without one, for ad_last_error). */
 static int fail(ad_tape *t, int code, const char *fmt, ...) {
-  char buf[400];
+  char buf[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
@@ -222,6 +222,20 @@ static int fail(ad_tape *t, int code, const char *fmt, ...) {
   else
     ad__fail_notape(code, "%s", buf);
   return code;
+}
+
+/* The detail of a failure on the scratch tape, for a message of the loop:
+ * without the scratch message's "[rank] ariadne: " prefix and its
+ * " (AD_ERR_...: ...)" suffix, which the loop's message adds again. */
+static const char *scratch_detail(const ad_tape *sc, char *buf, size_t size) {
+  const char *m = ad_tape_error_message(sc), *p = strstr(m, "ariadne: ");
+  snprintf(buf, size, "%s", p ? p + strlen("ariadne: ") : m);
+  char tail[200];
+  int code = ad_tape_error(sc);
+  snprintf(tail, sizeof tail, " (%s: %s)", ad_errname(code), ad_strerror(code));
+  size_t n = strlen(buf), k = strlen(tail);
+  if (n >= k && strcmp(buf + n - k, tail) == 0) buf[n - k] = '\0';
+  return buf;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -361,6 +375,31 @@ static int scratch_ready(ckpt *c) {
   return AD_OK;
 }
 
+/* Step i failed while it was recorded on the scratch tape. A stale handle
+ * there is a value that is not on the scratch tape: the step used an
+ * active value from outside its state, which the loop's forward run (not
+ * recorded) could not see. Say so, naming the value and the rule. */
+static int tape_step_failed(ckpt *c, ad_tape *t, int64_t i) {
+  ad_tape *sc = c->scratch;
+  int code = ad_tape_error(sc);
+  char detail[512];
+  scratch_detail(sc, detail, sizeof detail);
+  if (code != AD_ERR_STALE_HANDLE || sc->stale_i == 0)
+    return fail(t, code, "ad_checkpoint_loop: taping step %lld: %s", (long long)i, detail);
+  /* The operation that met it: the scratch message starts with its name. */
+  size_t op = strcspn(detail, ":");
+  detail[op] = '\0';
+  char whose[128] = "a value of another recording (another tape, or one kept from an earlier step)";
+  if (ad__handle_live(t, sc->stale_i, sc->stale_e))
+    snprintf(whose, sizeof whose, "handle %llu of the tape the loop is recorded on, computed outside the loop",
+             (unsigned long long)sc->stale_i);
+  return fail(t, code,
+              "ad_checkpoint_loop: step %lld uses an active value that is not part of the loop's state (in %s: %s). "
+              "A step may depend on active values only through its state (steps are re-run and recorded on a tape "
+              "of their own): pass the value in the state, or use its ad_value",
+              (long long)i, detail, whose);
+}
+
 /* Record step i from the working state on the scratch tape. Inputs are the
  * first n statements, so input k has handle k + 1. */
 static int tape_step(ckpt *c, ad_tape *t, int64_t i) {
@@ -373,11 +412,7 @@ static int tape_step(ckpt *c, ad_tape *t, int64_t i) {
   rc = call_step(c, t, i, c->xs, c->ptmp, NULL);
   ad_tape_end(c->scratch);
   ad__resume(s);
-  if (rc == AD_OK && ad_tape_error(c->scratch) != AD_OK) {
-    ad__pending(t, ad_tape_error(c->scratch), "ad_checkpoint_loop: taping step %lld: %s", (long long)i,
-                ad_tape_error_message(c->scratch));
-    rc = ad_tape_error(c->scratch);
-  }
+  if (rc == AD_OK && ad_tape_error(c->scratch) != AD_OK) rc = tape_step_failed(c, t, i);
   ad_stats st;
   ad_tape_stats(c->scratch, &st);
   if (st.bytes_reserved > c->st.scratch_bytes) c->st.scratch_bytes = st.bytes_reserved;
@@ -409,8 +444,9 @@ static int reverse_step(ckpt *c, ad_tape *t, int64_t i) {
   memset(&start, 0, sizeof start);
   rc = ad__sweep_reverse(sc, start);
   if (rc != AD_OK) {
-    ad__pending(t, rc, "ad_checkpoint_loop: sweeping step %lld: %s", (long long)i, ad_tape_error_message(sc));
-    return rc;
+    char detail[512];
+    return fail(t, rc, "ad_checkpoint_loop: sweeping step %lld: %s", (long long)i,
+                scratch_detail(sc, detail, sizeof detail));
   }
   for (size_t k = 0; k < c->n; k++) c->lam[k] = sc->adj[k + 1];
   ad__prog_step(&c->pg, c->pg.p.done + 1, c->st.advances);
@@ -925,7 +961,10 @@ static int bad_options(ad_tape *t, const ad_ckpt_options *o, size_t n) {
   const char *why = NULL;
   if (o->schedule < AD_CKPT_BINOMIAL || o->schedule > AD_CKPT_ONLINE)
     why = "opts->schedule is not an ad_ckpt_schedule";
-  else if (o->schedule != AD_CKPT_ONLINE && o->steps < 0)
+  else if (o->schedule != AD_CKPT_ONLINE && o->steps == 0)
+    why = "opts->steps is 0, which would run no step and leave the state as it is (steps not set?); set steps, "
+          "or AD_CKPT_NO_STEPS for a loop meant to run none";
+  else if (o->schedule != AD_CKPT_ONLINE && o->steps < 0 && o->steps != AD_CKPT_NO_STEPS)
     why = "opts->steps is negative";
   else if (o->schedule != AD_CKPT_STORE_ALL && o->snapshots < 1)
     why = "opts->snapshots is 0 (at least 1 is needed)";
@@ -1002,7 +1041,7 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
   c->twin_ud = o->passive_ud ? o->passive_ud : ud;
   c->n = n;
   c->pb = pb;
-  c->l = o->schedule == AD_CKPT_ONLINE ? 0 : o->steps;
+  c->l = o->schedule == AD_CKPT_ONLINE || o->steps == AD_CKPT_NO_STEPS ? 0 : o->steps;
   c->st.steps = c->l;
   c->rank = o->rank >= 0 ? o->rank : ad__process_rank();
   c->dir = o->dir ? strdup(o->dir) : NULL;

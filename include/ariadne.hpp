@@ -15,7 +15,8 @@
  *   std::cout << y << "\n";       // the value
  *   double v = static_cast<double>(y);
  *
- * Comparisons compare values, as ad_lt and friends do. With ARIADNE_PASSIVE
+ * Comparisons compare values, as ad_lt and friends do. After mpi.h, plain
+ * MPI calls on ad_real buffers do not compile (see ariadne_mpi.h). With ARIADNE_PASSIVE
  * ad_real is double and everything here is the language's own.
  */
 #ifndef ARIADNE_HPP
@@ -25,6 +26,14 @@
 #include <ostream>
 
 #include "ariadne.h"
+
+/* A program that includes mpi.h before this header gets the MPI layer's
+ * declarations, and with them the guard that refuses plain MPI calls on
+ * ad_real buffers at compile time (see ariadne_mpi.h; ARIADNE_MPI_NO_GUARD
+ * turns it off). */
+#if defined(MPI_VERSION) && !defined(ARIADNE_PASSIVE)
+#include "ariadne_mpi.h"
+#endif
 
 #ifndef ARIADNE_PASSIVE
 

@@ -32,8 +32,12 @@
  *   (0-based) and is deterministic: the same inputs give the same outputs,
  *   since steps are re-run.
  * - Every active value a step depends on must be part of the state: values
- *   recorded outside the loop are not visible on the scratch tape (using one
- *   is reported as a stale handle).
+ *   recorded outside the loop (or kept from an earlier step) are not on the
+ *   tape the step is recorded on. The forward run records nothing and cannot
+ *   see it; the first sweep that records the step fails with
+ *   AD_ERR_STALE_HANDLE, naming the step, the operation and the value. Pass
+ *   such a value in the state (an element the step leaves unchanged), or
+ *   use its ad_value.
  * - It may call ad_mpi_* (halo exchanges, reductions): every rank follows the
  *   same deterministic schedule, so communication matches; disk files are per
  *   rank. A loop whose steps communicate on AD_MPI_REAL data (or that has
@@ -104,6 +108,11 @@ extern "C" {
 #endif
 
 #define AD_CKPT_LAST 1
+/* ad_ckpt_options.steps of a loop meant to run no step. steps = 0 is refused
+ * (AD_ERR_ARG): it is what a forgotten field holds, and an empty loop would
+ * return AD_OK with the state unchanged and no step's derivative in the
+ * gradient. A number no arithmetic on step counts gives by accident. */
+#define AD_CKPT_NO_STEPS INT64_MIN
 
 typedef int (*ad_ckpt_step)(void *ud, int64_t step, size_t *n, ad_real *state, size_t *pbytes, void *pstate);
 /* The passive twin of a step function: the same step on double values. */
@@ -151,7 +160,7 @@ typedef struct ad_ckpt_stats {
 
 typedef struct ad_ckpt_options {
   ad_ckpt_schedule schedule;
-  int64_t steps;      /* number of steps (not used by AD_CKPT_ONLINE) */
+  int64_t steps;      /* number of steps, >= 1, or AD_CKPT_NO_STEPS (not used by AD_CKPT_ONLINE) */
   int snapshots;      /* states kept in memory (>= 1; >= 2 for AD_CKPT_ONLINE) */
   int disk_snapshots; /* AD_CKPT_MULTISTAGE: states written to dir (>= 1) */
   /* AD_CKPT_MULTISTAGE: an existing, writable directory. Loops of one
@@ -186,7 +195,8 @@ void ad_ckpt_options_default(ad_ckpt_options *o);
 /* Run the loop. state[0..n) is updated to the final state (fresh handles on
  * a recording tape) and pstate to the final passive state. Without a
  * recording tape, or with a passive state, it is a plain loop.
- * Returns AD_OK, AD_ERR_ARG (bad options, e.g. zero snapshots, with the
+ * Returns AD_OK, AD_ERR_ARG (bad options, e.g. zero snapshots or steps = 0
+ * (AD_CKPT_NO_STEPS is the empty loop), with the
  * reason in the tape's message or ad_last_error()), AD_ERR_CALLBACK (the step
  * failed or changed the state size), AD_ERR_IO (a snapshot file could not be
  * written or read), AD_ERR_CORRUPT (files in dir that fail their checksums,
@@ -200,6 +210,7 @@ int ad_checkpoint_loop(const ad_ckpt_options *opts, ad_ckpt_step step, void *ud,
 /* Passive build: the plain loop. */
 static inline int ad_checkpoint_loop(const ad_ckpt_options *opts, ad_ckpt_step step, void *ud, size_t n, ad_real *state,
                                      size_t pbytes, void *pstate) {
+  if (opts->schedule != AD_CKPT_ONLINE && opts->steps <= 0 && opts->steps != AD_CKPT_NO_STEPS) return AD_ERR_ARG;
   for (int64_t i = 0; opts->schedule == AD_CKPT_ONLINE || i < opts->steps; i++) {
     size_t n1 = n, p1 = pbytes;
     int rc = step(ud, i, &n1, state, &p1, pstate);

@@ -18,7 +18,10 @@
  * reductions on derived types are refused with MPI_ERR_OP, as MPI refuses
  * them; types Ariadne cannot handle are refused with MPI_ERR_TYPE
  * (docs/mpi.md). Buffers of any other datatype pass through to MPI untouched
- * and record nothing. Wrappers return MPI error codes.
+ * and record nothing, except ad_real data under a passive datatype
+ * (MPI_DOUBLE for AD_MPI_REAL), which is refused (ad_mpi_set_check below).
+ * Plain MPI calls on ad_real buffers can be refused at compile time (the end
+ * of this header). Wrappers return MPI error codes.
  *
  * The forward call moves values (only values: the wire carries doubles) and
  * pushes a communication record on this thread's recording tape; the reverse
@@ -141,6 +144,18 @@ int ad_mpi_comm_prepare(MPI_Comm comm);
  * recorded a different communication). Default 60, or the environment
  * variable ARIADNE_MPI_TIMEOUT. */
 void ad_mpi_set_timeout(double seconds);
+/* Check mode. ad_real data given to a wrapper under a passive datatype
+ * (MPI_DOUBLE, MPI_FLOAT, MPI_BYTE, ... instead of AD_MPI_REAL) is refused
+ * with MPI_ERR_TYPE and a sticky tape error naming the call: MPI would move
+ * its bytes, handles included, and the gradient would be wrong without an
+ * error. The wrappers recognise such data by the handles of the recording
+ * tape in the buffers MPI reads; they look at a few elements by default and
+ * at every element in check mode, which the environment variable
+ * ARIADNE_MPI_CHECK=1 turns on (see docs/mpi.md for what is and is not
+ * seen). ad_mpi_set_check turns it on (1) or off (0) and returns the
+ * previous setting; ad_mpi_check_enabled returns the current one. */
+int ad_mpi_set_check(int on);
+int ad_mpi_check_enabled(void);
 /* A checkpointed loop (ariadne_checkpoint.h) run by the ranks of comm only,
  * or whose steps communicate through plain MPI calls: its ranks agree over
  * comm (where a resumable run resumes, whether every rank has its files,
@@ -522,6 +537,11 @@ static inline int ad_mpi_comm_prepare(MPI_Comm comm) {
   return MPI_SUCCESS;
 }
 static inline void ad_mpi_set_timeout(double s) { (void)s; }
+static inline int ad_mpi_set_check(int on) {
+  (void)on;
+  return 0;
+}
+static inline int ad_mpi_check_enabled(void) { return 0; }
 struct ad_ckpt_options;
 static inline int ad_mpi_ckpt_comm(struct ad_ckpt_options *o, MPI_Comm comm) {
   (void)o;
@@ -674,6 +694,165 @@ int ad_mpi_tape_dump(const ad_tape *tape, MPI_Comm comm, const char *prefix, ad_
 
 #ifdef __cplusplus
 }
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Plain MPI calls on ad_real buffers, refused at compile time               */
+/* ------------------------------------------------------------------------ */
+
+/* A plain MPI call given an ad_real buffer moves its bytes: the receiver
+ * gets the sender's handles, and a reduction on MPI_DOUBLE reduces the
+ * values and leaves the handles where they were, so every printed number is
+ * right and the gradient is not. Where the compiler sees the buffer's type,
+ * the call is turned into a compile error naming the ad_mpi_* call to use:
+ *
+ * - C++: always (ARIADNE_MPI_NO_GUARD turns it off). The calls below get an
+ *   overload that wins for an ad_real * or const ad_real * argument and fails
+ *   with "static assertion failed: MPI_Allreduce on ad_real data: use
+ *   ad_mpi_allreduce with AD_MPI_REAL".
+ * - C: when ARIADNE_MPI_GUARD is defined before this header is included.
+ *   The calls below become macros that pass other buffers through unchanged
+ *   and turn an ad_real * buffer into a value of type `struct
+ *   ad_real_buffer__use_ad_mpi_allreduce_with_AD_MPI_REAL`, which the
+ *   compiler refuses as the call's buffer ("incompatible type for argument
+ *   1 of 'MPI_Allreduce'"). A file that takes the address of one of these
+ *   functions (&MPI_Send) is unaffected; one that defines its own macro of
+ *   the same name must leave the guard off.
+ *
+ * A buffer seen through void * (a generic routine's argument) escapes both;
+ * the wrappers' run-time check (ad_mpi_set_check) covers ad_mpi_* calls. */
+#define AD__MPI_GUARDED(X)                                                                                             \
+  X(MPI_Send, ad_mpi_send)                                                                                             \
+  X(MPI_Ssend, ad_mpi_ssend)                                                                                           \
+  X(MPI_Bsend, ad_mpi_bsend)                                                                                           \
+  X(MPI_Rsend, ad_mpi_rsend)                                                                                           \
+  X(MPI_Recv, ad_mpi_recv)                                                                                             \
+  X(MPI_Isend, ad_mpi_isend)                                                                                           \
+  X(MPI_Issend, ad_mpi_issend)                                                                                         \
+  X(MPI_Ibsend, ad_mpi_ibsend)                                                                                         \
+  X(MPI_Irsend, ad_mpi_irsend)                                                                                         \
+  X(MPI_Irecv, ad_mpi_irecv)                                                                                           \
+  X(MPI_Send_init, ad_mpi_send_init)                                                                                   \
+  X(MPI_Recv_init, ad_mpi_recv_init)                                                                                   \
+  X(MPI_Mrecv, ad_mpi_mrecv)                                                                                           \
+  X(MPI_Imrecv, ad_mpi_imrecv)                                                                                         \
+  X(MPI_Sendrecv, ad_mpi_sendrecv)                                                                                     \
+  X(MPI_Sendrecv_replace, ad_mpi_sendrecv_replace)                                                                     \
+  X(MPI_Bcast, ad_mpi_bcast)                                                                                           \
+  X(MPI_Ibcast, ad_mpi_ibcast)                                                                                         \
+  X(MPI_Reduce, ad_mpi_reduce)                                                                                         \
+  X(MPI_Ireduce, ad_mpi_ireduce)                                                                                       \
+  X(MPI_Allreduce, ad_mpi_allreduce)                                                                                   \
+  X(MPI_Iallreduce, ad_mpi_iallreduce)                                                                                 \
+  X(MPI_Reduce_scatter_block, ad_mpi_reduce_scatter_block)                                                             \
+  X(MPI_Reduce_scatter, ad_mpi_reduce_scatter)                                                                         \
+  X(MPI_Scan, ad_mpi_scan)                                                                                             \
+  X(MPI_Exscan, ad_mpi_exscan)                                                                                         \
+  X(MPI_Iscan, ad_mpi_iscan)                                                                                           \
+  X(MPI_Iexscan, ad_mpi_iexscan)                                                                                       \
+  X(MPI_Gather, ad_mpi_gather)                                                                                         \
+  X(MPI_Igather, ad_mpi_igather)                                                                                       \
+  X(MPI_Gatherv, ad_mpi_gatherv)                                                                                       \
+  X(MPI_Igatherv, ad_mpi_igatherv)                                                                                     \
+  X(MPI_Scatter, ad_mpi_scatter)                                                                                       \
+  X(MPI_Iscatter, ad_mpi_iscatter)                                                                                     \
+  X(MPI_Scatterv, ad_mpi_scatterv)                                                                                     \
+  X(MPI_Iscatterv, ad_mpi_iscatterv)                                                                                   \
+  X(MPI_Allgather, ad_mpi_allgather)                                                                                   \
+  X(MPI_Iallgather, ad_mpi_iallgather)                                                                                 \
+  X(MPI_Allgatherv, ad_mpi_allgatherv)                                                                                 \
+  X(MPI_Iallgatherv, ad_mpi_iallgatherv)                                                                               \
+  X(MPI_Alltoall, ad_mpi_alltoall)                                                                                     \
+  X(MPI_Ialltoall, ad_mpi_ialltoall)                                                                                   \
+  X(MPI_Alltoallv, ad_mpi_alltoallv)                                                                                   \
+  X(MPI_Ialltoallv, ad_mpi_ialltoallv)
+
+#if defined(__cplusplus) && !defined(ARIADNE_PASSIVE) && !defined(ARIADNE_MPI_NO_GUARD)
+/* An overload that takes any arguments and exists only when one of them is
+ * an ad_real pointer: it is then a better match than MPI's (no conversion to
+ * const void *), and instantiating it fails with the message. */
+template <class... A> struct ad__mpi_any_real { static const bool value = false; };
+template <class T, class... A> struct ad__mpi_any_real<T, A...> {
+  static const bool value = ad__mpi_any_real<A...>::value;
+};
+template <class... A> struct ad__mpi_any_real<ad_real *, A...> { static const bool value = true; };
+template <class... A> struct ad__mpi_any_real<const ad_real *, A...> { static const bool value = true; };
+template <bool B> struct ad__mpi_enable {};
+template <> struct ad__mpi_enable<true> { typedef int type; };
+#define AD__MPI_CXX_GUARD(mpi, ad)                                                                                     \
+  template <class... A, typename ad__mpi_enable<ad__mpi_any_real<A...>::value>::type = 0> int mpi(A...) {              \
+    static_assert(!ad__mpi_any_real<A...>::value, #mpi " on ad_real data: use " #ad " with AD_MPI_REAL");              \
+    return MPI_ERR_TYPE;                                                                                               \
+  }
+AD__MPI_GUARDED(AD__MPI_CXX_GUARD)
+#undef AD__MPI_CXX_GUARD
+#endif
+
+#if !defined(__cplusplus) && !defined(ARIADNE_PASSIVE) && defined(ARIADNE_MPI_GUARD)
+#define AD__MPI_GUARD_TYPE(mpi, ad)                                                                                    \
+  struct ad_real_buffer__use_##ad##_with_AD_MPI_REAL {                                                                 \
+    char unused;                                                                                                       \
+  };
+AD__MPI_GUARDED(AD__MPI_GUARD_TYPE)
+#undef AD__MPI_GUARD_TYPE
+/* The buffer b of a call whose wrapper is ad, or the error's value. */
+#define AD__MPI_GUARD(b, ad)                                                                                           \
+  _Generic((b), ad_real *                                                                                              \
+           : (struct ad_real_buffer__use_##ad##_with_AD_MPI_REAL){0}, const ad_real *                                  \
+           : (struct ad_real_buffer__use_##ad##_with_AD_MPI_REAL){0}, default                                          \
+           : (b))
+/* Calls by the places of their buffers: the first argument; the first and
+ * second; the first and the fourth, fifth or sixth. */
+#define AD__MPI_G1(f, ad, b, ...) f(AD__MPI_GUARD(b, ad), __VA_ARGS__)
+#define AD__MPI_G12(f, ad, s, r, ...) f(AD__MPI_GUARD(s, ad), AD__MPI_GUARD(r, ad), __VA_ARGS__)
+#define AD__MPI_G14(f, ad, s, a1, a2, r, ...) f(AD__MPI_GUARD(s, ad), a1, a2, AD__MPI_GUARD(r, ad), __VA_ARGS__)
+#define AD__MPI_G15(f, ad, s, a1, a2, a3, r, ...) f(AD__MPI_GUARD(s, ad), a1, a2, a3, AD__MPI_GUARD(r, ad), __VA_ARGS__)
+#define AD__MPI_G16(f, ad, s, a1, a2, a3, a4, r, ...)                                                                  \
+  f(AD__MPI_GUARD(s, ad), a1, a2, a3, a4, AD__MPI_GUARD(r, ad), __VA_ARGS__)
+#define MPI_Send(...) AD__MPI_G1(MPI_Send, ad_mpi_send, __VA_ARGS__)
+#define MPI_Ssend(...) AD__MPI_G1(MPI_Ssend, ad_mpi_ssend, __VA_ARGS__)
+#define MPI_Bsend(...) AD__MPI_G1(MPI_Bsend, ad_mpi_bsend, __VA_ARGS__)
+#define MPI_Rsend(...) AD__MPI_G1(MPI_Rsend, ad_mpi_rsend, __VA_ARGS__)
+#define MPI_Recv(...) AD__MPI_G1(MPI_Recv, ad_mpi_recv, __VA_ARGS__)
+#define MPI_Isend(...) AD__MPI_G1(MPI_Isend, ad_mpi_isend, __VA_ARGS__)
+#define MPI_Issend(...) AD__MPI_G1(MPI_Issend, ad_mpi_issend, __VA_ARGS__)
+#define MPI_Ibsend(...) AD__MPI_G1(MPI_Ibsend, ad_mpi_ibsend, __VA_ARGS__)
+#define MPI_Irsend(...) AD__MPI_G1(MPI_Irsend, ad_mpi_irsend, __VA_ARGS__)
+#define MPI_Irecv(...) AD__MPI_G1(MPI_Irecv, ad_mpi_irecv, __VA_ARGS__)
+#define MPI_Send_init(...) AD__MPI_G1(MPI_Send_init, ad_mpi_send_init, __VA_ARGS__)
+#define MPI_Recv_init(...) AD__MPI_G1(MPI_Recv_init, ad_mpi_recv_init, __VA_ARGS__)
+#define MPI_Mrecv(...) AD__MPI_G1(MPI_Mrecv, ad_mpi_mrecv, __VA_ARGS__)
+#define MPI_Imrecv(...) AD__MPI_G1(MPI_Imrecv, ad_mpi_imrecv, __VA_ARGS__)
+#define MPI_Sendrecv(...) AD__MPI_G16(MPI_Sendrecv, ad_mpi_sendrecv, __VA_ARGS__)
+#define MPI_Sendrecv_replace(...) AD__MPI_G1(MPI_Sendrecv_replace, ad_mpi_sendrecv_replace, __VA_ARGS__)
+#define MPI_Bcast(...) AD__MPI_G1(MPI_Bcast, ad_mpi_bcast, __VA_ARGS__)
+#define MPI_Ibcast(...) AD__MPI_G1(MPI_Ibcast, ad_mpi_ibcast, __VA_ARGS__)
+#define MPI_Reduce(...) AD__MPI_G12(MPI_Reduce, ad_mpi_reduce, __VA_ARGS__)
+#define MPI_Ireduce(...) AD__MPI_G12(MPI_Ireduce, ad_mpi_ireduce, __VA_ARGS__)
+#define MPI_Allreduce(...) AD__MPI_G12(MPI_Allreduce, ad_mpi_allreduce, __VA_ARGS__)
+#define MPI_Iallreduce(...) AD__MPI_G12(MPI_Iallreduce, ad_mpi_iallreduce, __VA_ARGS__)
+#define MPI_Reduce_scatter_block(...) AD__MPI_G12(MPI_Reduce_scatter_block, ad_mpi_reduce_scatter_block, __VA_ARGS__)
+#define MPI_Reduce_scatter(...) AD__MPI_G12(MPI_Reduce_scatter, ad_mpi_reduce_scatter, __VA_ARGS__)
+#define MPI_Scan(...) AD__MPI_G12(MPI_Scan, ad_mpi_scan, __VA_ARGS__)
+#define MPI_Exscan(...) AD__MPI_G12(MPI_Exscan, ad_mpi_exscan, __VA_ARGS__)
+#define MPI_Iscan(...) AD__MPI_G12(MPI_Iscan, ad_mpi_iscan, __VA_ARGS__)
+#define MPI_Iexscan(...) AD__MPI_G12(MPI_Iexscan, ad_mpi_iexscan, __VA_ARGS__)
+#define MPI_Gather(...) AD__MPI_G14(MPI_Gather, ad_mpi_gather, __VA_ARGS__)
+#define MPI_Igather(...) AD__MPI_G14(MPI_Igather, ad_mpi_igather, __VA_ARGS__)
+#define MPI_Gatherv(...) AD__MPI_G14(MPI_Gatherv, ad_mpi_gatherv, __VA_ARGS__)
+#define MPI_Igatherv(...) AD__MPI_G14(MPI_Igatherv, ad_mpi_igatherv, __VA_ARGS__)
+#define MPI_Scatter(...) AD__MPI_G14(MPI_Scatter, ad_mpi_scatter, __VA_ARGS__)
+#define MPI_Iscatter(...) AD__MPI_G14(MPI_Iscatter, ad_mpi_iscatter, __VA_ARGS__)
+#define MPI_Scatterv(...) AD__MPI_G15(MPI_Scatterv, ad_mpi_scatterv, __VA_ARGS__)
+#define MPI_Iscatterv(...) AD__MPI_G15(MPI_Iscatterv, ad_mpi_iscatterv, __VA_ARGS__)
+#define MPI_Allgather(...) AD__MPI_G14(MPI_Allgather, ad_mpi_allgather, __VA_ARGS__)
+#define MPI_Iallgather(...) AD__MPI_G14(MPI_Iallgather, ad_mpi_iallgather, __VA_ARGS__)
+#define MPI_Allgatherv(...) AD__MPI_G14(MPI_Allgatherv, ad_mpi_allgatherv, __VA_ARGS__)
+#define MPI_Iallgatherv(...) AD__MPI_G14(MPI_Iallgatherv, ad_mpi_iallgatherv, __VA_ARGS__)
+#define MPI_Alltoall(...) AD__MPI_G14(MPI_Alltoall, ad_mpi_alltoall, __VA_ARGS__)
+#define MPI_Ialltoall(...) AD__MPI_G14(MPI_Ialltoall, ad_mpi_ialltoall, __VA_ARGS__)
+#define MPI_Alltoallv(...) AD__MPI_G15(MPI_Alltoallv, ad_mpi_alltoallv, __VA_ARGS__)
+#define MPI_Ialltoallv(...) AD__MPI_G15(MPI_Ialltoallv, ad_mpi_ialltoallv, __VA_ARGS__)
 #endif
 
 #endif /* ARIADNE_MPI_H */

@@ -420,6 +420,10 @@ int ad__need(ad__recorder *R, uint32_t nargs, const ad_real *args, const char *o
   ad__region_flush(t); /* new inputs, fused statements inside a region */
   for (uint32_t k = 0; args && k < nargs; k++) {
     if (args[k].i != 0 && !ad__handle_live(t, args[k].i, args[k].e)) {
+      if (t->err == AD_OK) {
+        t->stale_i = args[k].i;
+        t->stale_e = args[k].e;
+      }
       ad__fail(t, AD_ERR_STALE_HANDLE,
                "%s: argument %u has handle %llu of recording %u, %s (this tape is recording %u)", op, k + 1,
                (unsigned long long)args[k].i, args[k].e, ad__stale_reason(t, args[k].i, args[k].e), R->epoch);
@@ -582,6 +586,8 @@ void ad_tape_reset(ad_tape *t) {
   if (t->adj) t->adj_dirty = ad__max_size(t->adj_dirty, used < t->adj_cap ? used : t->adj_cap);
   if (t->tan) t->tan_dirty = ad__max_size(t->tan_dirty, used < t->tan_cap ? used : t->tan_cap);
   t->err = t->pending = AD_OK;
+  t->stale_i = 0;
+  t->stale_e = 0;
   t->msg[0] = t->pmsg[0] = '\0';
   t->loop_comm = 0;
   t->rec.fwd = 0; /* a region open across the reset is ended by the new epoch */

@@ -125,6 +125,11 @@ struct ad_tape {
 
   int err;
   char msg[512];
+  /* The handle and recording of the argument that set a stale-handle error
+   * while recording (0 if none), for callers that explain it (a
+   * checkpointed loop's step that used a value from outside its state). */
+  ad_index stale_i;
+  uint32_t stale_e;
   int pending;
   char pmsg[512];
 

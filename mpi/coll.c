@@ -623,11 +623,19 @@ static int reduce_any(const void *sendbuf, void *recvbuf, int count, const int *
   return pend_go(q, rc, mq, req);
 }
 
+/* The data a reduction reads: its send buffer, or its receive buffer in
+ * place (the first `count` elements of either are enough to look at). */
+static int reduce_guard(const char *fn, const void *sendbuf, const void *recvbuf, int count, MPI_Datatype type) {
+  int inplace = sendbuf == MPI_IN_PLACE;
+  return ad__mpi_guard(fn, inplace ? "buffer" : "send buffer", inplace ? recvbuf : sendbuf, count, type);
+}
+
 int ad_mpi_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                   MPI_Comm comm) {
   if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
     return ad__dt_reduce(0, sendbuf, recvbuf, count, NULL, type, op, root, comm, NULL);
   int e_ = ad__types_refuse("ad_mpi_reduce", 1, type);
+  if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard("ad_mpi_reduce", sendbuf, recvbuf, count, type);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) return MPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
   return reduce_any(sendbuf, recvbuf, count, NULL, op, root, comm, AD__M_REDUCE, NULL, "ad_mpi_reduce");
@@ -638,6 +646,7 @@ int ad_mpi_ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype t
   if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
     return ad__dt_reduce(0, sendbuf, recvbuf, count, NULL, type, op, root, comm, request);
   int e_ = ad__types_refuse("ad_mpi_ireduce", 1, type);
+  if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard("ad_mpi_ireduce", sendbuf, recvbuf, count, type);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) {
     MPI_Request mq;
@@ -650,6 +659,7 @@ int ad_mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype
   if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
     return ad__dt_reduce(1, sendbuf, recvbuf, count, NULL, type, op, 0, comm, NULL);
   int e_ = ad__types_refuse("ad_mpi_allreduce", 1, type);
+  if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard("ad_mpi_allreduce", sendbuf, recvbuf, count, type);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) return MPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
   return reduce_any(sendbuf, recvbuf, count, NULL, op, 0, comm, AD__M_ALLREDUCE, NULL, "ad_mpi_allreduce");
@@ -660,6 +670,7 @@ int ad_mpi_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatyp
   if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
     return ad__dt_reduce(1, sendbuf, recvbuf, count, NULL, type, op, 0, comm, request);
   int e_ = ad__types_refuse("ad_mpi_iallreduce", 1, type);
+  if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard("ad_mpi_iallreduce", sendbuf, recvbuf, count, type);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) {
     MPI_Request mq;
@@ -673,6 +684,7 @@ int ad_mpi_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcoun
   if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
     return ad__dt_reduce(4, sendbuf, recvbuf, recvcount, NULL, type, op, 0, comm, NULL);
   int e_ = ad__types_refuse("ad_mpi_reduce_scatter_block", 1, type);
+  if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard("ad_mpi_reduce_scatter_block", sendbuf, recvbuf, recvcount, type);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) return MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
   return reduce_any(sendbuf, recvbuf, recvcount, NULL, op, 0, comm, AD__M_RSB, NULL, "ad_mpi_reduce_scatter_block");
@@ -683,6 +695,7 @@ int ad_mpi_ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcou
   if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
     return ad__dt_reduce(4, sendbuf, recvbuf, recvcount, NULL, type, op, 0, comm, request);
   int e_ = ad__types_refuse("ad_mpi_ireduce_scatter_block", 1, type);
+  if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard("ad_mpi_ireduce_scatter_block", sendbuf, recvbuf, recvcount, type);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) {
     MPI_Request mq;
@@ -717,6 +730,7 @@ int ad_mpi_ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcou
 static int scan_any(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, int ex,
                     ad_mpi_request *req, const char *fn) {
   int e_ = ad__types_refuse(fn, 1, type);
+  if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard(fn, sendbuf, recvbuf, count, type);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) {
     if (!req)

@@ -213,6 +213,13 @@ int ad__mpi_forward_error(ad_tape *t, int mpirc, const char *fn);
  * types.c first); MPI_SUCCESS otherwise. */
 int ad__types_refuse(const char *fn, int n, ...);
 
+/* MPI_ERR_TYPE, with a sticky error on the recording tape naming fn and
+ * `what` ("buffer", "send buffer"), if buf, given to fn under a passive
+ * datatype such as MPI_DOUBLE, holds ad_real values with handles live on
+ * the recording tape (guard.c; all of it in check mode, a few elements
+ * otherwise); MPI_SUCCESS otherwise. For the buffers MPI reads. */
+int ad__mpi_guard(const char *fn, const char *what, const void *buf, int count, MPI_Datatype type);
+
 /* Derived datatypes of active values (types.c). ad__dtype_any: 1 if one of
  * the n datatypes that follow is built from AD_MPI_REAL (and is not
  * AD_MPI_REAL itself); the wrapper then hands the whole call to its

@@ -219,7 +219,10 @@ typedef int (*send_fn)(const void *, int, MPI_Datatype, int, int, MPI_Comm);
 
 static int send_any(send_fn fn, const char *name, const void *buf, int count, MPI_Datatype type, int dest, int tag,
                     MPI_Comm comm) {
-  if (!is_real(type)) return fn(buf, count, type, dest, tag, comm);
+  if (!is_real(type)) {
+    int bad = ad__mpi_guard(name, "buffer", buf, count, type);
+    return bad != MPI_SUCCESS ? bad : fn(buf, count, type, dest, tag, comm);
+  }
   if (count < 0) return MPI_ERR_COUNT;
   int err;
   ad__comm *c = ad__mpi_comm(comm, &err);
@@ -333,6 +336,8 @@ int ad_mpi_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, i
     return ad__dt_sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
                            comm, status);
   int sa = is_real(sendtype), ra = is_real(recvtype);
+  int bad = sa ? MPI_SUCCESS : ad__mpi_guard("ad_mpi_sendrecv", "send buffer", sendbuf, sendcount, sendtype);
+  if (bad != MPI_SUCCESS) return bad;
   if (!sa && !ra)
     return MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
                         comm, status);
@@ -803,6 +808,8 @@ typedef int (*nbsend_fn)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MP
 static int isend_any(nbsend_fn fn, const char *name, int pers, const void *buf, int count, MPI_Datatype type, int dest,
                      int tag, MPI_Comm comm, ad_mpi_request *request) {
   int rc = ad__types_refuse(name, 1, type);
+  /* A persistent send's buffer is read at each start, not here. */
+  if (rc == MPI_SUCCESS && !is_real(type) && !pers) rc = ad__mpi_guard(name, "buffer", buf, count, type);
   if (rc != MPI_SUCCESS) return rc;
   if (count < 0) return MPI_ERR_COUNT;
   int s = slot_new();

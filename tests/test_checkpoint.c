@@ -398,6 +398,110 @@ static void test_errors(const char *dir) {
   ad_tape_destroy(t);
 }
 
+/* steps = 0, what a forgotten field holds, is refused; AD_CKPT_NO_STEPS asks
+ * for the empty loop, whose output is its input: J = u0 u1 has the gradient
+ * (x1, x0). */
+static void test_zero_steps(void) {
+  const ad_ckpt_schedule sch[] = {AD_CKPT_BINOMIAL, AD_CKPT_STORE_ALL};
+  for (int s = 0; s < 2; s++) {
+    CHECK_CONTEXT("steps not set, schedule %d", (int)sch[s]);
+    ad_ckpt_options o;
+    ad_ckpt_options_default(&o);
+    o.schedule = sch[s];
+    stepper st = {0, -1, -1, 0};
+    double time = 0.0, g[2];
+    ad_tape *t = ad_tape_create();
+    ad_tape_begin(t);
+    ad_real x[2] = {ad_input(1.5), ad_input(-2.0)}, u[2] = {x[0], x[1]};
+    CHECK_INT(ad_checkpoint_loop(&o, step_fn, &st, 2, u, sizeof time, &time), AD_ERR_ARG);
+    CHECK(strstr(ad_tape_error_message(t), "steps is 0") != NULL);
+    CHECK(strstr(ad_tape_error_message(t), "AD_CKPT_NO_STEPS") != NULL);
+    ad_real J = ad_mul(u[0], u[1]);
+    ad_tape_end(t);
+    CHECK_INT(ad_gradient(t, J, 2, x, g), AD_ERR_ARG);
+    /* Without a recording tape: the plain loop refuses it too. */
+    ad_real v[2] = {ad_const(1.0), ad_const(2.0)};
+    ad_clear_last_error();
+    CHECK_INT(ad_checkpoint_loop(&o, step_fn, &st, 2, v, sizeof time, &time), AD_ERR_ARG);
+    CHECK_INT(ad_last_error(), AD_ERR_ARG);
+    ad_clear_last_error();
+
+    CHECK_CONTEXT("AD_CKPT_NO_STEPS, schedule %d", (int)sch[s]);
+    o.steps = AD_CKPT_NO_STEPS;
+    ad_tape_reset(t);
+    ad_tape_begin(t);
+    x[0] = u[0] = ad_input(1.5);
+    x[1] = u[1] = ad_input(-2.0);
+    CHECK_INT(ad_checkpoint_loop(&o, step_fn, &st, 2, u, sizeof time, &time), AD_OK);
+    CHECK_INT(st.calls, 0);
+    J = ad_mul(u[0], u[1]);
+    ad_tape_end(t);
+    CHECK_INT(ad_gradient(t, J, 2, x, g), AD_OK);
+    CHECK_SAME(g[0], -2.0);
+    CHECK_SAME(g[1], 1.5);
+    CHECK_INT(ad_checkpoint_loop(&o, step_fn, &st, 2, v, sizeof time, &time), AD_OK);
+    CHECK_SAME(ad_value(v[1]), 2.0);
+    ad_tape_destroy(t);
+  }
+}
+
+/* A step that reads an active value recorded before the loop (a coefficient
+ * captured through ud) instead of carrying it in the state. */
+typedef struct outside {
+  ad_real coef;
+  int64_t until; /* the steps before it use it */
+} outside;
+
+static int outside_fn(void *ud, int64_t i, size_t *n, ad_real *u, size_t *pb, void *p) {
+  outside *o = ud;
+  (void)pb;
+  (void)p;
+  for (size_t k = 0; k < *n; k++) u[k] = ad_mul(u[k], i < o->until ? o->coef : ad_const(0.9));
+  return 0;
+}
+
+/* How often `what` occurs in s. */
+static int occurrences(const char *s, const char *what) {
+  int c = 0;
+  for (const char *p = s; (p = strstr(p, what)) != NULL; p += strlen(what)) c++;
+  return c;
+}
+
+/* The rule that a step depends on active values only through its state:
+ * the sweep fails naming the step that broke it, the value and the rule, in
+ * one message that says each thing once. */
+static void test_outside_value(void) {
+  const int64_t untils[] = {8, 3};
+  for (size_t f = 0; f < sizeof untils / sizeof *untils; f++) {
+    CHECK_CONTEXT("steps before %lld use an active value from outside the state", (long long)untils[f]);
+    long before = check__failed;
+    ad_tape *t = ad_tape_create();
+    ad_tape_begin(t);
+    outside o = {ad_input(0.5), untils[f]};
+    ad_real x[2] = {ad_input(1.0), ad_input(2.0)}, u[2] = {x[0], x[1]};
+    ad_ckpt_options opts;
+    ad_ckpt_options_default(&opts);
+    opts.steps = 8;
+    opts.snapshots = 3;
+    CHECK_INT(ad_checkpoint_loop(&opts, outside_fn, &o, 2, u, 0, NULL), AD_OK);
+    ad_real J = ad_add(u[0], u[1]);
+    ad_tape_end(t);
+    double g[2];
+    CHECK_INT(ad_gradient(t, J, 2, x, g), AD_ERR_STALE_HANDLE);
+    const char *m = ad_tape_error_message(t);
+    char want[64];
+    /* Steps are reversed from the last: the first one reversed that uses it. */
+    snprintf(want, sizeof want, "step %lld ", (long long)untils[f] - 1);
+    CHECK(strstr(m, want) != NULL);
+    CHECK(strstr(m, "not part of the loop's state") != NULL);
+    CHECK(strstr(m, "handle 1 of the tape the loop is recorded on") != NULL);
+    CHECK_INT(occurrences(m, "ariadne: "), 1);
+    CHECK_INT(occurrences(m, "(AD_ERR_STALE_HANDLE"), 1);
+    if (check__failed > before) fprintf(stderr, "message: %s\n", m);
+    ad_tape_destroy(t);
+  }
+}
+
 /* Resumable runs, in one process: a second run with the same arguments
  * reuses the files; corrupt and foreign files are reported. */
 static void test_resumable(const char *dir) {
@@ -585,6 +689,8 @@ int main(void) {
   test_schedules(dir);
   test_fd();
   test_errors(dir);
+  test_outside_value();
+  test_zero_steps();
   test_resumable(dir);
   test_shared_dir(dir);
   /* leave nothing behind */

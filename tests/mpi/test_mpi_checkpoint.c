@@ -530,6 +530,39 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
   return remove(p);
 }
 
+/* A step that communicates and also scales the state by an active value
+ * recorded before the loop (through ud), against the rule that steps depend
+ * on active values only through their state: every rank's sweep fails with
+ * one message naming the last step and the value, and none hangs. */
+static int outside_fn(void *ud, int64_t i, size_t *n, ad_real *u, size_t *pb, void *p) {
+  int rc = step_fn(NULL, i, n, u, pb, p);
+  for (size_t k = 0; k < *n; k++) u[k] = ad_mul(u[k], *(const ad_real *)ud);
+  return rc;
+}
+
+static void check_outside_value(void) {
+  int before = mt_errors;
+  ad_tape *t = ad_tape_create();
+  ad_tape_begin(t);
+  ad_real coef = ad_input(0.99), x[NL], u[NL];
+  for (int k = 0; k < NL; k++) x[k] = u[k] = ad_input(initial(k));
+  ad_ckpt_options o;
+  ad_ckpt_options_default(&o);
+  o.steps = 10;
+  o.snapshots = 3;
+  double time = 0.0, g[NL];
+  MT_CHECK(ad_checkpoint_loop(&o, outside_fn, &coef, NL, u, sizeof time, &time) == AD_OK);
+  ad_real J = objective(u);
+  ad_tape_end(t);
+  MT_CHECK(ad_gradient(t, J, NL, x, g) == AD_ERR_STALE_HANDLE);
+  const char *m = ad_tape_error_message(t), *a = strstr(m, "ariadne: ");
+  MT_CHECK(strstr(m, "step 9 uses an active value that is not part of the loop's state") != NULL);
+  MT_CHECK(strstr(m, "of the tape the loop is recorded on") != NULL);
+  MT_CHECK(a && !strstr(a + 1, "ariadne: "));
+  if (mt_errors > before) fprintf(stderr, "[%d] outside value: %s\n", mt_rank, m);
+  ad_tape_destroy(t);
+}
+
 int main(int argc, char **argv) {
   mt_init(&argc, &argv);
   /* The loop's files carry the rank, which the MPI layer learns when it is
@@ -570,6 +603,7 @@ int main(int argc, char **argv) {
   mt_check_prog("the loop's Jacobian at a random point", loop_prog, NL, NL, &short_loop, 1e-6);
   check_one_objective(dir);
   check_groups(dir);
+  check_outside_value();
   check_rank_missing();
 
   /* Every rank is done with the files before rank 0 removes them. */
