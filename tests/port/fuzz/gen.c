@@ -1,0 +1,695 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Random C programs in the subset ariadne-port claims, for the differential
+ * fuzzer (run.sh). Given a seed, writes DIR/p.c and DIR/fz_h.h: an objective
+ *
+ *     double fz_f(const double *x, int n)
+ *
+ * (real_t in the typedef mode) built from every arithmetic operator and the
+ * math functions the tool has twins for, compound assignments, ++/--,
+ * ternaries, comparisons, branches, loops, arrays, a struct with an array
+ * member, pointers into locals and arrays (aliasing), static helpers, helpers
+ * defined in a header, macros, a global, and in the typedef mode passive
+ * doubles mixed in with explicit casts; plus a main that evaluates it at
+ * fz_x0 and prints with %a, and the file's parameters (fz_n, fz_x0).
+ *
+ * Every value is kept in a range where the objective is smooth enough for
+ * central differences: each expression carries a bound on its magnitude,
+ * operands whose bound grows too large are squashed (tanh, sin, x/(1+|x|)),
+ * and the arguments of log, sqrt, division, pow, asin, acos, acosh, atanh
+ * are positive or inside their domain by construction.
+ *
+ * usage: fz_gen SEED DIR [OPTION...]; prints the active type to use
+ * ("double" or "real_t") on stdout. Options switch on constructs that hit
+ * open defects of the tool (see README): isnan, passive-store, memcpy.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng_state;
+
+static uint64_t rng_next(void) {
+  /* splitmix64: deterministic across platforms, which a seed needs. */
+  uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static int rnd(int n) { return (int)(rng_next() % (uint64_t)n); }
+static int chance(int percent) { return rnd(100) < percent; }
+
+/* A constant with two decimals in [lo, hi], printed so it reads back exactly as written. */
+static double rconst(double lo, double hi) { return lo + (hi - lo) * rnd(101) / 100.0; }
+
+static char *fmt(const char *f, ...) {
+  va_list ap, aq;
+  va_start(ap, f);
+  va_copy(aq, ap);
+  int len = vsnprintf(NULL, 0, f, ap);
+  va_end(ap);
+  char *s = malloc((size_t)len + 1);
+  if (!s) exit(2);
+  vsnprintf(s, (size_t)len + 1, f, aq);
+  va_end(aq);
+  return s;
+}
+
+/* An expression and a bound on its magnitude. */
+typedef struct {
+  char *s;
+  double b;
+} ex;
+
+/* The active lvalues in scope, which leaves read and statements write. */
+#define MAXV 64
+static struct {
+  char *name;
+  double b;
+} vars[MAXV];
+static int nvars;
+
+static struct {
+  int typedef_mode; /* real_t active, double passive */
+  int macros, header, helpers, structs, pointers, global;
+  int isnan_calls;   /* open defect: isnan/isinf on active values */
+  int passive_store; /* open defect: active values stored into passive storage */
+  int byte_moves;    /* open defect: memcpy of active arrays */
+  int real_cast;     /* open defect: (real_t) casts of passive doubles */
+  int passive_call;  /* open defect: passive arguments of ported functions (initializers) */
+  int header_helper; /* open defect: static inline functions defined in a header */
+} opt;
+
+static const char *R = "double"; /* the active type's spelling */
+static int n_inputs;
+static int loop_depth;  /* inside a loop over i: x[i] is a leaf */
+static int passive_dbl; /* typedef mode: a passive double 'd' is in scope */
+
+static void push_var(char *name, double b) {
+  if (nvars < MAXV) {
+    vars[nvars].name = name;
+    vars[nvars].b = b;
+    nvars++;
+  }
+}
+
+static ex mk(char *s, double b) {
+  ex e = {s, b};
+  return e;
+}
+
+static ex gen(int depth);
+
+/* Whether an expression reads an active value: an input or a variable in scope. */
+static int is_active(const char *s) {
+  if (strstr(s, "x[")) return 1;
+  for (int i = 0; i < nvars; i++)
+    if (strstr(s, vars[i].name)) return 1;
+  return 0;
+}
+
+/* A leaf: an active lvalue in scope, an input, or a passive constant. */
+static ex leaf(void) {
+  int r = rnd(100);
+  if (r < 55 && nvars) {
+    int k = rnd(nvars);
+    return mk(vars[k].name, vars[k].b);
+  }
+  if (r < 75) {
+    if (loop_depth && chance(60)) return mk("x[i]", 2.0);
+    return mk(fmt("x[%d]", rnd(n_inputs)), 2.0);
+  }
+  if (r < 83 && loop_depth) return mk(chance(50) ? "(0.25 * i)" : "(double)(i + 1)", 8.0);
+  if (r < 88 && opt.macros) return mk("FZ_K", 0.75);
+  if (r < 92 && passive_dbl) return mk(opt.real_cast && chance(50) ? fmt("(%s)d", R) : "d", 2.0);
+  if (r < 95) return mk("(0.5 * n)", 4.0);
+  double c = rconst(-2.0, 2.0);
+  return mk(fmt("%.2f", c), 2.0);
+}
+
+/* A bounded version of e: |result| <= 1.6 or so. */
+static ex squash(ex e) {
+  switch (rnd(5)) {
+  case 0: return mk(fmt("tanh(%s)", e.s), 1.0);
+  case 1: return mk(fmt("sin(%s)", e.s), 1.0);
+  case 2: return mk(fmt("cos(%s)", e.s), 1.0);
+  case 3: return mk(fmt("atan(%s)", e.s), 1.6);
+  default: return mk(fmt("(%s) / (1.0 + fabs(%s))", e.s, e.s), 1.0);
+  }
+}
+
+static ex small(int depth) {
+  ex e = gen(depth);
+  return e.b > 4.0 ? squash(e) : e;
+}
+
+static ex bounded(int depth) {
+  ex e = gen(depth);
+  return e.b > 1.6 ? squash(e) : e;
+}
+
+/* A comparison of active values (an int). */
+static char *comparison(int depth) {
+  static const char *ops[] = {"<", "<=", ">", ">=", "!=", "=="};
+  ex a = gen(depth), b = gen(depth);
+  int k = rnd(chance(90) ? 5 : 6);
+  char *c = fmt("%s %s %s", a.s, ops[k], b.s);
+  switch (rnd(8)) {
+  case 0: return fmt("!(%s)", c);
+  case 1: return fmt("%s && %s > %.2f", c, gen(depth).s, rconst(-1, 1));
+  case 2: return fmt("(%s) || %s", c, gen(depth).s); /* an active value as a truth value */
+  default: return c;
+  }
+}
+
+static ex gen(int depth) {
+  if (depth <= 0 || chance(20)) return leaf();
+  int d = depth - 1;
+  ex a, b, c;
+  double k = rconst(1.0, 3.0);
+  switch (rnd(48)) {
+  case 0:
+  case 1:
+  case 2:
+  case 3: a = small(d), b = small(d); return mk(fmt("(%s + %s)", a.s, b.s), a.b + b.b);
+  case 4:
+  case 5:
+  case 6: a = small(d), b = small(d); return mk(fmt("(%s - %s)", a.s, b.s), a.b + b.b);
+  case 7:
+  case 8:
+  case 9:
+  case 10: a = small(d), b = small(d); return mk(fmt("(%s * %s)", a.s, b.s), a.b * b.b);
+  case 11:
+  case 12:
+    /* "-%s" of "-x" would read as a decrement. */
+    a = small(d);
+    return mk(fmt(a.s[0] == '-' || a.s[0] == '+' ? "(%c(%s))" : "(%c%s)", "-+"[rnd(2)], a.s), a.b);
+  case 13: a = small(d), b = small(d); return mk(fmt("(%s / (%.2f + %s * %s))", a.s, k, b.s, b.s), a.b / k);
+  case 14: a = small(d), b = small(d); return mk(fmt("(%s / (%.2f + fabs(%s)))", a.s, k, b.s), a.b / k);
+  case 15: a = small(d); return mk(fmt("(%s / %.2f)", a.s, k), a.b / k);
+  case 16: a = small(d); return mk(fmt("sqrt(%.2f + %s * %s)", k, a.s, a.s), 1.8 + a.b);
+  case 17: a = small(d); return mk(fmt("log(%.2f + %s * %s)", k, a.s, a.s), 1.1 + 2 * log(1 + a.b) + 1);
+  case 18: a = gen(d); return mk(fmt("log(2.0 + sin(%s))", a.s), 1.1);
+  case 19: a = small(d); return mk(fmt("log1p(%s * %s)", a.s, a.s), 2 * log(1 + a.b) + 1);
+  case 20: a = gen(d); return mk(fmt("log2(1.5 + cos(%s))", a.s), 1.4);
+  case 21: a = small(d); return mk(fmt("log10(%.2f + %s * %s)", k, a.s, a.s), 2.0);
+  case 22: a = bounded(d); return mk(fmt("exp(%s)", a.s), exp(a.b));
+  case 23: a = bounded(d); return mk(fmt("exp2(%s)", a.s), exp2(a.b));
+  case 24: a = bounded(d); return mk(fmt("expm1(%s)", a.s), exp(a.b));
+  case 25: a = gen(d); return mk(fmt("sin(%s)", a.s), 1.0);
+  case 26: a = gen(d); return mk(fmt("cos(%s)", a.s), 1.0);
+  case 27: a = gen(d); return mk(fmt("tan(0.7 * tanh(%s))", a.s), 1.0);
+  case 28: a = gen(d); return mk(fmt("asin(0.8 * tanh(%s))", a.s), 1.0);
+  case 29: a = gen(d); return mk(fmt("acos(0.8 * sin(%s))", a.s), 2.6);
+  case 30: a = gen(d), b = small(d); return mk(fmt("atan2(%s, %.2f + %s * %s)", a.s, k, b.s, b.s), 1.6);
+  case 31: a = bounded(d); return mk(fmt(chance(50) ? "sinh(%s)" : "cosh(%s)", a.s), 2.6);
+  case 32: a = gen(d); return mk(fmt(chance(50) ? "tanh(%s)" : "erf(%s)", a.s), 1.0);
+  case 33: a = small(d); return mk(fmt("asinh(%s)", a.s), 1 + log(1 + a.b));
+  case 34: a = small(d); return mk(fmt("acosh(%.2f + %s * %s)", k, a.s, a.s), 2 + log(1 + a.b));
+  case 35: a = gen(d); return mk(fmt("atanh(0.8 * tanh(%s))", a.s), 1.1);
+  case 36: a = small(d); return mk(fmt("cbrt(%.2f + %s * %s)", k, a.s, a.s), 2 + a.b);
+  case 37: a = small(d); return mk(fmt("pow(%s, %d)", a.s, 2 + rnd(2)), pow(a.b, 3));
+  case 38: a = small(d), b = bounded(d);
+    return mk(fmt("pow(%.2f + %s * %s, %s)", k, a.s, a.s, b.s), pow(k + a.b * a.b, 1.6) + 1);
+  case 39: a = small(d), b = small(d); return mk(fmt("hypot(%s, %.2f + %s * %s)", a.s, k, b.s, b.s), a.b + k + b.b * b.b);
+  case 40: a = small(d); return mk(fmt("fabs(%s)", a.s), a.b);
+  case 41: a = small(d), b = small(d); return mk(fmt("%s(%s, %s)", chance(50) ? "fmin" : "fmax", a.s, b.s), a.b + b.b);
+  case 42: a = small(d), b = small(d), c = small(d);
+    return mk(fmt("fma(%s, %s, %s)", a.s, b.s, c.s), a.b * b.b + c.b);
+  case 43: a = small(d); return mk(fmt("fmod(%s, %.2f)", a.s, k + 2.0), a.b);
+  case 44: {
+    static const char *pw[] = {"floor", "ceil", "round", "trunc"};
+    a = small(d);
+    /* Piecewise constant: derivative 0, a jump only exactly at integers. */
+    return mk(fmt("(0.125 * %s(%s))", pw[rnd(4)], a.s), a.b + 1);
+  }
+  case 45:
+    a = small(d), b = small(d), c = small(d);
+    return mk(fmt("(%s ? %s : %s)", comparison(d), b.s, c.s), b.b > c.b ? b.b : c.b);
+  case 46:
+    if (opt.macros) {
+      a = small(d);
+      if (chance(50)) return mk(fmt("FZ_SQ(%s)", a.s), a.b * a.b);
+      b = small(d);
+      return mk(fmt("FZ_MIX(%s, %s)", a.s, b.s), a.b + b.b);
+    }
+    a = small(d);
+    return mk(fmt("(%s * %s)", a.s, a.s), a.b * a.b);
+  default:
+    if (opt.helpers && chance(60)) {
+      a = small(d), b = small(d);
+      /* Open defect: a passive argument of a ported function, in a declaration's initializer. */
+      if (!opt.passive_call && !is_active(a.s)) a = mk(fmt("x[%d]", rnd(n_inputs)), 2.0);
+      if (!opt.passive_call && !is_active(b.s)) b = mk(fmt("x[%d]", rnd(n_inputs)), 2.0);
+      if (opt.header_helper && chance(50)) return mk(fmt("fz_hdr_sq(%s)", a.s), 1.0 + a.b * a.b);
+      return mk(fmt("fz_h0(%s, %s)", a.s, b.s), 1.6 * 1.5 + a.b);
+    }
+    a = small(d), b = small(d);
+    return mk(fmt("((%s > %s) * %s)", a.s, b.s, a.s), a.b); /* a comparison's int in arithmetic */
+  }
+}
+
+/* Output: the body of fz_f, with indentation. */
+static FILE *out;
+static int ind = 1;
+
+static void line(const char *f, ...) {
+  for (int i = 0; i < ind; i++) fputs("  ", out);
+  va_list ap;
+  va_start(ap, f);
+  vfprintf(out, f, ap);
+  va_end(ap);
+  fputc('\n', out);
+}
+
+static int ntemps;
+static int branch_depth;
+
+/* The index of a writable scalar variable; 0 if none yet. */
+static int writable(void) {
+  int cands[MAXV], nc = 0;
+  for (int i = 0; i < nvars; i++)
+    if (vars[i].name[0] != '(') cands[nc++] = i;
+  return nc ? cands[rnd(nc)] : -1;
+}
+
+static void assign(int v, ex e) {
+  /* Keep the variable bounded: what grows is squashed before it is stored. */
+  if (e.b > 30.0) e = squash(e);
+  /* In a branch the other path keeps the old value: keep the larger bound. */
+  vars[v].b = branch_depth && vars[v].b > e.b ? vars[v].b : e.b;
+  line("%s = %s;", vars[v].name, e.s);
+}
+
+static void stmt(int depth, int budget);
+
+static int base_var; /* t0, declared first, in scope everywhere */
+
+/* Leave a scope: each temporary declared in it is read once more, into t0,
+ * so that nothing is set but unused (the original compiles warning-free). */
+static void fold(int from) {
+  for (int i = from; i < nvars; i++)
+    if (vars[i].name[0] == 't') {
+      line("%s += 0.25 * tanh(%s);", vars[base_var].name, vars[i].name);
+      vars[base_var].b += 0.25;
+    }
+  nvars = from;
+}
+
+static void block(int depth, int budget) {
+  int saved = nvars;
+  for (int i = 0; i < budget; i++) stmt(depth, budget / 2);
+  fold(saved);
+}
+
+/* Less frequent statement forms, one each. */
+static void extra(int depth, int v) {
+  char *n = vars[v].name;
+  switch (rnd(9)) {
+  case 0: /* chained assignment */ {
+    int w = writable();
+    ex e = small(depth);
+    line("%s = %s = %s;", vars[w].name, n, e.s);
+    vars[w].b = vars[v].b = e.b;
+    break;
+  }
+  case 1: /* conversion to an integer, then an index */
+    line("{");
+    ind++;
+    line("int k = (int)(%s * 2.0);", n);
+    line("%s += 0.5 * (k %% 3) + x[(k < 0 ? -k : k) %% n];", n);
+    ind--;
+    line("}");
+    vars[v].b += 3.0;
+    break;
+  case 2: /* a loop whose condition is active */
+    line("{");
+    ind++;
+    line("int k = 0;");
+    line("while (%s > 0.25 && k < 4) {", n);
+    line("  %s = %s * 0.5 - 0.01;", n, n);
+    line("  k++;");
+    line("}");
+    ind--;
+    line("}");
+    break;
+  case 3: /* heap memory */
+    line("{");
+    ind++;
+    line("%s *h = malloc(3 * sizeof(%s));", R, R);
+    line("for (int k = 0; k < 3; k++) h[k] = %s * (k + 1);", small(depth - 1).s);
+    line("%s = h[0] - h[2] * 0.5 + h[1];", n);
+    line("free(h);");
+    ind--;
+    line("}");
+    vars[v].b = 24.0;
+    break;
+  case 4: /* the negation of an active value, as a truth value */
+    line("if (!%s) %s = 0.5;", n, n);
+    break;
+  case 5: /* a switch on a conversion */
+    line("switch ((int)(%s) %% 3) {", small(depth - 1).s);
+    line("case 0: %s += 0.25; break;", n);
+    line("case 1: %s *= 0.5; /* fall through */", n);
+    line("default: %s -= 0.125;", n);
+    line("}");
+    vars[v].b += 0.25;
+    break;
+  case 6: /* a call through a function pointer */
+    if (opt.helpers) {
+      line("{");
+      ind++;
+      line("%s (*fp)(%s, %s) = fz_h0;", R, R, R);
+      line("%s = fp(%s, x[%d]);", n, n, rnd(n_inputs));
+      ind--;
+      line("}");
+      vars[v].b = 4.0;
+    }
+    break;
+  case 7: /* a two-dimensional array */
+    line("{");
+    ind++;
+    line("%s m2[2][3];", R);
+    line("for (int j = 0; j < 2; j++)");
+    line("  for (int k = 0; k < 3; k++) m2[j][k] = x[(j + k) %% n] * (j - k) + %s;", n);
+    line("%s = m2[1][2] * m2[0][1] - m2[1][0];", n);
+    ind--;
+    line("}");
+    vars[v].b = vars[v].b * vars[v].b + 20.0;
+    if (vars[v].b > 30.0) assign(v, squash(mk(n, vars[v].b)));
+    break;
+  default: /* a struct copied whole */
+    if (opt.structs) {
+      line("{");
+      ind++;
+      line("struct fz_s c = *ps;");
+      line("c.u = c.u * %s;", n);
+      line("s = c;");
+      ind--;
+      line("}");
+      /* s.u is now bounded by the product. */
+      for (int i = 0; i < nvars; i++)
+        if (!strcmp(vars[i].name, "s.u")) {
+          vars[i].b *= vars[v].b;
+          if (vars[i].b > 30.0) assign(i, squash(mk("s.u", vars[i].b)));
+        }
+    }
+    break;
+  }
+}
+
+static void stmt(int depth, int budget) {
+  int v = writable();
+  int r = rnd(100);
+  if (v >= 0 && chance(12)) {
+    extra(depth, v);
+    return;
+  }
+  if (v < 0 || r < 14) { /* a new local */
+    ex e = gen(depth);
+    if (e.b > 30.0) e = squash(e);
+    char *name = fmt("t%d", ntemps++);
+    line("%s %s = %s;", R, name, e.s);
+    push_var(name, e.b);
+    return;
+  }
+  if (r < 30) {
+    assign(v, gen(depth));
+    return;
+  }
+  if (r < 42) { /* compound assignment */
+    ex e = small(depth);
+    double b = vars[v].b;
+    switch (rnd(4)) {
+    case 0: line("%s += %s;", vars[v].name, e.s), b += e.b; break;
+    case 1: line("%s -= %s;", vars[v].name, e.s), b += e.b; break;
+    case 2:
+      e = bounded(depth);
+      line("%s *= %s;", vars[v].name, e.s), b *= e.b;
+      break;
+    default:
+      line("%s /= (2.0 + %s);", vars[v].name, bounded(depth).s);
+      b *= 2.0;
+      break;
+    }
+    vars[v].b = b;
+    if (b > 30.0) assign(v, squash(mk(vars[v].name, b)));
+    return;
+  }
+  if (r < 46) { /* ++ and -- as statements */
+    static const char *f[] = {"%s++;", "++%s;", "%s--;", "--%s;"};
+    line(f[rnd(4)], vars[v].name);
+    vars[v].b += 1.0;
+    return;
+  }
+  if (r < 54) { /* a ternary */
+    ex a = gen(depth - 1), b = gen(depth - 1);
+    if (a.b > 30.0) a = squash(a);
+    if (b.b > 30.0) b = squash(b);
+    line("%s = %s ? %s : %s;", vars[v].name, comparison(depth - 1), a.s, b.s);
+    double nb = a.b > b.b ? a.b : b.b;
+    vars[v].b = branch_depth && vars[v].b > nb ? vars[v].b : nb;
+    return;
+  }
+  if (r < 66 && budget > 1) { /* a branch */
+    line("if (%s) {", comparison(depth - 1));
+    ind++;
+    branch_depth++;
+    block(depth, budget / 2 + 1);
+    ind--;
+    if (chance(60)) {
+      line("} else {");
+      ind++;
+      block(depth, budget / 2 + 1);
+      ind--;
+    }
+    branch_depth--;
+    line("}");
+    /* Bounds after the branch: the larger of both sides, which the
+     * statements already capped. */
+    return;
+  }
+  if (r < 76 && budget > 1 && loop_depth == 0) { /* a loop over the inputs */
+    int kind = rnd(3);
+    if (kind == 0)
+      line("for (int i = 0; i < n; i++) {");
+    else if (kind == 1) {
+      line("{");
+      ind++;
+      line("int i = 0;");
+      line("while (i < n) {");
+    } else {
+      line("{");
+      ind++;
+      line("int i = n - 1;");
+      line("do {");
+    }
+    ind++;
+    loop_depth++;
+    int s = nvars;
+    for (int k = 0; k < budget / 2 + 1; k++) {
+      int w = writable();
+      if (chance(50)) { /* t0 exists, so w >= 0 */
+        ex e = small(depth - 1);
+        line("%s %s(%s);", vars[w].name, chance(50) ? "+=" : "-=", e.s);
+        vars[w].b += e.b * n_inputs;
+      } else
+        stmt(depth - 1, 1);
+    }
+    fold(s);
+    loop_depth--;
+    if (kind == 1) line("i++;");
+    if (kind == 2) line("i--;");
+    ind--;
+    if (kind == 0)
+      line("}");
+    else if (kind == 1) {
+      line("}");
+      ind--;
+      line("}");
+    } else {
+      line("} while (i >= 0);");
+      ind--;
+      line("}");
+    }
+    for (int i = 0; i < nvars; i++)
+      if (vars[i].b > 30.0 && vars[i].name[0] != '(') assign(i, squash(mk(vars[i].name, vars[i].b)));
+    return;
+  }
+  if (r < 79 && opt.isnan_calls) {
+    line("if (!isnan(%s) && !isinf(%s)) %s += %s;", vars[v].name, vars[v].name, vars[v].name, small(depth - 1).s);
+    vars[v].b += 4.0;
+    return;
+  }
+  if (r < 80 && opt.passive_store && passive_dbl) { /* an active value into passive storage */
+    line("d = 0.5 * %s;", vars[v].name);
+    return;
+  }
+  if (r < 82 && opt.pointers) { /* writes through a pointer into a local */
+    char *p = fmt("q%d", ntemps++);
+    line("%s *%s = &%s;", R, p, vars[v].name);
+    ex e = small(depth - 1);
+    line("*%s %s %s;", p, chance(50) ? "=" : "+=", e.s);
+    vars[v].b += e.b;
+    return;
+  }
+  if (r < 88 && opt.helpers) { /* a helper writing through its pointer argument, aliased */
+    line("fz_h1(&%s, %s);", vars[v].name, chance(50) ? vars[v].name : small(depth - 1).s);
+    vars[v].b = 1.6 + 2.0;
+    return;
+  }
+  assign(v, gen(depth));
+}
+
+static void emit_macros(FILE *f) {
+  fprintf(f, "#define FZ_SQ(a) ((a) * (a))\n");
+  fprintf(f, "#define FZ_MIX(a, b) (0.5 * (a) + 0.25 * (b))\n");
+  fprintf(f, "#define FZ_K 0.75\n\n");
+}
+
+static void emit_prelude(FILE *f) {
+  fprintf(f, "/* Generated by fz_gen; a program in the subset ariadne-port claims. */\n");
+  fprintf(f, "#include <math.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n");
+  if (opt.header) fprintf(f, "#include \"fz_h.h\"\n");
+  fprintf(f, "\n");
+  if (opt.typedef_mode && !opt.header) fprintf(f, "typedef double real_t;\n\n");
+  if (opt.macros && !opt.header) emit_macros(f);
+  if (opt.structs) fprintf(f, "struct fz_s {\n  %s u, v;\n  %s w[3];\n  int k;\n};\n\n", R, R);
+  if (opt.global) fprintf(f, "%s fz_gl = 0.5;\n\n", R);
+  if (opt.helpers) {
+    fprintf(f, "static %s fz_h0(%s a, %s b) {\n", R, R, R);
+    fprintf(f, "  %s s = a * 0.5;\n  if (a > b) s += tanh(b);\n  else s -= atan(b);\n", R);
+    fprintf(f, "  return s + 1.5 * sin(a * b);\n}\n\n");
+    fprintf(f, "static void fz_h1(%s *p, %s a) {\n  *p = 1.6 * cos(*p) + atan(a);\n", R, R);
+    if (opt.global) fprintf(f, "  fz_gl += 0.25 * sin(*p);\n");
+    fprintf(f, "}\n\n");
+    fprintf(f, "static %s fz_h2(const %s *v, int m) {\n  %s s = 0.0;\n", R, R, R);
+    fprintf(f, "  for (int i = 0; i < m; i++) s += v[i] * (i + 1);\n  return s / (1.0 + fabs(s));\n}\n\n");
+  }
+}
+
+static void emit_header(const char *dir) {
+  char *path = fmt("%s/fz_h.h", dir);
+  FILE *h = fopen(path, "w");
+  if (!h) {
+    perror(path);
+    exit(2);
+  }
+  fprintf(h, "/* Generated by fz_gen: helpers defined in a header. */\n#ifndef FZ_H_H\n#define FZ_H_H\n#include <math.h>\n");
+  if (opt.typedef_mode) fprintf(h, "typedef double real_t;\n");
+  if (opt.macros) emit_macros(h);
+  if (opt.header_helper) fprintf(h, "static inline %s fz_hdr_sq(%s a) { return 1.0 + a * a; }\n", R, R);
+  fprintf(h, "#endif\n");
+  fclose(h);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: fz_gen SEED DIR [isnan|passive-store|memcpy|real-cast|passive-call|header-helper]...\n");
+    return 2;
+  }
+  unsigned long long seed = strtoull(argv[1], NULL, 10);
+  const char *dir = argv[2];
+  for (int i = 3; i < argc; i++) {
+    if (!strcmp(argv[i], "isnan")) opt.isnan_calls = 1;
+    else if (!strcmp(argv[i], "passive-store")) opt.passive_store = 1;
+    else if (!strcmp(argv[i], "memcpy")) opt.byte_moves = 1;
+    else if (!strcmp(argv[i], "real-cast")) opt.real_cast = 1;
+    else if (!strcmp(argv[i], "passive-call")) opt.passive_call = 1;
+    else if (!strcmp(argv[i], "header-helper")) opt.header_helper = 1;
+    else {
+      fprintf(stderr, "fz_gen: unknown option '%s'\n", argv[i]);
+      return 2;
+    }
+  }
+  rng_state = seed * 0x2545F4914F6CDD1Dull + 1;
+  opt.typedef_mode = chance(30);
+  opt.macros = chance(60);
+  opt.header = chance(40);
+  opt.helpers = chance(70);
+  opt.structs = chance(60);
+  opt.pointers = chance(60);
+  opt.global = chance(40);
+  if (opt.typedef_mode) R = "real_t";
+  n_inputs = 2 + rnd(4);
+
+  char *path = fmt("%s/p.c", dir);
+  out = fopen(path, "w");
+  if (!out) {
+    perror(path);
+    return 2;
+  }
+  if (opt.header) emit_header(dir);
+  emit_prelude(out);
+
+  fprintf(out, "%s fz_f(const %s *x, int n) {\n", R, R);
+  ind = 1;
+  if (opt.global) {
+    line("fz_gl = 0.5 * x[0];"); /* a static active value is reset at each recording */
+    push_var("fz_gl", 1.0);
+  }
+  if (opt.typedef_mode) {
+    line("double d = 0.5 + 0.25 * n;");
+    passive_dbl = 1;
+  }
+  char *t0 = fmt("t%d", ntemps++);
+  line("%s %s = x[0] * %.2f;", R, t0, rconst(0.5, 1.5));
+  base_var = nvars;
+  push_var(t0, 3.0);
+  int arr = chance(60);
+  if (arr) {
+    line("%s a[4];", R);
+    line("for (int k = 0; k < 4; k++) a[k] = sin(x[k %% n] + 0.5 * k);");
+    for (int k = 0; k < 4; k++) push_var(fmt("a[%d]", k), 1.0);
+    if (opt.byte_moves) {
+      line("%s b[4];", R);
+      line("memcpy(b, a, sizeof a);");
+      line("memmove(a + 1, b, 3 * sizeof(%s));", R);
+      for (int k = 0; k < 4; k++) push_var(fmt("b[%d]", k), 1.0);
+    }
+    if (opt.pointers) {
+      line("%s *r = a + 1;", R); /* r[j] aliases a[j + 1] */
+      line("r[0] += a[0] * r[2];");
+      push_var("r[1]", 1.0);
+    }
+  }
+  if (opt.structs) {
+    line("struct fz_s s = {x[0], 0.5, {0.0, 0.0, 0.0}, 2};");
+    line("struct fz_s *ps = &s;");
+    line("ps->w[1] = x[n - 1] * 0.5;");
+    push_var("s.u", 2.0);
+    push_var("s.v", 0.5);
+    push_var("ps->w[1]", 1.0);
+    push_var("s.w[s.k]", 0.0);
+  }
+  int nstmts = 4 + rnd(8);
+  for (int i = 0; i < nstmts; i++) stmt(3, 4);
+  if (opt.helpers) { /* every helper is used */
+    if (arr) line("%s = fz_h2(a, 4);", vars[writable()].name);
+    line("%s += fz_h2(x, n) + 0.125 * fz_h0(x[0], %s);", t0, t0);
+    line("fz_h1(&%s, x[n - 1]);", t0);
+  }
+  /* The result depends on every variable in scope. */
+  fprintf(out, "  return");
+  for (int i = 0; i < nvars; i++) {
+    ex e = vars[i].b > 30.0 ? squash(mk(vars[i].name, vars[i].b)) : mk(vars[i].name, vars[i].b);
+    fprintf(out, "%s%s", i ? " + " : " ", e.s);
+  }
+  fprintf(out, ";\n}\n\n");
+
+  fprintf(out, "int fz_n = %d;\ndouble fz_x0[%d] = {", n_inputs, n_inputs);
+  for (int i = 0; i < n_inputs; i++) fprintf(out, "%s%.2f", i ? ", " : "", rconst(-1.5, 1.5));
+  fprintf(out, "};\n\n");
+  fprintf(out, "int main(void) {\n  %s x[%d];\n", R, n_inputs);
+  fprintf(out, "  for (int i = 0; i < fz_n; i++) x[i] = fz_x0[i];\n");
+  fprintf(out, "  %s y = fz_f(x, fz_n);\n  printf(\"%%a\\n\", y);\n", R);
+  if (opt.global) fprintf(out, "  printf(\"%%a\\n\", fz_gl);\n");
+  fprintf(out, "  return 0;\n}\n");
+  fclose(out);
+  printf("%s\n", opt.typedef_mode ? "real_t" : "double");
+  return 0;
+}
