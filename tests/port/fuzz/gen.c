@@ -126,7 +126,7 @@ static ex leaf(void) {
   if (r < 83 && loop_depth) return mk(chance(50) ? "(0.25 * i)" : "(double)(i + 1)", 8.0);
   if (r < 88 && opt.macros) return mk("FZ_K", 0.75);
   if (r < 92 && passive_dbl) return mk(opt.real_cast && chance(50) ? fmt("(%s)d", R) : "d", 2.0);
-  if (r < 95) return mk("(0.5 * n)", 4.0);
+  if (r < 95) return mk(chance(50) ? "(0.5 * n)" : "((double)n / 4)", 4.0);
   double c = rconst(-2.0, 2.0);
   return mk(fmt("%.2f", c), 2.0);
 }
@@ -161,7 +161,7 @@ static char *comparison(int depth) {
   switch (rnd(8)) {
   case 0: return fmt("!(%s)", c);
   case 1: return fmt("%s && %s > %.2f", c, gen(depth).s, rconst(-1, 1));
-  case 2: return fmt("(%s) || %s", c, gen(depth).s); /* an active value as a truth value */
+  case 2: return fmt("(%s) || %s", c, vars[rnd(nvars)].name); /* an active value as a truth value */
   default: return c;
   }
 }
@@ -309,10 +309,24 @@ static void block(int depth, int budget) {
 /* Less frequent statement forms, one each. */
 static void extra(int depth, int v) {
   char *n = vars[v].name;
-  switch (rnd(9)) {
+  switch (rnd(10)) {
+  case 9: /* a struct by value and by pointer to helpers */
+    if (opt.structs && opt.helpers) {
+      line("fz_hp(ps, %s);", n);
+      line("%s = fz_hs(s) * 0.5;", n);
+      vars[v].b = 1.0;
+      for (int i = 0; i < nvars; i++)
+        if (!strcmp(vars[i].name, "s.v")) {
+          vars[i].b += vars[v].b;
+          if (vars[i].b > 30.0) assign(i, squash(mk("s.v", vars[i].b)));
+        }
+    }
+    break;
   case 0: /* chained assignment */ {
     int w = writable();
     ex e = small(depth);
+    if (w == v || !strcmp(vars[w].name, n)) w = base_var; /* t = t = e modifies t twice unsequenced */
+    if (w == v) break;
     line("%s = %s = %s;", vars[w].name, n, e.s);
     vars[w].b = vars[v].b = e.b;
     break;
@@ -567,6 +581,10 @@ static void emit_prelude(FILE *f) {
     fprintf(f, "static void fz_h1(%s *p, %s a) {\n  *p = 1.6 * cos(*p) + atan(a);\n", R, R);
     if (opt.global) fprintf(f, "  fz_gl += 0.25 * sin(*p);\n");
     fprintf(f, "}\n\n");
+    if (opt.structs) {
+      fprintf(f, "static %s fz_hs(struct fz_s q) { return tanh(q.u * q.w[1] + q.v); }\n\n", R);
+      fprintf(f, "static void fz_hp(struct fz_s *q, %s v) { q->v = 0.5 * q->v + sin(v * q->u); }\n\n", R);
+    }
     fprintf(f, "static %s fz_h2(const %s *v, int m) {\n  %s s = 0.0;\n", R, R, R);
     fprintf(f, "  for (int i = 0; i < m; i++) s += v[i] * (i + 1);\n  return s / (1.0 + fabs(s));\n}\n\n");
   }
@@ -640,6 +658,10 @@ int main(int argc, char **argv) {
   line("%s %s = x[0] * %.2f;", R, t0, rconst(0.5, 1.5));
   base_var = nvars;
   push_var(t0, 3.0);
+  if (opt.typedef_mode) {
+    line("%s *= d;", t0); /* a passive double into active arithmetic */
+    vars[base_var].b *= 1.75;
+  }
   int arr = chance(60);
   if (arr) {
     line("%s a[4];", R);
@@ -672,6 +694,10 @@ int main(int argc, char **argv) {
     if (arr) line("%s = fz_h2(a, 4);", vars[writable()].name);
     line("%s += fz_h2(x, n) + 0.125 * fz_h0(x[0], %s);", t0, t0);
     line("fz_h1(&%s, x[n - 1]);", t0);
+    if (opt.structs) {
+      line("fz_hp(&s, %s);", t0);
+      line("%s += fz_hs(*ps);", t0);
+    }
   }
   /* The result depends on every variable in scope. */
   fprintf(out, "  return");
