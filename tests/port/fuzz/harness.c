@@ -8,8 +8,18 @@
  * sweep agrees with the gradient (dot-product test) on both tapes; and the
  * fused gradient equals the port's to round-off. Prints one line per
  * disagreement, starting with its class, and exits 1 if there was any.
+ *
+ * With FZ_MPI the objective is collective and replicated: every rank holds
+ * all inputs, one copy of the result is seeded, the total derivative is the
+ * sum of the ranks' gradients, and central differences move an input on
+ * every rank at once. Each rank checks what it holds; the exit status is the
+ * same on all ranks.
  */
+#ifdef FZ_MPI
+#include <ariadne_mpi.h>
+#else
 #include <ariadne.h>
+#endif
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,9 +37,11 @@ ad_real fz_f_fd(const ad_real *x, int n);
 static int failures;
 
 static void fail(const char *cls, const char *f, ...) __attribute__((format(printf, 2, 3)));
+static int rank;
+
 static void fail(const char *cls, const char *f, ...) {
   va_list ap;
-  printf("FAIL %s: ", cls);
+  printf("FAIL %s: [%d] ", cls, rank);
   va_start(ap, f);
   vprintf(f, ap);
   va_end(ap);
@@ -39,7 +51,22 @@ static void fail(const char *cls, const char *f, ...) {
 
 static int same_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
 
-int main(void) {
+/* The sum over ranks (the identity on one process). */
+static void sum_ranks(double *v, int n) {
+#ifdef FZ_MPI
+  MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+#else
+  (void)v, (void)n;
+#endif
+}
+
+int main(int argc, char **argv) {
+#ifdef FZ_MPI
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+#else
+  (void)argc, (void)argv;
+#endif
   int n = fz_n;
   if (n > MAXN) return 2;
   double x[MAXN], g[2][MAXN], v[MAXN];
@@ -57,8 +84,10 @@ int main(void) {
     y[p] = port[p](xa[p], n);
     ad_tape_end(tape[p]);
     if (!same_bits(ad_value(y[p]), J)) fail("value", "%s gives %a, the original %a", name[p], ad_value(y[p]), J);
-    int rc = ad_gradient(tape[p], y[p], (size_t)n, xa[p], g[p]);
+    /* A replicated result is seeded once. */
+    int rc = ad_gradient(tape[p], rank == 0 ? y[p] : ad_const(ad_value(y[p])), (size_t)n, xa[p], g[p]);
     if (rc != AD_OK && rc != AD_ERR_PASSIVE) fail("sweep", "%s: ad_gradient: %s", name[p], ad_strerror(rc));
+    sum_ranks(g[p], n);
   }
 
   /* Dot-product test: the tangent along v is the gradient times v. */
@@ -70,6 +99,7 @@ int main(void) {
     for (int i = 0; i < n; i++) ad_tangent_seed(tape[p], xa[p][i], v[i]);
     int rc = ad_forward(tape[p]);
     double t = ad_tangent(tape[p], y[p]);
+    /* Every rank's inputs move along v: the replicated result's tangent is the summed gradient times v. */
     if (rc != AD_OK) fail("tangent", "%s: ad_forward: %s", name[p], ad_strerror(rc));
     else if (!(fabs(t - dot) <= 1e-10 * (1.0 + scale)))
       fail("tangent", "%s: tangent %.17g, gradient . v %.17g", name[p], t, dot);
@@ -97,5 +127,9 @@ int main(void) {
   }
   ad_tape_destroy(tape[0]);
   ad_tape_destroy(tape[1]);
+#ifdef FZ_MPI
+  MPI_Allreduce(MPI_IN_PLACE, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Finalize();
+#endif
   return failures ? 1 : 0;
 }

@@ -62,6 +62,17 @@ if [ ! -x "$gen" ]; then
   $cc -std=c11 -O1 "$here/gen.c" -o "$gen" -lm || exit 2
 fi
 $cc $cflags $inc -c "$here/harness.c" -o "$work/harness.o" || exit 2
+# MPI programs (generator option mpi): built with mpicc, linked with
+# libariadne_mpi, run at 1 and 2 ranks.
+mpicc=${FZ_MPICC:-mpicc.mpich}
+mpiexec=${FZ_MPIEXEC:-mpiexec.mpich}
+mpilibdir=${FZ_MPILIBDIR:-$libdir/mpi}
+case " $genopts " in
+*" mpi"*)
+  $mpicc $cflags $inc -DFZ_MPI -c "$here/harness.c" -o "$work/harness_mpi.o" || exit 2
+  mpishow=$($mpicc -show)
+  ;;
+esac
 
 programs=0
 refused=0
@@ -90,13 +101,38 @@ while [ "$seed" -lt "$last" ]; do
   [ -f "$d/fz_h.h" ] && files="$files $d/fz_h.h"
   tflags=""
   [ "$atype" = real_t ] && tflags="--active-type real_t"
+  # The compiler, the library, the tool's flags and the launcher of this program.
+  if grep -q '<mpi.h>' "$d/p.c"; then
+    pcc=$mpicc
+    plib="-L$mpilibdir -lariadne_mpi -Wl,-rpath,$mpilibdir -lm"
+    ttail="-- $mpishow"
+    hobj=$work/harness_mpi.o
+    nps="1 2"
+  else
+    pcc=$cc
+    plib=$lib
+    ttail=""
+    hobj=$work/harness.o
+    nps=""
+  fi
+  # launch EXE: runs it (at each rank count for MPI, each output headed by it).
+  launch() {
+    if [ -z "$nps" ]; then
+      $run "$1"
+      return
+    fi
+    for np in $nps; do
+      echo "np $np"
+      $run $mpiexec -n $np "$1" || return
+    done
+  }
 
   # port OUTDIR MODE-FLAGS FILES...: 0 ported, 1 refused (located errors), 2 failed.
   port() {
     outdir=$1
     mode=$2
     shift 2
-    $run "$tool" $mode $tflags $format -o "$outdir" "$@" >"$outdir.log" 2>&1
+    $run "$tool" $mode $tflags $format -o "$outdir" "$@" $ttail >"$outdir.log" 2>&1
     rc=$?
     if [ $rc = 0 ]; then return 0; fi
     if [ $rc = 1 ] && grep -Eq '^[^ :]+:[0-9]+:[0-9]+: error: ' "$outdir.log"; then
@@ -110,12 +146,12 @@ while [ "$seed" -lt "$last" ]; do
     # clean: the original builds warning-free, so its ports must too.
     clean=1
     wflags=$warn
-    if ! $cc $cflags $warn "$d/p.c" -o "$d/orig" -lm 2>/dev/null; then
+    if ! $pcc $cflags $warn "$d/p.c" -o "$d/orig" -lm 2>/dev/null; then
       clean=0
       wflags=""
     fi
-    if [ $clean = 1 ] || $cc $cflags "$d/p.c" -o "$d/orig" -lm 2>"$d/orig.log"; then
-      $run "$d/orig" >"$d/orig.out" || fail original "the original exits $?"
+    if [ $clean = 1 ] || $pcc $cflags "$d/p.c" -o "$d/orig" -lm 2>"$d/orig.log"; then
+      launch "$d/orig" >"$d/orig.out" || fail original "the original exits $?"
     else
       fail original "the original does not build: $(head -c 300 "$d/orig.log")"
     fi
@@ -135,13 +171,13 @@ while [ "$seed" -lt "$last" ]; do
     for m in P F; do
       [ "$status" = pass ] || break
       # Warning-free when the original is: -Werror, and without it to tell a warning from an error.
-      if ! $cc $cflags $wflags -DARIADNE_PASSIVE $inc "$d/$m/p.c" -o "$d/$m.passive" $lib 2>"$d/$m.cc.log"; then
-        if [ $clean = 1 ] && $cc $cflags -DARIADNE_PASSIVE $inc "$d/$m/p.c" -o "$d/$m.passive" $lib 2>/dev/null; then
+      if ! $pcc $cflags $wflags -DARIADNE_PASSIVE $inc "$d/$m/p.c" -o "$d/$m.passive" $plib 2>"$d/$m.cc.log"; then
+        if [ $clean = 1 ] && $pcc $cflags -DARIADNE_PASSIVE $inc "$d/$m/p.c" -o "$d/$m.passive" $plib 2>/dev/null; then
           fail warning "the $m port warns built passive (the original does not): $(grep -m1 'warning\|error' "$d/$m.cc.log")"
         else
           fail compile "the $m port does not compile passive: $(grep -m3 'error' "$d/$m.cc.log")"
         fi
-      elif ! $run "$d/$m.passive" >"$d/$m.passive.out"; then
+      elif ! launch "$d/$m.passive" >"$d/$m.passive.out"; then
         fail passive "the $m port built passive exits $?"
       elif ! cmp -s "$d/orig.out" "$d/$m.passive.out"; then
         fail passive "the $m port built passive prints $(tr '\n' ' ' <"$d/$m.passive.out"), the original $(tr '\n' ' ' <"$d/orig.out")"
@@ -150,15 +186,15 @@ while [ "$seed" -lt "$last" ]; do
   fi
   if [ "$status" = pass ] && [ $refusal = 0 ]; then
     ren="-Dfz_n=fz_n_SFX -Dfz_x0=fz_x0_SFX -Dfz_gl=fz_gl_SFX -Dmain=fz_main_SFX -Dfz_f=fz_f_SFX"
-    if ! $cc $cflags -c -Dmain=fz_main_orig "$d/p.c" -o "$d/p.o" 2>"$d/link.log" ||
-      ! $cc $cflags -Wall -Wextra $inc -c $(echo "$ren" | sed s/SFX/ad/g) "$d/P/p.c" -o "$d/P.o" 2>>"$d/link.log" ||
-      ! $cc $cflags -Wall -Wextra $inc -c $(echo "$ren" | sed s/SFX/fd/g) "$d/F/p.c" -o "$d/F.o" 2>>"$d/link.log" ||
-      ! $cc "$d/p.o" "$d/P.o" "$d/F.o" "$work/harness.o" -o "$d/grad" $lib 2>>"$d/link.log"; then
+    if ! $pcc $cflags -c -Dmain=fz_main_orig "$d/p.c" -o "$d/p.o" 2>"$d/link.log" ||
+      ! $pcc $cflags -Wall -Wextra $inc -c $(echo "$ren" | sed s/SFX/ad/g) "$d/P/p.c" -o "$d/P.o" 2>>"$d/link.log" ||
+      ! $pcc $cflags -Wall -Wextra $inc -c $(echo "$ren" | sed s/SFX/fd/g) "$d/F/p.c" -o "$d/F.o" 2>>"$d/link.log" ||
+      ! $pcc "$d/p.o" "$d/P.o" "$d/F.o" "$hobj" -o "$d/grad" $plib 2>>"$d/link.log"; then
       fail compile "the ports do not compile active: $(grep -m3 'error' "$d/link.log")"
     elif [ $clean = 1 ] && grep -q 'warning:' "$d/link.log"; then
       fail warning "a port warns built active (the original does not): $(grep -m1 'warning:' "$d/link.log")"
     else
-      $run "$d/grad" >"$d/grad.out" 2>&1
+      launch "$d/grad" >"$d/grad.out" 2>&1
       rc=$?
       if [ $rc != 0 ]; then
         c=$(sed -n 's/^FAIL \([a-z]*\):.*/\1/p' "$d/grad.out" | head -n 1)
