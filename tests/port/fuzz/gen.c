@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Random C programs in the subset ariadne-port claims, for the differential
- * fuzzer (run.sh). Given a seed, writes DIR/p.c and DIR/fz_h.h: an objective
+ * fuzzer (run.sh). Given a seed, writes DIR/p.c and DIR/fz_h.h: four
+ * objectives (which share the program's compilations and ports)
  *
- *     double fz_f(const double *x, int n)
+ *     double fz_f0(const double *x, int n) ... fz_f3
  *
  * (real_t in the typedef mode) built from every arithmetic operator and the
  * math functions the tool has twins for, compound assignments, ++/--,
@@ -29,6 +30,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Objectives per program, fz_f0 ... fz_f3 (harness.c checks as many): they
+ * share one program's compilations and ports. */
+#define FZ_BATCH 4
 
 static uint64_t rng_state;
 
@@ -714,50 +719,11 @@ static void emit_header(const char *dir) {
   fclose(h);
 }
 
-int main(int argc, char **argv) {
-  if (argc < 3) {
-    fprintf(stderr, "usage: fz_gen SEED DIR [mpi|isnan|passive-store|memcpy|real-cast|passive-call|header-helper|mpi-init|mpi-cond|mpi-macro]...\n");
-    return 2;
-  }
-  unsigned long long seed = strtoull(argv[1], NULL, 10);
-  const char *dir = argv[2];
-  for (int i = 3; i < argc; i++) {
-    if (!strcmp(argv[i], "isnan")) opt.isnan_calls = 1;
-    else if (!strcmp(argv[i], "passive-store")) opt.passive_store = 1;
-    else if (!strcmp(argv[i], "memcpy")) opt.byte_moves = 1;
-    else if (!strcmp(argv[i], "real-cast")) opt.real_cast = 1;
-    else if (!strcmp(argv[i], "passive-call")) opt.passive_call = 1;
-    else if (!strcmp(argv[i], "header-helper")) opt.header_helper = 1;
-    else if (!strcmp(argv[i], "mpi")) opt.mpi = 1;
-    else if (!strcmp(argv[i], "mpi-init")) opt.mpi = opt.mpi_init = 1;
-    else if (!strcmp(argv[i], "mpi-cond")) opt.mpi = opt.mpi_cond = 1;
-    else if (!strcmp(argv[i], "mpi-macro")) opt.mpi = opt.mpi_macro = 1;
-    else {
-      fprintf(stderr, "fz_gen: unknown option '%s'\n", argv[i]);
-      return 2;
-    }
-  }
-  rng_state = seed * 0x2545F4914F6CDD1Dull + 1;
-  opt.typedef_mode = chance(30);
-  opt.macros = chance(60);
-  opt.header = chance(40);
-  opt.helpers = chance(70);
-  opt.structs = chance(60);
-  opt.pointers = chance(60);
-  opt.global = chance(40);
-  if (opt.typedef_mode) R = "real_t";
-  n_inputs = 2 + rnd(4);
-
-  char *path = fmt("%s/p.c", dir);
-  out = fopen(path, "w");
-  if (!out) {
-    perror(path);
-    return 2;
-  }
-  if (opt.header) emit_header(dir);
-  emit_prelude(out);
-
-  fprintf(out, "%s fz_f(const %s *x, int n) {\n", R, R);
+/* One objective, fz_fK. */
+static void emit_objective(int k) {
+  char *t0;
+  nvars = ntemps = loop_depth = branch_depth = passive_dbl = 0;
+  fprintf(out, "%s fz_f%d(const %s *x, int n) {\n", R, k, R);
   ind = 1;
   if (opt.global) {
     line("fz_gl = 0.5 * x[0];"); /* a static active value is reset at each recording */
@@ -767,7 +733,7 @@ int main(int argc, char **argv) {
     line("double d = 0.5 + 0.25 * n;");
     passive_dbl = 1;
   }
-  char *t0 = fmt("t%d", ntemps++);
+  t0 = fmt("t%d", ntemps++);
   if (opt.mpi) {
     line("int rank, size;");
     line("MPI_Comm_rank(MPI_COMM_WORLD, &rank);");
@@ -830,6 +796,52 @@ int main(int argc, char **argv) {
   fprintf(out, ";\n");
   if (opt.mpi) fprintf(out, "  fz_check(fz_allsum(&res)); /* the objective is replicated */\n  return res;\n");
   fprintf(out, "}\n\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: fz_gen SEED DIR [mpi|isnan|passive-store|memcpy|real-cast|passive-call|header-helper|mpi-init|mpi-cond|mpi-macro]...\n");
+    return 2;
+  }
+  unsigned long long seed = strtoull(argv[1], NULL, 10);
+  const char *dir = argv[2];
+  for (int i = 3; i < argc; i++) {
+    if (!strcmp(argv[i], "isnan")) opt.isnan_calls = 1;
+    else if (!strcmp(argv[i], "passive-store")) opt.passive_store = 1;
+    else if (!strcmp(argv[i], "memcpy")) opt.byte_moves = 1;
+    else if (!strcmp(argv[i], "real-cast")) opt.real_cast = 1;
+    else if (!strcmp(argv[i], "passive-call")) opt.passive_call = 1;
+    else if (!strcmp(argv[i], "header-helper")) opt.header_helper = 1;
+    else if (!strcmp(argv[i], "mpi")) opt.mpi = 1;
+    else if (!strcmp(argv[i], "mpi-init")) opt.mpi = opt.mpi_init = 1;
+    else if (!strcmp(argv[i], "mpi-cond")) opt.mpi = opt.mpi_cond = 1;
+    else if (!strcmp(argv[i], "mpi-macro")) opt.mpi = opt.mpi_macro = 1;
+    else {
+      fprintf(stderr, "fz_gen: unknown option '%s'\n", argv[i]);
+      return 2;
+    }
+  }
+  rng_state = seed * 0x2545F4914F6CDD1Dull + 1;
+  opt.typedef_mode = chance(30);
+  opt.macros = chance(60);
+  opt.header = chance(40);
+  opt.helpers = chance(70);
+  opt.structs = chance(60);
+  opt.pointers = chance(60);
+  opt.global = chance(40);
+  if (opt.typedef_mode) R = "real_t";
+  n_inputs = 2 + rnd(4);
+
+  char *path = fmt("%s/p.c", dir);
+  out = fopen(path, "w");
+  if (!out) {
+    perror(path);
+    return 2;
+  }
+  if (opt.header) emit_header(dir);
+  emit_prelude(out);
+
+  for (int k = 0; k < FZ_BATCH; k++) emit_objective(k);
 
   fprintf(out, "int fz_n = %d;\ndouble fz_x0[%d] = {", n_inputs, n_inputs);
   for (int i = 0; i < n_inputs; i++) fprintf(out, "%s%.2f", i ? ", " : "", rconst(-1.5, 1.5));
@@ -841,10 +853,12 @@ int main(int argc, char **argv) {
     fprintf(out, "int main(void) {\n");
   fprintf(out, "  %s x[%d];\n", R, n_inputs);
   fprintf(out, "  for (int i = 0; i < fz_n; i++) x[i] = fz_x0[i];\n");
-  fprintf(out, "  %s y = fz_f(x, fz_n);\n", R);
   const char *guard = opt.mpi ? "if (rank == 0) " : "";
-  fprintf(out, "  %sprintf(\"%%a\\n\", y);\n", guard);
-  if (opt.global) fprintf(out, "  %sprintf(\"%%a\\n\", fz_gl);\n", guard);
+  for (int k = 0; k < FZ_BATCH; k++) {
+    fprintf(out, "  %s y%d = fz_f%d(x, fz_n);\n", R, k, k);
+    fprintf(out, "  %sprintf(\"%%a\\n\", y%d);\n", guard, k);
+    if (opt.global) fprintf(out, "  %sprintf(\"%%a\\n\", fz_gl);\n", guard);
+  }
   if (opt.mpi) fprintf(out, "  MPI_Finalize();\n");
   fprintf(out, "  return 0;\n}\n");
   fclose(out);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The gradient check of one generated program (gen.c), linked with the
- * original (fz_f), its port (fz_f_ad) and its fused port (fz_f_fd): both
+ * original objectives (fz_fK), their port (fz_fK_ad) and fused port (fz_fK_fd): both
  * ports compute the original's value bit for bit; the port's gradient
  * matches central differences of the original (the best of several steps,
  * since a kink or a branch may sit within the largest ones); the tangent
@@ -28,20 +28,31 @@
 
 extern int fz_n;
 extern double fz_x0[];
-double fz_f(const double *x, int n);
-ad_real fz_f_ad(const ad_real *x, int n);
-ad_real fz_f_fd(const ad_real *x, int n);
+/* The objectives of one program (gen.c's FZ_BATCH), the originals and both ports. */
+#define FZ_DECLARE(k)                                                                                                  \
+  double fz_f##k(const double *x, int n);                                                                              \
+  ad_real fz_f##k##_ad(const ad_real *x, int n);                                                                       \
+  ad_real fz_f##k##_fd(const ad_real *x, int n);
+FZ_DECLARE(0)
+FZ_DECLARE(1)
+FZ_DECLARE(2)
+FZ_DECLARE(3)
+typedef double objective(const double *, int);
+typedef ad_real port_objective(const ad_real *, int);
+static objective *const originals[] = {fz_f0, fz_f1, fz_f2, fz_f3};
+static port_objective *const ports[][2] = {
+    {fz_f0_ad, fz_f0_fd}, {fz_f1_ad, fz_f1_fd}, {fz_f2_ad, fz_f2_fd}, {fz_f3_ad, fz_f3_fd}};
 
 #define MAXN 16
 
 static int failures;
 
 static void fail(const char *cls, const char *f, ...) __attribute__((format(printf, 2, 3)));
-static int rank;
+static int rank, current; /* the objective being checked */
 
 static void fail(const char *cls, const char *f, ...) {
   va_list ap;
-  printf("FAIL %s: [%d] ", cls, rank);
+  printf("FAIL %s: [%d] fz_f%d: ", cls, rank, current);
   va_start(ap, f);
   vprintf(f, ap);
   va_end(ap);
@@ -60,25 +71,17 @@ static void sum_ranks(double *v, int n) {
 #endif
 }
 
-int main(int argc, char **argv) {
-#ifdef FZ_MPI
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-#else
-  (void)argc, (void)argv;
-#endif
+static void check(objective *fz_f, port_objective *const port[2], ad_tape *const tape[2]) {
   int n = fz_n;
-  if (n > MAXN) return 2;
   double x[MAXN], g[2][MAXN], v[MAXN];
   ad_real xa[2][MAXN], y[2];
   for (int i = 0; i < n; i++) x[i] = fz_x0[i];
   const double J = fz_f(x, n);
   if (!isfinite(J)) fail("primal", "f(x0) = %a is not finite", J);
 
-  ad_tape *tape[2] = {ad_tape_create(), ad_tape_create()};
-  ad_real (*port[2])(const ad_real *, int) = {fz_f_ad, fz_f_fd};
   const char *name[2] = {"port", "fused port"};
   for (int p = 0; p < 2; p++) {
+    ad_tape_reset(tape[p]);
     ad_tape_begin(tape[p]);
     for (int i = 0; i < n; i++) xa[p][i] = ad_input(fz_x0[i]);
     y[p] = port[p](xa[p], n);
@@ -125,6 +128,19 @@ int main(int argc, char **argv) {
     if (!(fabs(g[1][i] - g[0][i]) <= 1e-11 * (1.0 + fabs(g[0][i]) + gmax)))
       fail("fused", "input %d: fused port %.17g, port %.17g", i, g[1][i], g[0][i]);
   }
+}
+
+int main(int argc, char **argv) {
+#ifdef FZ_MPI
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+#else
+  (void)argc, (void)argv;
+#endif
+  if (fz_n > MAXN) return 2;
+  ad_tape *tape[2] = {ad_tape_create(), ad_tape_create()};
+  for (current = 0; current < (int)(sizeof originals / sizeof *originals); current++)
+    check(originals[current], ports[current], tape);
   ad_tape_destroy(tape[0]);
   ad_tape_destroy(tape[1]);
 #ifdef FZ_MPI

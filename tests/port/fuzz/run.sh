@@ -185,7 +185,8 @@ while [ "$seed" -lt "$last" ]; do
     done
   fi
   if [ "$status" = pass ] && [ $refusal = 0 ]; then
-    ren="-Dfz_n=fz_n_SFX -Dfz_x0=fz_x0_SFX -Dfz_gl=fz_gl_SFX -Dmain=fz_main_SFX -Dfz_f=fz_f_SFX"
+    ren="-Dfz_n=fz_n_SFX -Dfz_x0=fz_x0_SFX -Dfz_gl=fz_gl_SFX -Dmain=fz_main_SFX"
+    ren="$ren -Dfz_f0=fz_f0_SFX -Dfz_f1=fz_f1_SFX -Dfz_f2=fz_f2_SFX -Dfz_f3=fz_f3_SFX"
     if ! $pcc $cflags -c -Dmain=fz_main_orig "$d/p.c" -o "$d/p.o" 2>"$d/link.log" ||
       ! $pcc $cflags -Wall -Wextra $inc -c $(echo "$ren" | sed s/SFX/ad/g) "$d/P/p.c" -o "$d/P.o" 2>>"$d/link.log" ||
       ! $pcc $cflags -Wall -Wextra $inc -c $(echo "$ren" | sed s/SFX/fd/g) "$d/F/p.c" -o "$d/F.o" 2>>"$d/link.log" ||
