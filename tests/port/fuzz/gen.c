@@ -844,7 +844,9 @@ int main(int argc, char **argv) {
   for (int k = 0; k < FZ_BATCH; k++) emit_objective(k);
 
   fprintf(out, "int fz_n = %d;\ndouble fz_x0[%d] = {", n_inputs, n_inputs);
-  for (int i = 0; i < n_inputs; i++) fprintf(out, "%s%.2f", i ? ", " : "", rconst(-1.5, 1.5));
+  /* Inputs differ from each other and from every constant (two decimals), so
+   * that no comparison of inputs or with a constant is a tie, a jump at x0. */
+  for (int i = 0; i < n_inputs; i++) fprintf(out, "%s%.4f", i ? ", " : "", rconst(-1.5, 1.5) + 0.0137 * (i + 1));
   fprintf(out, "};\n\n");
   if (opt.mpi) {
     fprintf(out, "int main(int argc, char **argv) {\n  MPI_Init(&argc, &argv);\n  int rank;\n");
