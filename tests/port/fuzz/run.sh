@@ -16,7 +16,8 @@
 # usage: run.sh BUILD-DIR FIRST-SEED COUNT [GENERATOR-OPTION...]
 #   environment: FZ_CC (default cc), FZ_WORK (default BUILD-DIR/tests/port/fuzz/work-FIRST),
 #   FZ_TOOL and FZ_LIBDIR (default BUILD-DIR/port/ariadne-port and BUILD-DIR),
-#   FZ_FORMAT=1 lets the tool run clang-format, FZ_VERBOSE=1 prints every seed.
+#   FZ_FORMAT=1 lets the tool run clang-format, FZ_VERBOSE=1 prints every seed,
+#   FZ_TIMEOUT (seconds, default 300) bounds each command, so a deadlock fails.
 set -u
 if [ $# -lt 3 ]; then
   echo "usage: run.sh BUILD-DIR FIRST-SEED COUNT [GENERATOR-OPTION...]" >&2
@@ -48,7 +49,7 @@ inc="-I$src/include -I$build/include"
 lib="-L$libdir -lariadne -Wl,-rpath,$libdir -lm"
 cflags="-std=c11 -O0"
 warn="-Wall -Wextra -Werror"
-run="timeout 60"
+run="timeout ${FZ_TIMEOUT:-300}"
 # clang-format costs most of a port's time; FZ_FORMAT=1 runs it as a user would.
 format=--no-format
 [ "${FZ_FORMAT:-0}" = 1 ] && format=""
