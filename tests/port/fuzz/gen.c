@@ -8,11 +8,14 @@
  *
  * (real_t in the typedef mode) built from every arithmetic operator and the
  * math functions the tool has twins for, compound assignments, ++/--,
- * ternaries, comparisons, branches, loops, arrays, a struct with an array
- * member, pointers into locals and arrays (aliasing), static helpers, helpers
- * defined in a header, macros, a global, and in the typedef mode passive
- * doubles mixed in with explicit casts; plus a main that evaluates it at
- * fz_x0 and prints with %a, and the file's parameters (fz_n, fz_x0).
+ * ternaries, comparisons, branches, loops (some on active conditions),
+ * conversions to int, switch, arrays (one and two dimensions), heap memory, a
+ * struct with an array member (by value, by pointer, copied whole), pointers
+ * into locals and arrays (aliasing), static helpers and a function pointer,
+ * macros (in the file or a header), a global, and in the typedef mode
+ * passive doubles mixed in; with the option mpi, MPI calls on active data;
+ * plus a main that evaluates each objective at fz_x0 and prints with %a, and
+ * the file's parameters (fz_n, fz_x0).
  *
  * Every value is kept in a range where the objective is smooth enough for
  * central differences: each expression carries a bound on its magnitude,
@@ -21,8 +24,8 @@
  * are positive or inside their domain by construction.
  *
  * usage: fz_gen SEED DIR [OPTION...]; prints the active type to use
- * ("double" or "real_t") on stdout. Options switch on constructs that hit
- * open defects of the tool (see README): isnan, passive-store, memcpy.
+ * ("double" or "real_t") on stdout. The option mpi writes MPI programs; the
+ * others switch on constructs that hit open defects of the tool (README.md).
  */
 #include <math.h>
 #include <stdarg.h>
