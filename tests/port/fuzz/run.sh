@@ -14,7 +14,7 @@
 # A failing program is kept in WORK/fail-SEED with what differed.
 #
 # usage: run.sh BUILD-DIR FIRST-SEED COUNT [GENERATOR-OPTION...]
-#   environment: FZ_CC (default cc), FZ_WORK (default BUILD-DIR/tests/port/fuzz/work-FIRST),
+#   environment: FZ_CC (default cc), FZ_WORK (default BUILD-DIR/tests/port/fuzz/work-FIRST[-OPTIONS]),
 #   FZ_TOOL and FZ_LIBDIR (default BUILD-DIR/port/ariadne-port and BUILD-DIR),
 #   FZ_FORMAT=1 lets the tool run clang-format, FZ_VERBOSE=1 prints every seed,
 #   FZ_TIMEOUT (seconds, default 300) bounds each command, so a deadlock fails.
@@ -42,7 +42,8 @@ done
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../../.." && pwd)
 cc=${FZ_CC:-cc}
-work=${FZ_WORK:-$build/tests/port/fuzz/work-$first}
+# One work directory per seed range and options, so that runs may overlap.
+work=${FZ_WORK:-$build/tests/port/fuzz/work-$first$(echo "$*" | tr -c 'a-z0-9\n' '-' | sed 's/^\(.\)/-\1/')}
 tool=${FZ_TOOL:-$build/port/ariadne-port}
 libdir=${FZ_LIBDIR:-$build}
 inc="-I$src/include -I$build/include"
