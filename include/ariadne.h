@@ -465,6 +465,30 @@ static inline ad_real ad__lift(double x) { return ad__const(x); }
 static inline double ad__val(ad_real x) { return x.v; }
 static inline double ad__val(double x) { return x; }
 extern "C" {
+#elif defined(__GNUC__) && !defined(ARIADNE_NO_GNU_LIFT)
+/* _Generic needs its operand twice, as the controlling expression and as the
+ * argument, so ad_add(ad_add(ad_add(a, b), c), d) would hold a 2^depth copies
+ * of its innermost operands: a 27-point stencil written out in one expression
+ * becomes hundreds of millions of tokens and exhausts the compiler. A
+ * statement expression evaluates the operand once into a temporary and
+ * selects on that, so the text grows linearly. (__extension__ keeps
+ * -pedantic builds quiet; other compilers take the portable form below.) */
+#define ad__cat2(a, b) a##b
+#define ad__cat(a, b) ad__cat2(a, b)
+/* Each expansion names its temporary apart (__COUNTER__), so that nested
+ * ones do not shadow each other under -Wshadow. */
+#define ad__lift(x) ad__lift_as(x, ad__cat(ad__x, __COUNTER__))
+#define ad__val(x) ad__val_as(x, ad__cat(ad__x, __COUNTER__))
+#define ad__lift_as(x, t)                                                                                           \
+  __extension__({                                                                                                   \
+    __auto_type t = (x);                                                                                            \
+    _Generic(t, ad_real : ad__lift_r, default : ad__lift_d)(t);                                                     \
+  })
+#define ad__val_as(x, t)                                                                                            \
+  __extension__({                                                                                                   \
+    __auto_type t = (x);                                                                                            \
+    _Generic(t, ad_real : ad__val_r, default : ad__val_d)(t);                                                       \
+  })
 #else
 #define ad__lift(x) _Generic((x), ad_real : ad__lift_r, default : ad__lift_d)(x)
 #define ad__val(x) _Generic((x), ad_real : ad__val_r, default : ad__val_d)(x)
