@@ -188,7 +188,9 @@ static int for_header(pt_ctx *x, CXCursor c, unsigned *s1, unsigned *s2, unsigne
 /* --fused: `T v = rhs;` of an active scalar as `T v; { ... v = ad_custom(...); }`. */
 static int fuse_decl(pt_ctx *x, CXCursor ds, CXCursor v) {
   if (clang_getCursorKind(v) != CXCursor_VarDecl || pt_in_macro(x, ds)) return 0;
-  if (!pt_type_active(x, clang_getCursorType(v)) || clang_Cursor_getStorageClass(v) == CX_SC_Static) return 0;
+  if (!pt_type_active(x, clang_getCursorType(v)) || clang_Cursor_getStorageClass(v) == CX_SC_Static ||
+      pt_local_passive(x, v))
+    return 0;
   unsigned b = pt_b(ds), name = pt_off(clang_getCursorLocation(v));
   CXString sp = clang_getCursorSpelling(v);
   unsigned name_end = name + (unsigned)strlen(clang_getCString(sp));
@@ -351,9 +353,13 @@ static void port_var(pt_ctx *x, CXCursor v, int file_scope) {
       break;
     }
   }
-  retype(x, b, first_sep, 0);
-  if (last_comma > b) retype(x, last_comma, name, 0);
-  retype(x, name_end, init_at, 0);
+  /* A local double no active value reaches keeps its type (activity.c). */
+  int passive = pt_local_passive(x, v);
+  if (!passive) {
+    retype(x, b, first_sep, 0);
+    if (last_comma > b) retype(x, last_comma, name, 0);
+    retype(x, name_end, init_at, 0);
+  }
   if (file_scope) suffix_name(x, v);
 
   CXCursor *k;
@@ -369,7 +375,7 @@ static void port_var(pt_ctx *x, CXCursor v, int file_scope) {
   CXType t = clang_getCursorType(v);
   x->static_init = file_scope || clang_Cursor_getStorageClass(v) == CX_SC_Static;
   char *text;
-  if (pt_type_active(x, t)) {
+  if (pt_type_active(x, t) && !passive) {
     if (x->static_init && pt_act(x, init)) {
       pt_error(x, init, "an active value initializes a variable of static storage; assign it in code instead");
       x->static_init = 0;
@@ -415,7 +421,11 @@ static void port_function(pt_ctx *x, CXCursor f) {
     x->in_function = 1;
     x->fn_begin = pt_b(f);
     for (int i = 0; i < n; i++)
-      if (clang_getCursorKind(k[i]) == CXCursor_CompoundStmt) walk_stmt(x, k[i]);
+      if (clang_getCursorKind(k[i]) == CXCursor_CompoundStmt) {
+        pt_activity(x, k[i]);
+        walk_stmt(x, k[i]);
+        pt_activity_end(x);
+      }
     x->in_function = 0;
     x->fn_ret = saved;
   }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * ariadne-port [--fused] [--active-type NAME]... -o OUTDIR FILE.c... [-- COMPILER-FLAGS...]
+ * ariadne-port [--fused] [--all-active] [--active-type NAME]... -o OUTDIR FILE.c... [-- COMPILER-FLAGS...]
  *
  * Writes OUTDIR/<basename of FILE> for each input. Exit status: 0 when every
  * input was ported completely, 1 when something could not be ported (one
@@ -38,6 +38,8 @@ static void usage(FILE *f) {
              "                       a typedef such as real_t keeps plain double passive\n"
              "  --fused              tape each assignment with an active right-hand side as one statement\n"
              "                       (partials computed in the generated code): the fast build\n"
+             "  --all-active         every double becomes ad_real, also the local doubles no active\n"
+             "                       value reaches (timers, constants), which otherwise stay double\n"
              "  --report FILE        with --fused: list each assignment left per operation, and why\n"
              "  --suffix SUFFIX      append SUFFIX to the functions and globals the file defines, so that\n"
              "                       the primal and the port link into one program\n"
@@ -236,6 +238,8 @@ int main(int argc, char **argv) {
       break;
     } else if (!strcmp(a, "--fused")) {
       o.fused = 1;
+    } else if (!strcmp(a, "--all-active")) {
+      o.all_active = 1;
     } else if (!strcmp(a, "--keep-going")) {
       o.keep_going = 1;
     } else if (!strcmp(a, "--no-format")) {

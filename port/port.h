@@ -43,6 +43,7 @@ typedef struct port_options {
   char **ported;      /* functions defined in an input or named by --ported: their calls pass ad_real */
   int nported;
   int verbose;
+  int all_active; /* --all-active: every double is ad_real, local timers and constants too */
   /* Decided for the whole run, so that every file sizes and stores requests
    * alike: an input posts a nonblocking call (or a matched receive) on active
    * data, so MPI_Request (MPI_Message) is ad_mpi_request (ad_mpi_message) in all. */

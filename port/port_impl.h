@@ -52,6 +52,8 @@ typedef struct pt_ctx {
   int no_fuse;            /* inside a for header: statements cannot be blocks */
   CXFile own[PT_MAX_OWN]; /* the files whose code is ported in this unit (unity.c) */
   int nown;
+  CXCursor *passive; /* the local doubles of the function being ported that stay double (activity.c) */
+  int npassive;
 } pt_ctx;
 
 void pt_own_files(pt_ctx *x, const char *unit);
@@ -118,6 +120,12 @@ void pt_fused_skip(pt_ctx *x, CXCursor stmt, CXCursor rhs, int compound, const c
 /* port_file's rounds: each starts afresh; the last one's counts and report lines are kept. */
 void pt_fused_round(void);
 void pt_fused_commit(pt_ctx *x);
+/* activity.c: before a function's body is ported, find its local doubles
+ * that no active value reaches (they stay double); pt_activity_end forgets
+ * them. pt_local_passive: is declaration d one of them? */
+void pt_activity(pt_ctx *x, CXCursor body);
+void pt_activity_end(pt_ctx *x);
+int pt_local_passive(pt_ctx *x, CXCursor d);
 char *pt_retype_text(pt_ctx *x, const char *p, size_t n);
 int pt_near_complex(const char *p, size_t b, size_t e, size_t len);
 

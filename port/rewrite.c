@@ -441,7 +441,7 @@ int pt_act(pt_ctx *x, CXCursor c) {
     CXCursor d = clang_getCursorReferenced(c);
     enum CXCursorKind dk = clang_getCursorKind(d);
     if (dk == CXCursor_VarDecl || dk == CXCursor_ParmDecl || dk == CXCursor_FieldDecl)
-      return pt_type_active(x, clang_getCursorType(d));
+      return pt_type_active(x, clang_getCursorType(d)) && !pt_local_passive(x, d);
     return 0;
   }
   case CXCursor_MemberRefExpr:

@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
 # The command line of ariadne-port, driven exactly as documented:
-#   ariadne-port [--fused] [--active-type NAME]... -o OUTDIR FILE.c... [-- COMPILER-FLAGS...]
+#   ariadne-port [--fused] [--all-active] [--active-type NAME]... -o OUTDIR FILE.c... [-- COMPILER-FLAGS...]
 # usage: cli.sh TOOL SOURCE-DIR WORK-DIR CC INCLUDE-DIR...
 tool=$1
 src=$2
@@ -59,6 +59,25 @@ check "IDX left alone" grep -q "IDX(i, j)" "$work/two/macros.c"
 check "port of the port" status_is 0 "$tool" -o "$work/again" "$work/two/macros.c" "$work/two/cg.c"
 check "macros.c unchanged" cmp -s "$work/two/macros.c" "$work/again/macros.c"
 check "cg.c unchanged" cmp -s "$work/two/cg.c" "$work/again/cg.c"
+
+# Local doubles no active value reaches stay double: the timer macro on them
+# is kept as written; --all-active makes them ad_real (and expands it).
+check "activity" status_is 0 "$tool" -o "$work/activity" "$src/corpus/activity.c"
+check "activity compiles" compiles "$work/activity/activity.c"
+check "the timers stay double" grep -q "^  double t0, t1;" "$work/activity/activity.c"
+check "the timer macro stays as written" grep -q "^  TIC(t0);" "$work/activity/activity.c"
+check "a passive constant stays double" grep -q "^  double half = 0.5;" "$work/activity/activity.c"
+check "the accumulator is active" grep -q "^  ad_real acc = " "$work/activity/activity.c"
+check "a local active on one branch is active" grep -q "^  ad_real w = " "$work/activity/activity.c"
+check "an address-taken local is active" grep -q "^  ad_real via = " "$work/activity/activity.c"
+check "a ported function's result is active" grep -q "^  ad_real r = " "$work/activity/activity.c"
+check "activity: port of the port" status_is 0 "$tool" -o "$work/activity2" "$work/activity/activity.c"
+check "activity.c unchanged" cmp -s "$work/activity/activity.c" "$work/activity2/activity.c"
+check "activity --fused" status_is 0 "$tool" --fused -o "$work/activity_fused" "$src/corpus/activity.c"
+check "fused: the timer macro stays as written" grep -q "^  TIC(t1);" "$work/activity_fused/activity.c"
+check "activity --all-active" status_is 0 "$tool" --all-active -o "$work/all_active" "$src/corpus/activity.c"
+check "--all-active: the timers are ad_real" grep -q "^  ad_real t0, t1;" "$work/all_active/activity.c"
+check "--all-active compiles" compiles "$work/all_active/activity.c"
 
 # --fused output compiles warning-free too.
 check "fused" status_is 0 "$tool" --fused -o "$work/fused" "$src/corpus/heat2d.c" "$src/corpus/flux.c"
