@@ -172,6 +172,11 @@ check "--ported-file with a line that is no name" status_is 2 "$tool" --ported-f
 check "declared only" status_is 1 "$tool" --keep-going -o "$work/declared" "$src/errors/external_declared.c"
 check "its declaration stays double" grep -q "^extern double ext(double);" "$work/declared/external_declared.c"
 check "the caller is ported" grep -q "^ad_real f(ad_real x) {" "$work/declared/external_declared.c"
+# Static functions of a project header: reported while the header is left
+# out (errors/external_header.c), ported when it is given with its includer.
+check "header given with its includer" status_is 0 "$tool" -o "$work/hdr" "$src/errors/external_header.c" "$src/errors/grid_util.h"
+check "the header's helper is ported" grep -q "^static void vec3_clear(vec3 v) {" "$work/hdr/grid_util.h"
+check "its typedef is ported" grep -q "^typedef ad_real vec3\[3\];" "$work/hdr/grid_util.h"
 
 # OpenMP: the tape is per thread, so pragmas are kept for the passive build only.
 cat >"$work/omp.c" <<'EOT'
