@@ -119,9 +119,19 @@ void pt_error(pt_ctx *x, CXCursor c, const char *fmt, ...) {
 /* Types                                                                     */
 /* ------------------------------------------------------------------------ */
 
-static int active_name(pt_ctx *x, const char *name) {
+/* Which --active-type names some input's types used (bit i for name i), so
+ * that a name no input declares, a typo or a macro such as
+ * `#define DTYPE double`, is reported instead of porting nothing. */
+static unsigned long long active_seen;
+
+int port_active_type_seen(int i) { return i >= 64 || (active_seen >> i & 1u); }
+
+int pt_active_name(pt_ctx *x, const char *name) {
   for (int i = 0; i < x->o->nactive; i++)
-    if (!strcmp(x->o->active[i], name)) return 1;
+    if (!strcmp(x->o->active[i], name)) {
+      if (i < 64) active_seen |= 1ull << i;
+      return 1;
+    }
   return 0;
 }
 
@@ -153,7 +163,7 @@ int pt_type_active(pt_ctx *x, CXType t) {
       break;
     case CXType_Typedef: {
       CXString s = clang_getTypedefName(t);
-      int a = active_name(x, clang_getCString(s));
+      int a = pt_active_name(x, clang_getCString(s));
       int ported = !strncmp(clang_getCString(s), "ad_", 3); /* ad_real and friends: already ported */
       clang_disposeString(s);
       if (a) return !typedef_of_ported(clang_getTypedefDeclUnderlyingType(clang_getTypeDeclaration(t)));
