@@ -443,8 +443,7 @@ static void port_decl(pt_ctx *x, CXCursor c, int file_scope) {
     break;
   case CXCursor_TypedefDecl: {
     CXString s = clang_getCursorSpelling(c);
-    int force = 0;
-    for (int i = 0; i < x->o->nactive; i++) force |= !strcmp(x->o->active[i], clang_getCString(s));
+    int force = pt_active_name(x, clang_getCString(s));
     clang_disposeString(s);
     if (!pt_in_macro(x, c)) retype(x, pt_b(c), pt_e(c), force);
     CXCursor *kk;

@@ -85,7 +85,8 @@ static int leaf_text(ftree *t, char *text, int shareable) {
 static int fn_supported(const char *name, int nargs) {
   static const char *const one[] = {"sin",   "cos",   "tan",  "exp",  "exp2", "expm1", "log",  "log2",
                                     "log10", "log1p", "sqrt", "cbrt", "fabs", "tanh",  "sinh", "cosh",
-                                    "atan",  "asin",  "acos", "erf",  "erfc", "asinh", NULL};
+                                    "atan",  "asin",  "acos", "erf",  "erfc", "asinh", "floor", "ceil",
+                                    "trunc", "round", NULL};
   static const char *const two[] = {"pow", "hypot", "atan2", "fmin", "fmax", NULL};
   const char *const *list = nargs == 1 ? one : nargs == 2 ? two : NULL;
   if (!list) return 0;
@@ -315,6 +316,8 @@ static void partial(const ftree *t, int i, int which, port_str *s) {
     port_str_addf(s, "(1.12837916709551257390 * exp(-%s * %s))", A, A);
   else if (!strcmp(fn, "erfc"))
     port_str_addf(s, "(-1.12837916709551257390 * exp(-%s * %s))", A, A);
+  else if (!strcmp(fn, "floor") || !strcmp(fn, "ceil") || !strcmp(fn, "trunc") || !strcmp(fn, "round"))
+    port_str_add(s, "0.0"); /* piecewise constant, as ad_floor and its kin */
   else if (!strcmp(fn, "asinh"))
     port_str_addf(s, "(1.0 / hypot(%s, 1.0))", A);
   else if (!strcmp(fn, "pow")) {

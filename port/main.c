@@ -485,6 +485,15 @@ int main(int argc, char **argv) {
     free(out);
     free(lines);
   }
+  for (int i = 0; i < o.nactive && status == 0; i++)
+    if (strcmp(o.active[i], "double") && !port_active_type_seen(i)) {
+      fprintf(stderr,
+              "ariadne-port: error: --active-type %s: no type of that name is used by the inputs, so nothing of "
+              "it was ported; name a typedef of double (a macro such as #define %s double is no type: write "
+              "typedef double %s; instead)\n",
+              o.active[i], o.active[i], o.active[i]);
+      status = 1;
+    }
   if (fuse.file && fclose(fuse.file) != 0) {
     fprintf(stderr, "ariadne-port: cannot write %s: %s\n", report, strerror(errno));
     status = 1;

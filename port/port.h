@@ -82,4 +82,9 @@ int port_unit_files(const char *unit, const char *const *args, int nargs, port_i
  * another run of the tool: --ported). */
 void port_add_ported(port_options *o, const char *name);
 
+/* Did the types of the files ported so far use the i-th --active-type name?
+ * A name none used (a typo, a macro such as `#define DTYPE double`) ported
+ * nothing, which main reports. */
+int port_active_type_seen(int i);
+
 #endif

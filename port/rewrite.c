@@ -119,9 +119,19 @@ void pt_error(pt_ctx *x, CXCursor c, const char *fmt, ...) {
 /* Types                                                                     */
 /* ------------------------------------------------------------------------ */
 
-static int active_name(pt_ctx *x, const char *name) {
+/* Which --active-type names some input's types used (bit i for name i), so
+ * that a name no input declares, a typo or a macro such as
+ * `#define DTYPE double`, is reported instead of porting nothing. */
+static unsigned long long active_seen;
+
+int port_active_type_seen(int i) { return i >= 64 || (active_seen >> i & 1u); }
+
+int pt_active_name(pt_ctx *x, const char *name) {
   for (int i = 0; i < x->o->nactive; i++)
-    if (!strcmp(x->o->active[i], name)) return 1;
+    if (!strcmp(x->o->active[i], name)) {
+      if (i < 64) active_seen |= 1ull << i;
+      return 1;
+    }
   return 0;
 }
 
@@ -153,7 +163,7 @@ int pt_type_active(pt_ctx *x, CXType t) {
       break;
     case CXType_Typedef: {
       CXString s = clang_getTypedefName(t);
-      int a = active_name(x, clang_getCString(s));
+      int a = pt_active_name(x, clang_getCString(s));
       int ported = !strncmp(clang_getCString(s), "ad_", 3); /* ad_real and friends: already ported */
       clang_disposeString(s);
       if (a) return !typedef_of_ported(clang_getTypedefDeclUnderlyingType(clang_getTypeDeclaration(t)));
@@ -1070,6 +1080,20 @@ static int print_fixed(const char *name) {
 }
 
 /* Functions of the C library that take active data as plain memory. */
+/* The project header that defines the function fd, when it is a static
+ * function of a header that was not given as an input (no library, but the
+ * port would leave it double); NULL otherwise. The caller frees it. */
+static char *header_home(CXCursor fd) {
+  CXCursor def = clang_getCursorDefinition(fd);
+  if (clang_Cursor_isNull(def) || clang_Location_isInSystemHeader(clang_getCursorLocation(def))) return NULL;
+  CXFile f;
+  clang_getExpansionLocation(clang_getCursorLocation(def), &f, NULL, NULL, NULL);
+  CXString fn = clang_getFileName(f);
+  char *home = clang_getCString(fn) ? port_strdup(clang_getCString(fn)) : NULL;
+  clang_disposeString(fn);
+  return home;
+}
+
 static int library_known(const char *name) {
   return !strcmp(name, "memcpy") || !strcmp(name, "memmove") || !strcmp(name, "memset") || !strcmp(name, "free") ||
          !strcmp(name, "realloc") || !strcmp(name, "qsort") || print_fixed(name) >= 0;
@@ -1135,6 +1159,8 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
                "Ariadne has no derivative of the math function '%s'; write it with the functions Ariadne has "
                "or as an ad_custom statement with its partial derivatives",
                name);
+    char *home = header_home(fd);
+    int scanf_like = !strcmp(name, "scanf") || !strcmp(name, "fscanf") || !strcmp(name, "sscanf");
     int memfn = !strcmp(name, "memcpy") || !strcmp(name, "memmove");
     int known = library_known(name);
     if (memfn && na >= 2) pt_check_byte_copy(x, c, name);
@@ -1146,19 +1172,32 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
         continue;
       }
       if (is_math_name(name)) continue; /* reported above */
-      if (pt_act(x, a) && (variadic_pos || pt_is_float(clang_getArgType(ft, (unsigned)i))))
+      int value = pt_act(x, a) && (variadic_pos || pt_is_float(clang_getArgType(ft, (unsigned)i)));
+      int data = !value && !known && pt_pointer_like(clang_getCursorType(pt_strip(a))) &&
+                 pt_type_holds_active(x, clang_getCursorType(pt_strip(a)));
+      if ((value || data) && home)
+        pt_error(x, a,
+                 "active %s passed to '%s', which is defined in %s, a header that is not an input, so it "
+                 "stays double; give %s as an input too (headers are ported in their includer's context)",
+                 value ? "value" : "data", name, home, home);
+      else if (value)
         pt_error(x, a,
                  "active value passed to the external function '%s', which no input defines, so its derivative "
                  "would be lost; port the file that defines '%s' with this one (or name it with --ported if "
                  "another run ports it), or record the call with ad_external",
                  name, name);
-      else if (!known && pt_pointer_like(clang_getCursorType(pt_strip(a))) &&
-               pt_type_holds_active(x, clang_getCursorType(pt_strip(a))))
+      else if (data && scanf_like)
+        pt_error(x, a,
+                 "active data passed to '%s', which stores doubles; read into a double and store it with "
+                 "ad_const",
+                 name);
+      else if (data)
         pt_error(x, a,
                  "active data passed to the external function '%s' (a library such as BLAS or FFTW cannot "
                  "differentiate it); record the call with ad_external and its adjoint",
                  name);
     }
+    free(home);
     r = pt_splice(x, c, n, k, texts, 0);
   } else if (!ported && !pt_pointer_of_file(x, k[0])) {
     r = pt_splice(x, c, n, k, texts, 0); /* a _Generic selection or the like: left alone */

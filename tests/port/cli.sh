@@ -191,6 +191,18 @@ check "--ported-file with a line that is no name" status_is 2 "$tool" --ported-f
 check "declared only" status_is 1 "$tool" --keep-going -o "$work/declared" "$src/errors/external_declared.c"
 check "its declaration stays double" grep -q "^extern double ext(double);" "$work/declared/external_declared.c"
 check "the caller is ported" grep -q "^ad_real f(ad_real x) {" "$work/declared/external_declared.c"
+# --active-type names a type the inputs use: a macro (#define DTYPE double)
+# or a typo would port nothing, which is reported.
+printf '#define DTYPE double\nDTYPE twice(DTYPE x) { return 2.0 * x; }\n' >"$work/dtype.c"
+check "--active-type naming a macro" status_is 1 "$tool" --active-type DTYPE -o "$work/dtype" "$work/dtype.c"
+check "says no type of that name" grep -q "error: --active-type DTYPE: no type of that name is used by the inputs" "$work/err.txt"
+printf 'typedef double real_t;\nreal_t twice(real_t x) { return 2.0 * x; }\n' >"$work/realt.c"
+check "--active-type naming a typedef" status_is 0 "$tool" --active-type real_t -o "$work/realt" "$work/realt.c"
+# Static functions of a project header: reported while the header is left
+# out (errors/external_header.c), ported when it is given with its includer.
+check "header given with its includer" status_is 0 "$tool" -o "$work/hdr" "$src/errors/external_header.c" "$src/errors/grid_util.h"
+check "the header's helper is ported" grep -q "^static void vec3_clear(vec3 v) {" "$work/hdr/grid_util.h"
+check "its typedef is ported" grep -q "^typedef ad_real vec3\[3\];" "$work/hdr/grid_util.h"
 
 # OpenMP: the tape is per thread, so pragmas are kept for the passive build only.
 cat >"$work/omp.c" <<'EOT'

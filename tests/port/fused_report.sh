@@ -23,6 +23,17 @@ grep -q "stencil_idx.c: 5 of 5 assignments with two or more active operations fu
   fail "stencil_idx.c: summary line missing or wrong: $(cat "$work/err.txt")"
 [ "$(grep -c 'ad_custom(' "$work/out/stencil_idx.c")" = 5 ] || fail "stencil_idx.c: not 5 ad_custom statements"
 
+# floor, ceil, trunc and round have a zero partial: fused like other math
+# (a periodic wrap, as molecular dynamics codes write it).
+cat >"$work/wrap.c" <<'EOT'
+#include <math.h>
+double wrap(double d, double box) { return d - box * floor(d / box + 0.5) + ceil(d) * trunc(d) - round(d); }
+EOT
+"$tool" --fused --no-format --report "$work/wrap.txt" -o "$work/out" "$work/wrap.c" 2>"$work/err.txt" ||
+  fail "wrap.c: exit status $?"
+[ -s "$work/wrap.txt" ] && fail "wrap.c: left per operation: $(cat "$work/wrap.txt")"
+grep -q "= floor(ad__v" "$work/out/wrap.c" || fail "wrap.c: floor not in the fused value: $(cat "$work/out/wrap.c")"
+
 # What stays per operation is listed, each with its line and reason.
 cat >"$work/mixed.c" <<'EOT'
 #include <math.h>

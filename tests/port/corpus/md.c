@@ -2,11 +2,11 @@
 /*
  * A molecular-dynamics energy in the style of real codes: its own real type
  * (--active-type real_t) beside plain double for passive data, a
- * Lennard-Jones pair loop with a cutoff left by `continue`, a tabulated
- * correction interpolated in a passive table, explicit (double) casts where
- * only a value is wanted, (real_t) casts of integers, isnan/isinf/fpclassify
- * guards, an integer assert calling a ported function, and static helpers in
- * a header ported with the file.
+ * minimum-image wrap with floor, a Lennard-Jones pair loop with a cutoff left
+ * by `continue`, a tabulated correction interpolated in a passive table,
+ * explicit (double) casts where only a value is wanted, (real_t) casts of
+ * integers, isnan/isinf/fpclassify guards, an integer assert calling a ported
+ * function, and static helpers in a header ported with the file.
  */
 #include <assert.h>
 #include <math.h>
@@ -19,6 +19,7 @@ real_t x_start[3 * NATOMS] = {0.0, 0.0,  0.0, 1.1, 0.1, 0.0, 0.2, 1.2, 0.1,
                               1.0, 1.1, 0.9, 3.2, 0.3, 0.2};
 
 static const double cutoff = 2.5; /* passive parameters */
+static const double box = 7.0;    /* periodic box edge */
 static const double table_dr = 0.05;
 static double table[64];
 
@@ -43,7 +44,10 @@ real_t objective(real_t *x) {
     for (int j = i + 1; j < NATOMS; j++) {
       visited++;
       real_t dr[3];
-      for (int k = 0; k < 3; k++) dr[k] = x[3 * j + k] - x[3 * i + k];
+      for (int k = 0; k < 3; k++) {
+        dr[k] = x[3 * j + k] - x[3 * i + k];
+        dr[k] = dr[k] - box * floor(dr[k] / box + 0.5); /* minimum image */
+      }
       real_t r2 = md_sq(dr[0]) + md_sq(dr[1]) + md_sq(dr[2]);
       double r2d = (double)r2;
       if (r2d > cutoff * cutoff) continue;
