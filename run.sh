@@ -162,7 +162,7 @@ cmd_test() {
   # install test (the serial tests do not depend on the MPI).
   configure_build "$BUILD_ROOT/build-openmpi" -DCMAKE_BUILD_TYPE=Release "${OPENMPI_OPTIONS[@]}" \
     -DARIADNE_BUILD_BENCHMARKS=OFF
-  run_ctest "$BUILD_ROOT/build-openmpi" -LE 'serial|memcheck'
+  run_ctest "$BUILD_ROOT/build-openmpi" -LE 'serial|memcheck|fuzz'
   # (iii) AddressSanitizer + UndefinedBehaviorSanitizer. valgrind and
   # sanitizers do not mix; benchmarks are not run here.
   configure_build "$BUILD_ROOT/build-asan" -DCMAKE_BUILD_TYPE=Debug -DARIADNE_ASAN=ON -DARIADNE_UBSAN=ON \
@@ -173,7 +173,7 @@ cmd_test() {
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
     HWLOC_COMPONENTS=${HWLOC_COMPONENTS:--pci} \
-    run_ctest "$BUILD_ROOT/build-asan" -LE 'memcheck|install|bench-smoke'
+    run_ctest "$BUILD_ROOT/build-asan" -LE 'memcheck|install|bench-smoke|fuzz'
   # (iv) ThreadSanitizer: threads recording and sweeping tapes of their own
   # at once, and the other serial tests (no MPI, examples or benchmarks).
   configure_build "$BUILD_ROOT/build-tsan" -DCMAKE_BUILD_TYPE=Debug -DARIADNE_TSAN=ON -DARIADNE_MPI=OFF \
@@ -182,7 +182,7 @@ cmd_test() {
   # (v) 64-bit tape handles, everything compiled with -pedantic-errors.
   configure_build "$BUILD_ROOT/build-idx64" -DCMAKE_BUILD_TYPE=Release -DARIADNE_INDEX_64=ON "${MPICH_OPTIONS[@]}" \
     -DCMAKE_C_FLAGS=-pedantic-errors
-  run_ctest "$BUILD_ROOT/build-idx64" -LE 'memcheck'
+  run_ctest "$BUILD_ROOT/build-idx64" -LE 'memcheck|fuzz'
   # (vi) The library for a 32-bit target (gcc -m32): it must compile there;
   # this kernel may not run 32-bit programs, so only the libraries are built.
   step "configure build-m32" cmake -S "$ROOT" -B "$BUILD_ROOT/build-m32" -DCMAKE_BUILD_TYPE=Release \

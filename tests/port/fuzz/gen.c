@@ -346,7 +346,10 @@ static void extra(int depth, int v) {
   case 1: /* conversion to an integer, then an index */
     line("{");
     ind++;
-    line("int k = (int)(%s * 2.0);", n);
+    /* (int) of a value out of int's range is undefined: an infinite t gave
+     * k = INT_MIN and an index below the array, so the original read garbage
+     * (the port, reading a garbage ad_real, then failed with a stale handle). */
+    line("int k = %s > -1e6 && %s < 1e6 ? (int)(%s * 2.0) : 0;", n, n, n);
     line("%s += 0.5 * (k %% 3) + x[(k < 0 ? -k : k) %% n];", n);
     ind--;
     line("}");

@@ -111,8 +111,13 @@ static void check(objective *fz_f, port_objective *const port[2], ad_tape *const
   double gmax = 0.0;
   for (int i = 0; i < n; i++) gmax = fmax(gmax, fabs(g[0][i]));
   for (int i = 0; i < n; i++) {
-    /* Central differences at several steps; the best one counts. */
-    double best = INFINITY, best_fd = 0.0;
+    /* Central differences at several steps; the best one counts. They
+     * judge the gradient only where they settle: two neighbouring steps
+     * agree. A program whose value is too sensitive there (a derivative of
+     * 1e10 through a long chain, values that jump at every step) is noted,
+     * and the tangent and fused checks above and below still hold it. */
+    double best = INFINITY, best_fd = 0.0, prev = NAN;
+    int settled = 0;
     for (double h = 1e-3; h > 1e-8; h /= 10.0) {
       double hi = h * fmax(1.0, fabs(fz_x0[i]));
       for (int k = 0; k < n; k++) x[k] = fz_x0[k];
@@ -121,10 +126,17 @@ static void check(objective *fz_f, port_objective *const port[2], ad_tape *const
       x[i] = fz_x0[i] - hi;
       double fm = fz_f(x, n);
       double fd = (fp - fm) / (2.0 * hi);
+      if (fabs(fd - prev) <= 1e-4 * (1.0 + fabs(fd))) settled = 1;
+      prev = fd;
       if (fabs(fd - g[0][i]) < best) best = fabs(fd - g[0][i]), best_fd = fd;
     }
-    if (!(best <= 1e-6 * (1.0 + fabs(g[0][i])) + 1e-9 * gmax))
-      fail("gradient", "input %d: port %.17g, central differences %.17g", i, g[0][i], best_fd);
+    if (!(best <= 1e-6 * (1.0 + fabs(g[0][i])) + 1e-9 * gmax)) {
+      if (settled)
+        fail("gradient", "input %d: port %.17g, central differences %.17g", i, g[0][i], best_fd);
+      else
+        printf("note: [%d] fz_f%d: input %d: central differences do not settle at any step (port %.17g): not judged\n",
+               rank, current, i, g[0][i]);
+    }
     if (!(fabs(g[1][i] - g[0][i]) <= 1e-11 * (1.0 + fabs(g[0][i]) + gmax)))
       fail("fused", "input %d: fused port %.17g, port %.17g", i, g[1][i], g[0][i]);
   }

@@ -203,6 +203,7 @@ while [ "$seed" -lt "$last" ]; do
         c=$(sed -n 's/^FAIL \([a-z]*\):.*/\1/p' "$d/grad.out" | head -n 1)
         fail "${c:-crash}" "$(head -n 3 "$d/grad.out" | tr '\n' ' ') (exit $rc)"
       fi
+      grep '^note:' "$d/grad.out" | sed "s/^/seed $seed: /"
     fi
   fi
   if [ "$status" = pass ] && [ $refusal = 0 ]; then
