@@ -9,7 +9,8 @@
  * character data looks like in practice (as a double it is a subnormal
  * number whose high word is a small counter). By default a few elements
  * are looked at, which costs nothing measurable; check mode
- * (ARIADNE_MPI_CHECK=1, ad_mpi_set_check) looks at the whole buffer. */
+ * (ARIADNE_MPI_CHECK=1, ad_mpi_set_check) looks at the whole buffer, and
+ * makes the ranks of a collective agree on the verdict. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,8 +132,8 @@ int ad__mpi_guard_agree(const char *fn, MPI_Comm comm, int rc) {
   int mine = rc != MPI_SUCCESS, any = mine;
   if (MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS) return rc;
   if (mine || !any) return rc;
-  ad_tape *seen, *t = ad__mpi_tape(&seen);
-  (void)t;
+  ad_tape *seen;
+  ad__mpi_tape(&seen);
   if (seen)
     ad__fail(seen, AD_ERR_MPI,
              "%s: refused on another rank, whose send data holds ad_real values under a passive datatype; use "
