@@ -12,6 +12,7 @@
  * everything it receives (its own slot too), and the old handles are the
  * contributions; the root's own slot of an in-place scatter and a broadcast
  * root's buffer keep their handles, so their own adjoint needs no traffic. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -479,6 +480,13 @@ static int comm_size(MPI_Comm comm) {
   return p;
 }
 
+/* a * b elements, as many as an int holds at most: a buffer of p blocks is
+ * looked at through an int count. */
+static int blocks_of(int a, int b) {
+  long long n = (long long)a * b;
+  return n > INT_MAX ? INT_MAX : (int)n;
+}
+
 /* 1 if this rank is a rooted collective's root (MPI_ROOT on an
  * intercommunicator). */
 static int is_root(int root, MPI_Comm comm) {
@@ -906,7 +914,9 @@ static int gather_check(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
   MPI_Comm_rank(comm, &rank);
   int use_send = !(rank == root && sendbuf == MPI_IN_PLACE);
   *active = (use_send ? is_real(sendtype) : is_real(recvtype)) || (rank == root && is_real(recvtype));
-  if (!*active) return send_guard(fn, comm, use_send ? sendbuf : NULL, sendcount, 0, NULL, NULL, sendtype);
+  /* An intercommunicator's root group (MPI_ROOT, MPI_PROC_NULL) sends nothing. */
+  int sends = use_send && root != MPI_ROOT && root != MPI_PROC_NULL;
+  if (!*active) return send_guard(fn, comm, sends ? sendbuf : NULL, sendcount, 0, NULL, NULL, sendtype);
   coll chk = {0};
   ad__mpi_tape(&chk.seen);
   return both_real(&chk, sendtype, recvtype, use_send, rank == root, fn) ? MPI_SUCCESS : MPI_ERR_TYPE;
@@ -1032,7 +1042,8 @@ static int scatter_check(const void *sendbuf, int sendcount, const int *sendcoun
   *active = (use_recv ? is_real(recvtype) : is_real(sendtype)) || (rank == root && is_real(sendtype));
   if (!*active) { /* only the root sends */
     int p = comm_size(comm);
-    return send_guard(fn, comm, is_root(root, comm) ? sendbuf : NULL, sendcount * p, p, sendcounts, displs, sendtype);
+    return send_guard(fn, comm, is_root(root, comm) ? sendbuf : NULL, blocks_of(sendcount, p), p, sendcounts, displs,
+                      sendtype);
   }
   coll chk = {0};
   ad__mpi_tape(&chk.seen);
@@ -1282,7 +1293,7 @@ static int alltoall_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
                         MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
   int active, rc = all_check(sendbuf, sendtype, recvtype, fn, &active);
   if (rc == MPI_SUCCESS && !active)
-    rc = send_guard(fn, comm, sendbuf, (int)((long)sendcount * comm_size(comm)), 0, NULL, NULL, sendtype);
+    rc = send_guard(fn, comm, sendbuf, blocks_of(sendcount, comm_size(comm)), 0, NULL, NULL, sendtype);
   if (rc != MPI_SUCCESS) return rc;
   if (!active) {
     if (!req) return MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
