@@ -152,8 +152,12 @@ void ad_mpi_set_timeout(double seconds);
  * tape in the buffers MPI reads; they look at a few elements by default and
  * at every element in check mode, which the environment variable
  * ARIADNE_MPI_CHECK=1 turns on (see docs/mpi.md for what is and is not
- * seen). ad_mpi_set_check turns it on (1) or off (0) and returns the
- * previous setting; ad_mpi_check_enabled returns the current one. */
+ * seen). In check mode the ranks of a collective on passive data also agree
+ * on the verdict before it (one small reduction), so that all of them
+ * refuse when the data of one is refused; outside check mode a rank refuses
+ * alone what it sees. Set it alike on every rank. ad_mpi_set_check turns it
+ * on (1) or off (0) and returns the previous setting; ad_mpi_check_enabled
+ * returns the current one. */
 int ad_mpi_set_check(int on);
 int ad_mpi_check_enabled(void);
 /* A checkpointed loop (ariadne_checkpoint.h) run by the ranks of comm only,

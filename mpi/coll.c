@@ -12,6 +12,7 @@
  * everything it receives (its own slot too), and the old handles are the
  * contributions; the root's own slot of an in-place scatter and a broadcast
  * root's buffer keep their handles, so their own adjoint needs no traffic. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -460,6 +461,41 @@ static int passive_req(int rc, MPI_Request *mq, ad_mpi_request *req) {
   return rc;
 }
 
+/* The passive path of a collective: ad_real data in what this rank sends
+ * (count elements at buf, or n blocks cnt/dsp in elements of type) is
+ * refused, every rank agreeing on the verdict in check mode (guard.c). A
+ * rank that sends nothing passes buf NULL and still takes part. */
+static int send_guard(const char *fn, MPI_Comm comm, const void *buf, int count, int n, const int *cnt, const int *dsp,
+                      MPI_Datatype type) {
+  int rc = cnt ? ad__mpi_guard_blocks(fn, "send buffer", buf, n, cnt, dsp, 0, NULL, NULL, type)
+               : ad__mpi_guard(fn, "send buffer", buf, count, type);
+  return ad__mpi_guard_agree(fn, comm, rc);
+}
+
+/* Sizes of a communicator's count arrays: p for the ranks, or a
+ * neighbourhood's sources (in) and destinations (out). */
+static int comm_size(MPI_Comm comm) {
+  int p = 0;
+  MPI_Comm_size(comm, &p);
+  return p;
+}
+
+/* a * b elements, as many as an int holds at most: a buffer of p blocks is
+ * looked at through an int count. */
+static int blocks_of(int a, int b) {
+  long long n = (long long)a * b;
+  return n > INT_MAX ? INT_MAX : (int)n;
+}
+
+/* 1 if this rank is a rooted collective's root (MPI_ROOT on an
+ * intercommunicator). */
+static int is_root(int root, MPI_Comm comm) {
+  int rank = -1;
+  if (root == MPI_ROOT) return 1;
+  MPI_Comm_rank(comm, &rank);
+  return rank == root;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Barrier, Bcast                                                            */
 /* ------------------------------------------------------------------------ */
@@ -492,6 +528,10 @@ static int bcast_any(void *buffer, int count, MPI_Datatype type, int root, MPI_C
   int e_ = ad__types_refuse(fn, 1, type);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) {
+    /* Only the root's buffer is sent: the other ranks learn its verdict in
+     * check mode. */
+    e_ = send_guard(fn, comm, is_root(root, comm) ? buffer : NULL, count, 0, NULL, NULL, type);
+    if (e_ != MPI_SUCCESS) return e_;
     if (!req) return MPI_Bcast(buffer, count, type, root, comm);
     MPI_Request mq;
     return passive_req(MPI_Ibcast(buffer, count, type, root, comm, &mq), &mq, req);
@@ -625,9 +665,11 @@ static int reduce_any(const void *sendbuf, void *recvbuf, int count, const int *
 
 /* The data a reduction reads: its send buffer, or its receive buffer in
  * place (the first `count` elements of either are enough to look at). */
-static int reduce_guard(const char *fn, const void *sendbuf, const void *recvbuf, int count, MPI_Datatype type) {
+static int reduce_guard(const char *fn, const void *sendbuf, const void *recvbuf, int count, MPI_Datatype type,
+                        MPI_Comm comm) {
   int inplace = sendbuf == MPI_IN_PLACE;
-  return ad__mpi_guard(fn, inplace ? "buffer" : "send buffer", inplace ? recvbuf : sendbuf, count, type);
+  int rc = ad__mpi_guard(fn, inplace ? "buffer" : "send buffer", inplace ? recvbuf : sendbuf, count, type);
+  return ad__mpi_guard_agree(fn, comm, rc);
 }
 
 int ad_mpi_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
@@ -635,7 +677,7 @@ int ad_mpi_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
   if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
     return ad__dt_reduce(0, sendbuf, recvbuf, count, NULL, type, op, root, comm, NULL);
   int e_ = ad__types_refuse("ad_mpi_reduce", 1, type);
-  if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard("ad_mpi_reduce", sendbuf, recvbuf, count, type);
+  if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard("ad_mpi_reduce", sendbuf, recvbuf, count, type, comm);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) return MPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
   return reduce_any(sendbuf, recvbuf, count, NULL, op, root, comm, AD__M_REDUCE, NULL, "ad_mpi_reduce");
@@ -646,7 +688,7 @@ int ad_mpi_ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype t
   if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
     return ad__dt_reduce(0, sendbuf, recvbuf, count, NULL, type, op, root, comm, request);
   int e_ = ad__types_refuse("ad_mpi_ireduce", 1, type);
-  if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard("ad_mpi_ireduce", sendbuf, recvbuf, count, type);
+  if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard("ad_mpi_ireduce", sendbuf, recvbuf, count, type, comm);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) {
     MPI_Request mq;
@@ -659,7 +701,7 @@ int ad_mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype
   if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
     return ad__dt_reduce(1, sendbuf, recvbuf, count, NULL, type, op, 0, comm, NULL);
   int e_ = ad__types_refuse("ad_mpi_allreduce", 1, type);
-  if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard("ad_mpi_allreduce", sendbuf, recvbuf, count, type);
+  if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard("ad_mpi_allreduce", sendbuf, recvbuf, count, type, comm);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) return MPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
   return reduce_any(sendbuf, recvbuf, count, NULL, op, 0, comm, AD__M_ALLREDUCE, NULL, "ad_mpi_allreduce");
@@ -670,7 +712,7 @@ int ad_mpi_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatyp
   if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
     return ad__dt_reduce(1, sendbuf, recvbuf, count, NULL, type, op, 0, comm, request);
   int e_ = ad__types_refuse("ad_mpi_iallreduce", 1, type);
-  if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard("ad_mpi_iallreduce", sendbuf, recvbuf, count, type);
+  if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard("ad_mpi_iallreduce", sendbuf, recvbuf, count, type, comm);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) {
     MPI_Request mq;
@@ -684,7 +726,8 @@ int ad_mpi_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcoun
   if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
     return ad__dt_reduce(4, sendbuf, recvbuf, recvcount, NULL, type, op, 0, comm, NULL);
   int e_ = ad__types_refuse("ad_mpi_reduce_scatter_block", 1, type);
-  if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard("ad_mpi_reduce_scatter_block", sendbuf, recvbuf, recvcount, type);
+  if (e_ == MPI_SUCCESS && !is_real(type))
+    e_ = reduce_guard("ad_mpi_reduce_scatter_block", sendbuf, recvbuf, recvcount, type, comm);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) return MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
   return reduce_any(sendbuf, recvbuf, recvcount, NULL, op, 0, comm, AD__M_RSB, NULL, "ad_mpi_reduce_scatter_block");
@@ -695,7 +738,8 @@ int ad_mpi_ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcou
   if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
     return ad__dt_reduce(4, sendbuf, recvbuf, recvcount, NULL, type, op, 0, comm, request);
   int e_ = ad__types_refuse("ad_mpi_ireduce_scatter_block", 1, type);
-  if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard("ad_mpi_ireduce_scatter_block", sendbuf, recvbuf, recvcount, type);
+  if (e_ == MPI_SUCCESS && !is_real(type))
+    e_ = reduce_guard("ad_mpi_ireduce_scatter_block", sendbuf, recvbuf, recvcount, type, comm);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) {
     MPI_Request mq;
@@ -709,6 +753,9 @@ int ad_mpi_reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcoun
   if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
     return ad__dt_reduce(5, sendbuf, recvbuf, 0, recvcounts, type, op, 0, comm, NULL);
   int e_ = ad__types_refuse("ad_mpi_reduce_scatter", 1, type);
+  if (e_ == MPI_SUCCESS && !is_real(type))
+    e_ = reduce_guard("ad_mpi_reduce_scatter", sendbuf, recvbuf, recvcounts ? total(recvcounts, comm_size(comm)) : 0,
+                      type, comm);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) return MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
   return reduce_any(sendbuf, recvbuf, 0, recvcounts, op, 0, comm, AD__M_RSB, NULL, "ad_mpi_reduce_scatter");
@@ -719,6 +766,9 @@ int ad_mpi_ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcou
   if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
     return ad__dt_reduce(5, sendbuf, recvbuf, 0, recvcounts, type, op, 0, comm, request);
   int e_ = ad__types_refuse("ad_mpi_ireduce_scatter", 1, type);
+  if (e_ == MPI_SUCCESS && !is_real(type))
+    e_ = reduce_guard("ad_mpi_ireduce_scatter", sendbuf, recvbuf, recvcounts ? total(recvcounts, comm_size(comm)) : 0,
+                      type, comm);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) {
     MPI_Request mq;
@@ -730,7 +780,7 @@ int ad_mpi_ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcou
 static int scan_any(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, int ex,
                     ad_mpi_request *req, const char *fn) {
   int e_ = ad__types_refuse(fn, 1, type);
-  if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard(fn, sendbuf, recvbuf, count, type);
+  if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard(fn, sendbuf, recvbuf, count, type, comm);
   if (e_ != MPI_SUCCESS) return e_;
   if (!is_real(type)) {
     if (!req)
@@ -856,15 +906,17 @@ static int gatherv_any(const void *sendbuf, int sendcount, void *recvbuf, const 
   return pend_go(q, rc, mq, req);
 }
 
-static int gather_check(const void *sendbuf, MPI_Datatype sendtype, MPI_Datatype recvtype, int root, MPI_Comm comm,
-                        const char *fn, int *active) {
+static int gather_check(const void *sendbuf, int sendcount, MPI_Datatype sendtype, MPI_Datatype recvtype, int root,
+                        MPI_Comm comm, const char *fn, int *active) {
   int e_ = ad__types_refuse(fn, 2, sendtype, recvtype);
   if (e_ != MPI_SUCCESS) return e_;
   int rank;
   MPI_Comm_rank(comm, &rank);
   int use_send = !(rank == root && sendbuf == MPI_IN_PLACE);
   *active = (use_send ? is_real(sendtype) : is_real(recvtype)) || (rank == root && is_real(recvtype));
-  if (!*active) return MPI_SUCCESS;
+  /* An intercommunicator's root group (MPI_ROOT, MPI_PROC_NULL) sends nothing. */
+  int sends = use_send && root != MPI_ROOT && root != MPI_PROC_NULL;
+  if (!*active) return send_guard(fn, comm, sends ? sendbuf : NULL, sendcount, 0, NULL, NULL, sendtype);
   coll chk = {0};
   ad__mpi_tape(&chk.seen);
   return both_real(&chk, sendtype, recvtype, use_send, rank == root, fn) ? MPI_SUCCESS : MPI_ERR_TYPE;
@@ -874,7 +926,7 @@ int ad_mpi_gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, vo
                    const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
   if (ad__dtype_any(2, sendtype, recvtype))
     return ad__dt_gatherv(1, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, root, comm, NULL);
-  int active, rc = gather_check(sendbuf, sendtype, recvtype, root, comm, "ad_mpi_gatherv", &active);
+  int active, rc = gather_check(sendbuf, sendcount, sendtype, recvtype, root, comm, "ad_mpi_gatherv", &active);
   if (rc != MPI_SUCCESS) return rc;
   if (!active) return MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
   return gatherv_any(sendbuf, sendcount, recvbuf, recvcounts, displs, root, comm, NULL, "ad_mpi_gatherv");
@@ -885,7 +937,7 @@ int ad_mpi_igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, v
   if (ad__dtype_any(2, sendtype, recvtype))
     return ad__dt_gatherv(1, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, root, comm,
                           request);
-  int active, rc = gather_check(sendbuf, sendtype, recvtype, root, comm, "ad_mpi_igatherv", &active);
+  int active, rc = gather_check(sendbuf, sendcount, sendtype, recvtype, root, comm, "ad_mpi_igatherv", &active);
   if (rc != MPI_SUCCESS) return rc;
   if (!active) {
     MPI_Request mq;
@@ -897,7 +949,7 @@ int ad_mpi_igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, v
 
 static int gather_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                       MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
-  int active, rc = gather_check(sendbuf, sendtype, recvtype, root, comm, fn, &active);
+  int active, rc = gather_check(sendbuf, sendcount, sendtype, recvtype, root, comm, fn, &active);
   if (rc != MPI_SUCCESS) return rc;
   if (!active) {
     if (!req) return MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
@@ -979,7 +1031,8 @@ static int scatterv_any(const void *sendbuf, const int *sendcounts, const int *d
   return pend_go(q, rc, mq, req);
 }
 
-static int scatter_check(MPI_Datatype sendtype, void *recvbuf, MPI_Datatype recvtype, int root, MPI_Comm comm,
+static int scatter_check(const void *sendbuf, int sendcount, const int *sendcounts, const int *displs,
+                         MPI_Datatype sendtype, void *recvbuf, MPI_Datatype recvtype, int root, MPI_Comm comm,
                          const char *fn, int *active) {
   int e_ = ad__types_refuse(fn, 2, sendtype, recvtype);
   if (e_ != MPI_SUCCESS) return e_;
@@ -987,7 +1040,11 @@ static int scatter_check(MPI_Datatype sendtype, void *recvbuf, MPI_Datatype recv
   MPI_Comm_rank(comm, &rank);
   int use_recv = !(rank == root && recvbuf == MPI_IN_PLACE);
   *active = (use_recv ? is_real(recvtype) : is_real(sendtype)) || (rank == root && is_real(sendtype));
-  if (!*active) return MPI_SUCCESS;
+  if (!*active) { /* only the root sends */
+    int p = comm_size(comm);
+    return send_guard(fn, comm, is_root(root, comm) ? sendbuf : NULL, blocks_of(sendcount, p), p, sendcounts, displs,
+                      sendtype);
+  }
   coll chk = {0};
   ad__mpi_tape(&chk.seen);
   return both_real(&chk, sendtype, recvtype, rank == root, use_recv, fn) ? MPI_SUCCESS : MPI_ERR_TYPE;
@@ -997,7 +1054,8 @@ int ad_mpi_scatterv(const void *sendbuf, const int sendcounts[], const int displ
                     void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
   if (ad__dtype_any(2, sendtype, recvtype))
     return ad__dt_scatterv(1, sendbuf, sendcounts, displs, 0, sendtype, recvbuf, recvcount, recvtype, root, comm, NULL);
-  int active, rc = scatter_check(sendtype, recvbuf, recvtype, root, comm, "ad_mpi_scatterv", &active);
+  int active, rc = scatter_check(sendbuf, 0, sendcounts, displs, sendtype, recvbuf, recvtype, root, comm,
+                                 "ad_mpi_scatterv", &active);
   if (rc != MPI_SUCCESS) return rc;
   if (!active) return MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
   return scatterv_any(sendbuf, sendcounts, displs, recvbuf, recvcount, root, comm, NULL, "ad_mpi_scatterv");
@@ -1009,7 +1067,8 @@ int ad_mpi_iscatterv(const void *sendbuf, const int sendcounts[], const int disp
   if (ad__dtype_any(2, sendtype, recvtype))
     return ad__dt_scatterv(1, sendbuf, sendcounts, displs, 0, sendtype, recvbuf, recvcount, recvtype, root, comm,
                            request);
-  int active, rc = scatter_check(sendtype, recvbuf, recvtype, root, comm, "ad_mpi_iscatterv", &active);
+  int active, rc = scatter_check(sendbuf, 0, sendcounts, displs, sendtype, recvbuf, recvtype, root, comm,
+                                 "ad_mpi_iscatterv", &active);
   if (rc != MPI_SUCCESS) return rc;
   if (!active) {
     MPI_Request mq;
@@ -1021,7 +1080,7 @@ int ad_mpi_iscatterv(const void *sendbuf, const int sendcounts[], const int disp
 
 static int scatter_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                        MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
-  int active, rc = scatter_check(sendtype, recvbuf, recvtype, root, comm, fn, &active);
+  int active, rc = scatter_check(sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, recvtype, root, comm, fn, &active);
   if (rc != MPI_SUCCESS) return rc;
   if (!active) {
     if (!req) return MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
@@ -1096,7 +1155,7 @@ static int all_check(const void *sendbuf, MPI_Datatype sendtype, MPI_Datatype re
   if (e_ != MPI_SUCCESS) return e_;
   int use_send = sendbuf != MPI_IN_PLACE;
   *active = is_real(recvtype) || (use_send && is_real(sendtype));
-  if (!*active) return MPI_SUCCESS;
+  if (!*active) return MPI_SUCCESS; /* the caller guards its send side */
   coll chk = {0};
   ad__mpi_tape(&chk.seen);
   return both_real(&chk, sendtype, recvtype, use_send, 1, fn) ? MPI_SUCCESS : MPI_ERR_TYPE;
@@ -1107,6 +1166,8 @@ int ad_mpi_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
   if (ad__dtype_any(2, sendtype, recvtype))
     return ad__dt_allgatherv(1, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, comm, NULL);
   int active, rc = all_check(sendbuf, sendtype, recvtype, "ad_mpi_allgatherv", &active);
+  if (rc == MPI_SUCCESS && !active)
+    rc = send_guard("ad_mpi_allgatherv", comm, sendbuf, sendcount, 0, NULL, NULL, sendtype);
   if (rc != MPI_SUCCESS) return rc;
   if (!active) return MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
   return allgatherv_any(sendbuf, sendcount, recvbuf, recvcounts, displs, comm, NULL, "ad_mpi_allgatherv");
@@ -1117,6 +1178,8 @@ int ad_mpi_iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype
   if (ad__dtype_any(2, sendtype, recvtype))
     return ad__dt_allgatherv(1, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, comm, request);
   int active, rc = all_check(sendbuf, sendtype, recvtype, "ad_mpi_iallgatherv", &active);
+  if (rc == MPI_SUCCESS && !active)
+    rc = send_guard("ad_mpi_iallgatherv", comm, sendbuf, sendcount, 0, NULL, NULL, sendtype);
   if (rc != MPI_SUCCESS) return rc;
   if (!active) {
     MPI_Request mq;
@@ -1129,6 +1192,7 @@ int ad_mpi_iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype
 static int allgather_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                          MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
   int active, rc = all_check(sendbuf, sendtype, recvtype, fn, &active);
+  if (rc == MPI_SUCCESS && !active) rc = send_guard(fn, comm, sendbuf, sendcount, 0, NULL, NULL, sendtype);
   if (rc != MPI_SUCCESS) return rc;
   if (!active) {
     if (!req) return MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
@@ -1199,6 +1263,8 @@ int ad_mpi_alltoallv(const void *sendbuf, const int sendcounts[], const int sdis
     return ad__dt_alltoallv(1, sendbuf, sendcounts, sdispls, 0, sendtype, recvbuf, recvcounts, rdispls, 0, recvtype,
                             comm, NULL);
   int active, rc = all_check(sendbuf, sendtype, recvtype, "ad_mpi_alltoallv", &active);
+  if (rc == MPI_SUCCESS && !active)
+    rc = send_guard("ad_mpi_alltoallv", comm, sendbuf, 0, comm_size(comm), sendcounts, sdispls, sendtype);
   if (rc != MPI_SUCCESS) return rc;
   if (!active)
     return MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
@@ -1212,6 +1278,8 @@ int ad_mpi_ialltoallv(const void *sendbuf, const int sendcounts[], const int sdi
     return ad__dt_alltoallv(1, sendbuf, sendcounts, sdispls, 0, sendtype, recvbuf, recvcounts, rdispls, 0, recvtype,
                             comm, request);
   int active, rc = all_check(sendbuf, sendtype, recvtype, "ad_mpi_ialltoallv", &active);
+  if (rc == MPI_SUCCESS && !active)
+    rc = send_guard("ad_mpi_ialltoallv", comm, sendbuf, 0, comm_size(comm), sendcounts, sdispls, sendtype);
   if (rc != MPI_SUCCESS) return rc;
   if (!active) {
     MPI_Request mq;
@@ -1224,6 +1292,8 @@ int ad_mpi_ialltoallv(const void *sendbuf, const int sendcounts[], const int sdi
 static int alltoall_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                         MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
   int active, rc = all_check(sendbuf, sendtype, recvtype, fn, &active);
+  if (rc == MPI_SUCCESS && !active)
+    rc = send_guard(fn, comm, sendbuf, blocks_of(sendcount, comm_size(comm)), 0, NULL, NULL, sendtype);
   if (rc != MPI_SUCCESS) return rc;
   if (!active) {
     if (!req) return MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
@@ -1300,6 +1370,10 @@ static int alltoallw_any(const void *sendbuf, const int *scnt, const int *sdsp, 
       nreal += is_real(rtypes[j]);
       rc = ad__types_refuse(fn, 1, rtypes[j]);
     }
+  }
+  if (rc == MPI_SUCCESS && nreal == 0) {
+    rc = ad__mpi_guard_blocks(fn, "send buffer", sendbuf, size, scnt, sdsp, 1, NULL, stypes, MPI_DATATYPE_NULL);
+    rc = ad__mpi_guard_agree(fn, comm, rc);
   }
   if (rc != MPI_SUCCESS) return rc;
   if (nreal == 0) {
@@ -1492,7 +1566,7 @@ static int neighbor_kind(int kind, const void *sendbuf, int sendcount, const int
   }
   if (active) {
     rc = neighbor_any(sendbuf, sc, sd, recvbuf, rc_, rd, indeg, outdeg, comm, req, fn);
-  } else {
+  } else if ((rc = send_guard(fn, comm, sendbuf, 0, outdeg, sc, sd, sendtype)) == MPI_SUCCESS) {
     MPI_Request mq = MPI_REQUEST_NULL;
     switch (kind) {
     case 0:
@@ -1588,6 +1662,10 @@ static int neighbor_w(const void *sendbuf, const int *scnt, const MPI_Aint *sdsp
       bad |= rdsp[j] % (MPI_Aint)sizeof(ad_real) != 0;
       rc = ad__types_refuse(fn, 1, rtypes[j]);
     }
+  if (rc == MPI_SUCCESS && nreal == 0) {
+    rc = ad__mpi_guard_blocks(fn, "send buffer", sendbuf, outdeg, scnt, NULL, 0, sdsp, stypes, MPI_DATATYPE_NULL);
+    rc = ad__mpi_guard_agree(fn, comm, rc);
+  }
   if (rc != MPI_SUCCESS) return rc;
   if (nreal == 0) {
     if (!req) return MPI_Neighbor_alltoallw(sendbuf, scnt, sdsp, stypes, recvbuf, rcnt, rdsp, rtypes, comm);
@@ -1802,14 +1880,6 @@ static int pcoll_done(pcoll *c, int ok, ad_mpi_request *request) {
   int rc = ad__preq_new(request, &pcoll_ops, c);
   if (rc != MPI_SUCCESS) pcoll_release(c);
   return rc;
-}
-
-/* Sizes of a communicator's count arrays: p for the ranks, or a
- * neighbourhood's sources (in) and destinations (out). */
-static int comm_size(MPI_Comm comm) {
-  int p = 0;
-  MPI_Comm_size(comm, &p);
-  return p;
 }
 
 int ad_mpi_barrier_init(MPI_Comm comm, MPI_Info info, ad_mpi_request *request) {

@@ -9,7 +9,8 @@
  * character data looks like in practice (as a double it is a subnormal
  * number whose high word is a small counter). By default a few elements
  * are looked at, which costs nothing measurable; check mode
- * (ARIADNE_MPI_CHECK=1, ad_mpi_set_check) looks at the whole buffer. */
+ * (ARIADNE_MPI_CHECK=1, ad_mpi_set_check) looks at the whole buffer, and
+ * makes the ranks of a collective agree on the verdict. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,5 +93,51 @@ int ad__mpi_guard(const char *fn, const char *what, const void *buf, int count, 
            "which would move their bytes, handles included, and lose their derivatives; use AD_MPI_REAL with the "
            "number of ad_real elements",
            fn, what, first, (unsigned long long)x.i, tlen > 0 ? tname : "a passive datatype");
+  return MPI_ERR_TYPE;
+}
+
+int ad__mpi_guard_blocks(const char *fn, const char *what, const void *buf, int n, const int *counts, const int *displs,
+                         int bytes, const MPI_Aint *adispls, const MPI_Datatype *types, MPI_Datatype type) {
+  if (!buf || buf == MPI_IN_PLACE || !counts) return MPI_SUCCESS;
+  int all = ad_mpi_check_enabled();
+  for (int j = 0; j < n; j++) {
+    if (counts[j] <= 0) continue;
+    MPI_Datatype tj = types ? types[j] : type;
+    MPI_Aint off = 0, lb, ext = 1;
+    if (adispls) {
+      off = adispls[j];
+    } else if (displs) {
+      if (!bytes && MPI_Type_get_extent(tj, &lb, &ext) != MPI_SUCCESS) continue;
+      off = (MPI_Aint)displs[j] * ext;
+    }
+    int rc = ad__mpi_guard(fn, what, (const char *)buf + off, counts[j], tj);
+    /* A few elements by default: the first block in use stands for the rest. */
+    if (rc != MPI_SUCCESS || !all) return rc;
+  }
+  return MPI_SUCCESS;
+}
+
+/* Only the rank that holds the data can see it: the root of a broadcast or
+ * a scatter, or one rank of many whose buffer alone is active. A refusal on
+ * that rank alone would leave the others waiting in the collective, so in
+ * check mode the ranks agree first, with one small reduction; outside check
+ * mode that reduction would cost every passive collective a round trip, and
+ * the refusal stays on the ranks that see the data (docs/mpi.md). An
+ * intercommunicator's reduction would give each group the other's verdict
+ * only, so it keeps the local one. */
+int ad__mpi_guard_agree(const char *fn, MPI_Comm comm, int rc) {
+  if (!ad_mpi_check_enabled() || comm == MPI_COMM_NULL) return rc;
+  int inter = 0;
+  if (MPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return rc;
+  int mine = rc != MPI_SUCCESS, any = mine;
+  if (MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS) return rc;
+  if (mine || !any) return rc;
+  ad_tape *seen;
+  ad__mpi_tape(&seen);
+  if (seen)
+    ad__fail(seen, AD_ERR_MPI,
+             "%s: refused on another rank, whose send data holds ad_real values under a passive datatype; use "
+             "AD_MPI_REAL there with the number of ad_real elements",
+             fn);
   return MPI_ERR_TYPE;
 }

@@ -220,6 +220,23 @@ int ad__types_refuse(const char *fn, int n, ...);
  * otherwise); MPI_SUCCESS otherwise. For the buffers MPI reads. */
 int ad__mpi_guard(const char *fn, const char *what, const void *buf, int count, MPI_Datatype type);
 
+/* ad__mpi_guard over the blocks a v- or w-collective sends: block j holds
+ * counts[j] elements of types[j] (or of type when types is NULL) at
+ * displs[j] elements of that type (bytes if bytes is set), or at adispls[j]
+ * bytes, or at the start of buf when both are NULL. Outside check mode only
+ * the first block in use is looked at. */
+int ad__mpi_guard_blocks(const char *fn, const char *what, const void *buf, int n, const int *counts, const int *displs,
+                         int bytes, const MPI_Aint *adispls, const MPI_Datatype *types, MPI_Datatype type);
+
+/* A collective's verdict on its send data: rc is this rank's (from the
+ * guards above). In check mode the ranks of comm agree on it before the
+ * collective, so that every rank refuses with MPI_ERR_TYPE when one does
+ * (the others with a tape error saying so) and none waits in a collective
+ * that a refusing rank never enters; outside check mode rc is returned
+ * as it is. Collective over comm in check mode: every rank that takes the
+ * passive path of a collective calls it. */
+int ad__mpi_guard_agree(const char *fn, MPI_Comm comm, int rc);
+
 /* Derived datatypes of active values (types.c). ad__dtype_any: 1 if one of
  * the n datatypes that follow is built from AD_MPI_REAL (and is not
  * AD_MPI_REAL itself); the wrapper then hands the whole call to its

@@ -699,6 +699,7 @@ int ad_mpi_put(const void *origin_addr, int origin_count, MPI_Datatype origin_da
   MPI_Datatype ty[2] = {origin_datatype, target_datatype};
   int rc;
   struct win *w = access_window(win, 2, ty, &rc, fn);
+  if (!w && rc == MPI_SUCCESS) rc = ad__mpi_guard(fn, "origin buffer", origin_addr, origin_count, origin_datatype);
   if (!w)
     return rc != MPI_SUCCESS ? rc
                              : MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
@@ -729,6 +730,7 @@ int ad_mpi_accumulate(const void *origin_addr, int origin_count, MPI_Datatype or
   MPI_Datatype ty[2] = {origin_datatype, target_datatype};
   int rc;
   struct win *w = access_window(win, 2, ty, &rc, fn);
+  if (!w && rc == MPI_SUCCESS) rc = ad__mpi_guard(fn, "origin buffer", origin_addr, origin_count, origin_datatype);
   if (!w)
     return rc != MPI_SUCCESS ? rc
                              : MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
@@ -751,6 +753,8 @@ int ad_mpi_get_accumulate(const void *origin_addr, int origin_count, MPI_Datatyp
   MPI_Datatype ty[3] = {result_datatype, target_datatype, origin_datatype};
   int rc;
   struct win *w = access_window(win, noop ? 2 : 3, ty, &rc, fn);
+  if (!w && rc == MPI_SUCCESS && !noop)
+    rc = ad__mpi_guard(fn, "origin buffer", origin_addr, origin_count, origin_datatype);
   if (!w)
     return rc != MPI_SUCCESS
                ? rc
