@@ -40,34 +40,45 @@ static void edit_expr(pt_ctx *x, CXCursor c, char *text) {
 
 static int is_ident(char ch) { return isalnum((unsigned char)ch) || ch == '_'; }
 
+/* The start of the first identifier in p[i, e) outside comments and string
+ * or character literals (e if none); *end is where it ends. A literal ends
+ * at its closing quote or at the end of its line. */
+static size_t next_ident(const char *p, size_t i, size_t e, size_t *end) {
+  while (i < e) {
+    char ch = p[i];
+    if (ch == '"' || ch == '\'') {
+      size_t j = i + 1;
+      while (j < e && p[j] != ch && p[j] != '\n') j += p[j] == '\\' ? 2 : 1;
+      i = j + 1;
+    } else if (ch == '/' && i + 1 < e && p[i + 1] == '*') {
+      const char *q = strstr(p + i + 2, "*/");
+      i = q ? (size_t)(q - p) + 2 : e;
+    } else if (ch == '/' && i + 1 < e && p[i + 1] == '/') {
+      while (i < e && p[i] != '\n') i++;
+    } else if (is_ident(ch)) {
+      size_t j = i;
+      while (j < e && is_ident(p[j])) j++;
+      *end = j;
+      return i;
+    } else {
+      i++;
+    }
+  }
+  *end = e;
+  return e;
+}
+
 /* Replace the active type keywords in [b, e): `double` when it is active,
  * and also `float` for a typedef that names an active type (force). */
 static void retype(pt_ctx *x, unsigned b, unsigned e, int force) {
   const char *p = x->buf;
-  unsigned i = b;
-  while (i < e && i < x->len) {
-    char ch = p[i];
-    if (ch == '"' || ch == '\'') {
-      unsigned j = i + 1;
-      while (j < e && p[j] != ch) j += p[j] == '\\' ? 2 : 1;
-      i = j + 1;
-    } else if (ch == '/' && i + 1 < e && p[i + 1] == '*') {
-      const char *q = strstr(p + i + 2, "*/");
-      i = q ? (unsigned)(q - p) + 2 : e;
-    } else if (ch == '/' && i + 1 < e && p[i + 1] == '/') {
-      while (i < e && p[i] != '\n') i++;
-    } else if (is_ident(ch)) {
-      unsigned j = i;
-      while (j < e && is_ident(p[j])) j++;
-      if ((i == 0 || !is_ident(p[i - 1])) && j - i == 6 && !strncmp(p + i, "double", 6) &&
-          (x->double_active || force) && !pt_near_complex(p, i, j, x->len))
-        pt_add_edit(x, i, j, port_strdup("ad_real"));
-      else if (force && j - i == 5 && !strncmp(p + i, "float", 5))
-        pt_add_edit(x, i, j, port_strdup("ad_real"));
-      i = j;
-    } else {
-      i++;
-    }
+  size_t end = e < x->len ? e : x->len;
+  for (size_t i = b, j; (i = next_ident(p, i, end, &j)) < end; i = j) {
+    if ((i == 0 || !is_ident(p[i - 1])) && j - i == 6 && !strncmp(p + i, "double", 6) &&
+        (x->double_active || force) && !pt_near_complex(p, (unsigned)i, (unsigned)j, x->len))
+      pt_add_edit(x, (unsigned)i, (unsigned)j, port_strdup("ad_real"));
+    else if (force && j - i == 5 && !strncmp(p + i, "float", 5))
+      pt_add_edit(x, (unsigned)i, (unsigned)j, port_strdup("ad_real"));
   }
 }
 
@@ -544,27 +555,9 @@ static unsigned include_point(const tu_scan *s, const char *text, size_t len, un
 /* The first whole identifier `name` in text outside comments and strings
  * (len if none). */
 static unsigned find_ident(const char *text, size_t len, const char *name) {
-  size_t n = strlen(name), i = 0;
-  while (i < len) {
-    char ch = text[i];
-    if (ch == '"' || ch == '\'') {
-      size_t j = i + 1;
-      while (j < len && text[j] != ch && text[j] != '\n') j += text[j] == '\\' ? 2 : 1;
-      i = j + 1;
-    } else if (ch == '/' && i + 1 < len && text[i + 1] == '*') {
-      const char *q = strstr(text + i + 2, "*/");
-      i = q ? (size_t)(q - text) + 2 : len;
-    } else if (ch == '/' && i + 1 < len && text[i + 1] == '/') {
-      while (i < len && text[i] != '\n') i++;
-    } else if (is_ident(ch)) {
-      size_t j = i;
-      while (j < len && is_ident(text[j])) j++;
-      if (j - i == n && !strncmp(text + i, name, n)) return (unsigned)i;
-      i = j;
-    } else {
-      i++;
-    }
-  }
+  size_t n = strlen(name);
+  for (size_t i = 0, j; (i = next_ident(text, i, len, &j)) < len; i = j)
+    if (j - i == n && !strncmp(text + i, name, n)) return (unsigned)i;
   return (unsigned)len;
 }
 
