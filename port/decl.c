@@ -843,6 +843,17 @@ static char *changed_lines(const char *res, const unsigned *spans, int nspans) {
   return port_str_take(&o);
 }
 
+/* What one round of port_file holds: the edits, the macros, the scan. */
+static void round_free(pt_ctx *x, tu_scan *s) {
+  for (int i = 0; i < x->nedits; i++) free(x->edits[i].text);
+  free(x->edits);
+  free(x->macros);
+  free(x->macro_reach);
+  free(s->at);
+  free(s->is_include);
+  dispose(x);
+}
+
 int port_file(const port_options *o, const char *unit, const char *path, const char *const *args, int nargs, char **out,
               char **lines) {
   char *text = NULL;
@@ -916,13 +927,7 @@ int port_file(const port_options *o, const char *unit, const char *path, const c
       }
       port_str_addn(&nt, text + at, len - at);
       if (!failed) {
-        for (int i = 0; i < x.nedits; i++) free(x.edits[i].text);
-        free(x.edits);
-        free(x.macros);
-        free(x.macro_reach);
-        free(s.at);
-        free(s.is_include);
-        dispose(&x);
+        round_free(&x, &s);
         free(text);
         len = nt.n;
         text = port_str_take(&nt);
@@ -1007,13 +1012,7 @@ int port_file(const port_options *o, const char *unit, const char *path, const c
     }
     *lines = changed_lines(res, spans, nspans);
     free(spans);
-    for (int i = 0; i < x.nedits; i++) free(x.edits[i].text);
-    free(x.edits);
-    free(x.macros);
-    free(x.macro_reach);
-    free(s.at);
-    free(s.is_include);
-    dispose(&x);
+    round_free(&x, &s);
     free(text);
     *out = res;
     return result;
