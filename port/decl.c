@@ -421,6 +421,7 @@ static void port_function(pt_ctx *x, CXCursor f) {
   if (!pt_in_macro(x, f) && pt_ported_function(x, f)) {
     retype(x, pt_b(f), body, 0);
     suffix_name(x, f);
+    if (has_body) pt_check_foreign_decl(x, f, f);
   }
   if (clang_isFunctionTypeVariadic(clang_getCursorType(f)) && has_body) {
     /* A variadic function of this file that reads active values with va_arg

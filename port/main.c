@@ -435,6 +435,7 @@ int main(int argc, char **argv) {
   /* Inputs ported together: calls from one to another pass ad_real. A unit
    * that does not parse is reported once, here, and not parsed again. */
   char *unit_bad = calloc((size_t)nfiles, 1);
+  o.nported_given = o.nported; /* --ported names come first */
   if (njobs > 1)
     for (int j = 0; j < njobs; j++) {
       int u = jobs[j].unit;

@@ -365,26 +365,16 @@ static void check_request_args(pt_ctx *x, CXCursor c, const char *name) {
   for (int i = 0; i < na; i++) {
     CXCursor a = clang_Cursor_getArgument(c, (unsigned)i);
     if (!request_type(clang_getCursorType(pt_strip(a)))) continue;
-    CXCursor d = named_decl(a);
-    if (clang_Cursor_isNull(d) || pt_own_location(x, clang_getCursorLocation(d))) continue;
-    CXFile f = NULL;
-    clang_getExpansionLocation(clang_getCursorLocation(d), &f, NULL, NULL, NULL);
-    if (!f) continue;
-    CXString fn = clang_getFileName(f);
-    const char *path = clang_getCString(fn);
-    char real[4096];
-    int input = 0;
-    if (path && realpath(path, real))
-      for (int j = 0; j < x->o->ninputs && !input; j++) input = !strcmp(x->o->inputs[j], real);
-    if (!input && path && !clang_Location_isInSystemHeader(clang_getCursorLocation(d))) {
-      CXString dn = clang_getCursorSpelling(d);
+    char *path = pt_foreign_file(x, named_decl(a));
+    if (path) {
+      CXString dn = clang_getCursorSpelling(named_decl(a));
       pt_error(x, a,
                "%s on requests of active data: '%s' is declared as MPI_Request in '%s', which is not ported; the "
                "requests are ad_mpi_request, so give '%s' as an input",
                name, clang_getCString(dn), path, path);
       clang_disposeString(dn);
+      free(path);
     }
-    clang_disposeString(fn);
   }
 }
 

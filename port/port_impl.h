@@ -110,6 +110,8 @@ int pt_mpi_changes(pt_ctx *x, CXCursor call, const char *name);
 void pt_add_edit(pt_ctx *x, unsigned b, unsigned e, char *text);
 /* Whether c assigns, increments or calls anything (macro expansions included). */
 int pt_side_effects(pt_ctx *x, CXCursor c);
+char *pt_foreign_file(pt_ctx *x, CXCursor d);
+void pt_check_foreign_decl(pt_ctx *x, CXCursor fd, CXCursor at);
 
 /* --fused: replace a whole statement by a block that computes the value and
  * the partials and pushes one tape statement. Each adds its edit and returns

@@ -15,6 +15,7 @@
  * in place (their arguments as written) and the file is parsed again, so the
  * rewrite happens at the expansion's spelling.
  */
+#define _DEFAULT_SOURCE /* realpath */
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1094,6 +1095,52 @@ static char *header_home(CXCursor fd) {
   return home;
 }
 
+/* The file that declares d when it is a project file the port does not
+ * write (not in this unit, not an input, not a system header), else NULL:
+ * a declaration there keeps its double types. malloc'd. */
+char *pt_foreign_file(pt_ctx *x, CXCursor d) {
+  CXSourceLocation loc = clang_getCursorLocation(d);
+  if (clang_Cursor_isNull(d) || pt_own_location(x, loc) || clang_Location_isInSystemHeader(loc)) return NULL;
+  CXFile f = NULL;
+  clang_getExpansionLocation(loc, &f, NULL, NULL, NULL);
+  if (!f) return NULL;
+  CXString fn = clang_getFileName(f);
+  const char *path = clang_getCString(fn);
+  char real[4096];
+  int input = 0;
+  if (path && realpath(path, real))
+    for (int j = 0; j < x->o->ninputs && !input; j++) input = !strcmp(x->o->inputs[j], real);
+  char *r = !input && path ? port_strdup(path) : NULL;
+  clang_disposeString(fn);
+  return r;
+}
+
+/* A ported function (an input defines it) whose first declaration is in a
+ * header the port does not write: that declaration stays double and
+ * conflicts with the ported definition and calls. Reported at `at`. */
+void pt_check_foreign_decl(pt_ctx *x, CXCursor fd, CXCursor at) {
+  if (clang_getCursorKind(fd) != CXCursor_FunctionDecl || !pt_ported_function(x, fd) || !signature_active(x, fd))
+    return;
+  /* A project ported in several runs (--ported) may port its headers in
+   * another run: then the header is not this run's to judge. */
+  if (x->o->nported_given > 0) return;
+  /* With --suffix the port's names differ from the header's, which keeps
+   * declaring the primal. */
+  if (x->o->suffix && x->o->suffix[0]) return;
+  char *name = pt_spelling(fd);
+  char *h = pt_foreign_file(x, clang_getCanonicalCursor(fd));
+  if (!h) {
+    free(name);
+    return;
+  }
+  pt_error(x, at,
+           "'%s' is ported (an input defines it), but it is declared in %s, which is not an input, so that "
+           "declaration would stay double and conflict with the port; give %s as an input too",
+           name, h, h);
+  free(name);
+  free(h);
+}
+
 static int library_known(const char *name) {
   return !strcmp(name, "memcpy") || !strcmp(name, "memmove") || !strcmp(name, "memset") || !strcmp(name, "free") ||
          !strcmp(name, "realloc") || !strcmp(name, "qsort") || print_fixed(name) >= 0;
@@ -1130,6 +1177,7 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
       if (pt_same_expr(a, k[j])) argk[i] = j;
   }
   int ported = pt_ported_function(x, fd);
+  pt_check_foreign_decl(x, fd, c);
   int any_act = 0;
   for (int i = 0; i < na; i++) any_act |= pt_act(x, clang_Cursor_getArgument(c, (unsigned)i));
 

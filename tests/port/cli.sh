@@ -187,6 +187,18 @@ check "--ported-file: the call passes ad_real" grep -q "ad_add(model_square(x\[i
 check "--ported-file missing" status_is 2 "$tool" --ported-file "$work/no-such-file" -o "$work/o" "$work/multi/sum.c"
 printf 'model square\n' >"$work/bad-ported.txt"
 check "--ported-file with a line that is no name" status_is 2 "$tool" --ported-file "$work/bad-ported.txt" -o "$work/o" "$work/multi/sum.c"
+# A function an input defines but a header that is not an input declares:
+# that declaration would stay double and conflict with the port.
+mkdir -p "$work/clock"
+printf 'extern double now(void);\n' >"$work/clock/clock.h"
+printf '#include "clock.h"\ndouble elapsed(double t0) { double t = now(); return t - t0; }\n' >"$work/clock/a.c"
+printf '#include "clock.h"\ndouble now(void) { return 1.0; }\n' >"$work/clock/b.c"
+check "declared in a header that is not an input" status_is 1 "$tool" -o "$work/clock-out" "$work/clock/a.c" "$work/clock/b.c"
+check "the call names the header" grep -q "a.c:2:[0-9]*: error: 'now' is ported (an input defines it), but it is declared in .*clock.h, which is not an input" "$work/err.txt"
+check "the definition names the header" grep -q "b.c:2:[0-9]*: error: 'now' is ported" "$work/err.txt"
+check "with the header as an input" status_is 0 "$tool" -o "$work/clock-out" "$work/clock/a.c" "$work/clock/b.c" "$work/clock/clock.h"
+check "the header's declaration is ported" grep -q "extern ad_real now(void);" "$work/clock-out/clock.h"
+check "the ported pair compiles" compiles "$work/clock-out/a.c"
 # A function only declared keeps its double declaration (--keep-going writes it).
 check "declared only" status_is 1 "$tool" --keep-going -o "$work/declared" "$src/errors/external_declared.c"
 check "its declaration stays double" grep -q "^extern double ext(double);" "$work/declared/external_declared.c"
