@@ -479,15 +479,15 @@ extern "C" {
  * ones do not shadow each other under -Wshadow. */
 #define ad__lift(x) ad__lift_as(x, ad__cat(ad__x, __COUNTER__))
 #define ad__val(x) ad__val_as(x, ad__cat(ad__x, __COUNTER__))
-#define ad__lift_as(x, t)                                                                                           \
-  __extension__({                                                                                                   \
-    __auto_type t = (x);                                                                                            \
-    _Generic(t, ad_real : ad__lift_r, default : ad__lift_d)(t);                                                     \
+#define ad__lift_as(x, t)                                                                                              \
+  __extension__({                                                                                                      \
+    __auto_type t = (x);                                                                                               \
+    _Generic(t, ad_real : ad__lift_r, default : ad__lift_d)(t);                                                        \
   })
-#define ad__val_as(x, t)                                                                                            \
-  __extension__({                                                                                                   \
-    __auto_type t = (x);                                                                                            \
-    _Generic(t, ad_real : ad__val_r, default : ad__val_d)(t);                                                       \
+#define ad__val_as(x, t)                                                                                               \
+  __extension__({                                                                                                      \
+    __auto_type t = (x);                                                                                               \
+    _Generic(t, ad_real : ad__val_r, default : ad__val_d)(t);                                                          \
   })
 #else
 #define ad__lift(x) _Generic((x), ad_real : ad__lift_r, default : ad__lift_d)(x)
@@ -553,19 +553,19 @@ static inline AD__ALWAYS_INLINE int ad__fwd_finite(const double *row) {
   return z[0] == 0.0;
 }
 
-/* The row of the region's next value: partial da for row ra, and db for rb
- * if rb is not NULL. Returns it, or NULL if an entry is not finite (the
- * value is then not issued). Needs finite partials: 0 * a partial may not
- * hide an infinite one, as the reverse sweep's skipping of zero adjoints
- * would; the row test catches any that is not. */
-static inline AD__ALWAYS_INLINE const double *ad__fwd_fill(const ad__recorder *R, const double *ra, double da,
-                                                          const double *rb, double db) {
+/* Fill the row of the region's next value: partial da for row ra, and db
+ * for rb if rb is not NULL. 1 if every entry is finite, else 0 (the value is
+ * then not issued). Needs finite partials: 0 * a partial may not hide an
+ * infinite one, as the reverse sweep's skipping of zero adjoints would; the
+ * row test catches any that is not. */
+static inline AD__ALWAYS_INLINE int ad__fwd_fill(const ad__recorder *R, const double *ra, double da, const double *rb,
+                                                 double db) {
   double *row = R->fwd_rows + (size_t)(AD__FWD_FIRST + ad__reg.nloc) * AD__FWD_INPUTS;
   if (rb)
     for (unsigned k = 0; k < AD__FWD_INPUTS; k++) row[k] = da * ra[k] + db * rb[k];
   else
     for (unsigned k = 0; k < AD__FWD_INPUTS; k++) row[k] = da * ra[k];
-  return ad__fwd_finite(row) ? row : (const double *)0;
+  return ad__fwd_finite(row);
 }
 
 /* Issue the region's next value, whose row has been filled. */
@@ -585,8 +585,7 @@ static inline AD__ALWAYS_INLINE int ad__fwd_ok(const ad__recorder *R) { return a
 
 static AD__NOINLINE ad_real ad__fwd_op1(ad__recorder *R, double v, ad_real a, double da, const char *op) {
   const double *ra;
-  if (ad__fwd_ok(R) && (ra = ad__fwd_row(R, a)) != (const double *)0 &&
-      ad__fwd_fill(R, ra, da, (const double *)0, 0.0) != (const double *)0)
+  if (ad__fwd_ok(R) && (ra = ad__fwd_row(R, a)) != (const double *)0 && ad__fwd_fill(R, ra, da, (const double *)0, 0.0))
     return ad__fwd_issue(R, v);
   return ad__fwd1(R, v, a, da, op);
 }
@@ -598,7 +597,7 @@ static AD__NOINLINE ad_real ad__fwd_op2(ad__recorder *R, double v, ad_real a, do
   if (b.i == 0) return ad__fwd_op1(R, v, a, da, op);
   const double *ra, *rb;
   if (ad__fwd_ok(R) && (ra = ad__fwd_row(R, a)) != (const double *)0 && (rb = ad__fwd_row(R, b)) != (const double *)0 &&
-      ad__fwd_fill(R, ra, da, rb, db) != (const double *)0)
+      ad__fwd_fill(R, ra, da, rb, db))
     return ad__fwd_issue(R, v);
   return ad__fwd2(R, v, a, da, b, db, op);
 }

@@ -223,17 +223,10 @@ static ad_real fwd_op(ad__recorder *R, double v, uint32_t n, const ad_real *args
     for (uint32_t k = 0; k < FWD; k++) acc[k] += p * src[k];
   }
   /* Finite partials can still overflow a row (see ad__fwd_finite). */
-  double z = 0.0;
-  for (uint32_t k = 0; k < FWD; k++) z += acc[k] - acc[k];
-  if (z != 0.0) goto spill;
+  if (!ad__fwd_finite(acc)) goto spill;
   double *row = R->fwd_rows + (size_t)(AD__FWD_FIRST + j) * FWD;
   for (uint32_t k = 0; k < FWD; k++) row[k] = acc[k];
-  g->nloc = (uint16_t)(j + 1);
-  ad_real r;
-  r.v = v;
-  r.i = start + 1 + j;
-  r.e = ep;
-  return r;
+  return ad__fwd_issue(R, v);
 spill:
   ad__region_spill(t);
   return record_general(R, v, n, args, par, op);
