@@ -54,6 +54,28 @@ static int chance(int percent) { return rnd(100) < percent; }
 /* A constant with two decimals in [lo, hi], printed so it reads back exactly as written. */
 static double rconst(double lo, double hi) { return lo + (hi - lo) * rnd(101) / 100.0; }
 
+/* Every string fmt makes lives until the program ends; they are kept in one
+ * list so that they are freed at exit and a leak checker sees no leak. */
+static char **fmt_all;
+static size_t fmt_n, fmt_cap;
+
+static void fmt_free_all(void) {
+  for (size_t i = 0; i < fmt_n; i++) free(fmt_all[i]);
+  free(fmt_all);
+}
+
+static char *fmt_keep(char *s) {
+  if (fmt_n == fmt_cap) {
+    if (!fmt_all) atexit(fmt_free_all);
+    size_t cap = fmt_cap ? 2 * fmt_cap : 256;
+    char **all = realloc(fmt_all, cap * sizeof *all);
+    if (!all) exit(2);
+    fmt_all = all;
+    fmt_cap = cap;
+  }
+  return fmt_all[fmt_n++] = s;
+}
+
 static char *fmt(const char *f, ...) {
   va_list ap, aq;
   va_start(ap, f);
@@ -64,7 +86,7 @@ static char *fmt(const char *f, ...) {
   if (!s) exit(2);
   vsnprintf(s, (size_t)len + 1, f, aq);
   va_end(aq);
-  return s;
+  return fmt_keep(s);
 }
 
 /* An expression and a bound on its magnitude. */

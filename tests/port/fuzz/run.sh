@@ -48,7 +48,9 @@ tool=${FZ_TOOL:-$build/port/ariadne-port}
 libdir=${FZ_LIBDIR:-$build}
 inc="-I$src/include -I$build/include"
 lib="-L$libdir -lariadne -Wl,-rpath,$libdir -lm"
-cflags="-std=c11 -O0"
+# FZ_CFLAGS: flags every program is built with too (a sanitized build's, whose
+# library needs its runtime in the program).
+cflags="-std=c11 -O0 ${FZ_CFLAGS:-}"
 warn="-Wall -Wextra -Werror"
 run="timeout ${FZ_TIMEOUT:-300}"
 # clang-format costs most of a port's time; FZ_FORMAT=1 runs it as a user would.
@@ -192,8 +194,9 @@ while [ "$seed" -lt "$last" ]; do
     if ! $pcc $cflags -c -Dmain=fz_main_orig "$d/p.c" -o "$d/p.o" 2>"$d/link.log" ||
       ! $pcc $cflags -Wall -Wextra $inc -c $(echo "$ren" | sed s/SFX/ad/g) "$d/P/p.c" -o "$d/P.o" 2>>"$d/link.log" ||
       ! $pcc $cflags -Wall -Wextra $inc -c $(echo "$ren" | sed s/SFX/fd/g) "$d/F/p.c" -o "$d/F.o" 2>>"$d/link.log" ||
-      ! $pcc "$d/p.o" "$d/P.o" "$d/F.o" "$hobj" -o "$d/grad" $plib 2>>"$d/link.log"; then
-      fail compile "the ports do not compile active: $(grep -m3 'error' "$d/link.log")"
+      ! $pcc $cflags "$d/p.o" "$d/P.o" "$d/F.o" "$hobj" -o "$d/grad" $plib 2>"$d/ld.log"; then
+      # The linker's own warnings (a sanitizer runtime's, say) are not the port's.
+      fail compile "the ports do not compile active: $(cat "$d/link.log" "$d/ld.log" | grep -m3 'error')"
     elif [ $clean = 1 ] && grep -q 'warning:' "$d/link.log"; then
       fail warning "a port warns built active (the original does not): $(grep -m1 'warning:' "$d/link.log")"
     else
