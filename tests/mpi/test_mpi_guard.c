@@ -8,7 +8,7 @@
 
 #include "mtest.h"
 
-#define N 8
+#define N 12 /* with 64-bit handles an ad_real is three doubles: MPI reads the first four of N under MPI_DOUBLE */
 
 /* The call was refused with MPI_ERR_TYPE and a tape error naming it. */
 static void refused(ad_tape *t, int rc, const char *fn) {

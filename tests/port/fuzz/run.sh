@@ -15,7 +15,8 @@
 #
 # usage: run.sh BUILD-DIR FIRST-SEED COUNT [GENERATOR-OPTION...]
 #   environment: FZ_CC (default cc), FZ_WORK (default BUILD-DIR/tests/port/fuzz/work-FIRST[-OPTIONS]),
-#   FZ_TOOL and FZ_LIBDIR (default BUILD-DIR/port/ariadne-port and BUILD-DIR),
+#   FZ_TOOL and FZ_LIBDIR (default BUILD-DIR/port/ariadne-port and BUILD-DIR), FZ_LIBNAME and
+#   FZ_MPILIBNAME (the libraries' names: ariadne64 and ariadne_mpi64 with 64-bit handles), FZ_CFLAGS,
 #   FZ_FORMAT=1 lets the tool run clang-format, FZ_VERBOSE=1 prints every seed,
 #   FZ_TIMEOUT (seconds, default 300) bounds each command, so a deadlock fails.
 set -u
@@ -47,7 +48,7 @@ work=${FZ_WORK:-$build/tests/port/fuzz/work-$first$(echo "$*" | tr -c 'a-z0-9\n'
 tool=${FZ_TOOL:-$build/port/ariadne-port}
 libdir=${FZ_LIBDIR:-$build}
 inc="-I$src/include -I$build/include"
-lib="-L$libdir -lariadne -Wl,-rpath,$libdir -lm"
+lib="-L$libdir -l${FZ_LIBNAME:-ariadne} -Wl,-rpath,$libdir -lm"
 # FZ_CFLAGS: flags every program is built with too (a sanitized build's, whose
 # library needs its runtime in the program).
 cflags="-std=c11 -O0 ${FZ_CFLAGS:-}"
@@ -108,7 +109,7 @@ while [ "$seed" -lt "$last" ]; do
   # The compiler, the library, the tool's flags and the launcher of this program.
   if grep -q '<mpi.h>' "$d/p.c"; then
     pcc=$mpicc
-    plib="-L$mpilibdir -lariadne_mpi -Wl,-rpath,$mpilibdir -lm"
+    plib="-L$mpilibdir -l${FZ_MPILIBNAME:-ariadne_mpi} -Wl,-rpath,$mpilibdir -lm"
     ttail="-- $mpishow"
     hobj=$work/harness_mpi.o
     nps="1 2"
