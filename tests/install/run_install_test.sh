@@ -227,8 +227,17 @@ awk -v dir="$docwork" '
   inblock { print > out }
 ' "$doc" || fail "extracting the blocks of $doc"
 ls "$docwork"/block*.sh >/dev/null 2>&1 || fail "$doc has no blocks marked to run"
-# The page's commands use cc, MPIEXEC and MPICC: this build's compiler and MPI.
-ln -sf "$cc" "$docwork/bin/cc"
+# The page's commands use cc, MPIEXEC and MPICC: this build's compiler and
+# MPI. A sanitized library needs its flags at link time: cc adds them, and
+# CMake takes them from CFLAGS and LDFLAGS.
+printf '#!/bin/sh\nexec "%s" %s "$@"\n' "$cc" "$sanitize" >"$docwork/bin/cc"
+chmod +x "$docwork/bin/cc"
+doc_mpicc=''
+if [ -n "$mpicc" ]; then
+  doc_mpicc=$docwork/bin/mpicc-of-this-build
+  printf '#!/bin/sh\nexec "%s" %s "$@"\n' "$mpicc" "$sanitize" >"$doc_mpicc"
+  chmod +x "$doc_mpicc"
+fi
 for block in "$docwork"/block*.sh; do
   case $block in
     *-mpi.sh) [ -n "$mpicc" ] || continue ;;
@@ -236,8 +245,9 @@ for block in "$docwork"/block*.sh; do
   esac
   echo "--- $(basename "$block"):"
   cat "$block"
-  (cd "$docwork" && env -u LD_LIBRARY_PATH PATH="$docwork/bin:$PATH" PREFIX="$prefix" MPICC="$mpicc" \
-    MPIEXEC="$mpiexec" CMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON sh -eu "$block") ||
+  (cd "$docwork" && env -u LD_LIBRARY_PATH PATH="$docwork/bin:$PATH" PREFIX="$prefix" MPICC="$doc_mpicc" \
+    MPIEXEC="$mpiexec" CFLAGS="$sanitize" LDFLAGS="$sanitize" CMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON \
+    sh -eu "$block") ||
     fail "the commands of $(basename "$block") from $doc"
 done
 
