@@ -22,6 +22,15 @@ if(ARIADNE_MPI_VENDOR STREQUAL "unknown")
   endif()
 endif()
 message(STATUS "Ariadne: MPI is ${ARIADNE_MPI_VENDOR} (${MPI_C_COMPILER}; launcher ${MPIEXEC_EXECUTABLE})")
+# Open MPI refuses to run as root, and to start more ranks than cores (the
+# tests run up to 7), unless told to; say so where the choice is made
+# (docs/start-from-install.md, "Which MPI, and how to choose it").
+if(ARIADNE_MPI_VENDOR STREQUAL "OpenMPI" AND NOT MPIEXEC_PREFLAGS MATCHES "oversubscribe")
+  message(STATUS "Ariadne: Open MPI's mpiexec needs --oversubscribe for the tests (and --allow-run-as-root as "
+    "root): configure with -DMPIEXEC_PREFLAGS=--oversubscribe, or set OMPI_MCA_rmaps_base_oversubscribe=1 "
+    "(and OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1); MPICH needs neither: "
+    "-DMPI_C_COMPILER=/usr/bin/mpicc.mpich -DMPIEXEC_EXECUTABLE=/usr/bin/mpiexec.mpich")
+endif()
 
 if(MPIEXEC_EXECUTABLE AND NOT ARIADNE_MPI_VENDOR STREQUAL "unknown")
   execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _ariadne_mpiexec_out
