@@ -160,6 +160,7 @@ cmd_test() {
   # (i) Release with everything, the valgrind memcheck tests included (MPICH).
   configure_build "$BUILD" -DCMAKE_BUILD_TYPE=Release "${MPICH_OPTIONS[@]}"
   # The API reference from the headers' comments; a Doxygen warning fails it.
+  command -v doxygen >/dev/null 2>&1 || die "doxygen not found: the API reference needs it (Debian: doxygen)"
   step "API reference (Doxygen, warnings as errors)" cmake --build "$BUILD" --target ariadne_doc
   run_ctest "$BUILD"
   # (ii) The same against Open MPI: the MPI tests, the examples and the
