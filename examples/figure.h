@@ -83,8 +83,12 @@ static inline int figure_open(figure *f, const char *path, double w, double h, c
                               const char *subtitle) {
   memset(f, 0, sizeof *f);
   const char *ext = strrchr(path, '.');
-  if (!ext || strlen(path) >= sizeof f->path) return -1;
+  if (strlen(path) >= sizeof f->path) {
+    fprintf(stderr, "figure: the file name '%s' is longer than %zu characters\n", path, sizeof f->path - 1);
+    return -1;
+  }
   snprintf(f->path, sizeof f->path, "%s", path);
+  if (!ext) ext = "";
   if (strcmp(ext, ".png") == 0) {
     f->png = 1;
     f->surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, (int)w, (int)h);
@@ -93,9 +97,11 @@ static inline int figure_open(figure *f, const char *path, double w, double h, c
   } else if (strcmp(ext, ".svg") == 0) {
     f->surface = cairo_svg_surface_create(path, w, h);
   } else {
+    fprintf(stderr, "figure: '%s': the file name must end in .png, .pdf or .svg\n", path);
     return -1;
   }
   if (cairo_surface_status(f->surface) != CAIRO_STATUS_SUCCESS) {
+    fprintf(stderr, "figure: '%s': %s\n", path, cairo_status_to_string(cairo_surface_status(f->surface)));
     cairo_surface_destroy(f->surface);
     return -1;
   }
@@ -344,13 +350,14 @@ static inline void figure_note(figure *f, const char *note) {
 /* Writes the file and frees the figure. Returns 0, or -1 if drawing or
  * writing failed. */
 static inline int figure_close(figure *f) {
-  int rc = cairo_status(f->cr) == CAIRO_STATUS_SUCCESS ? 0 : -1;
+  cairo_status_t st = cairo_status(f->cr);
   cairo_destroy(f->cr);
-  if (f->png && rc == 0 && cairo_surface_write_to_png(f->surface, f->path) != CAIRO_STATUS_SUCCESS) rc = -1;
+  if (f->png && st == CAIRO_STATUS_SUCCESS) st = cairo_surface_write_to_png(f->surface, f->path);
   cairo_surface_finish(f->surface);
-  if (cairo_surface_status(f->surface) != CAIRO_STATUS_SUCCESS) rc = -1;
+  if (st == CAIRO_STATUS_SUCCESS) st = cairo_surface_status(f->surface);
   cairo_surface_destroy(f->surface);
-  return rc;
+  if (st != CAIRO_STATUS_SUCCESS) fprintf(stderr, "figure: '%s': %s\n", f->path, cairo_status_to_string(st));
+  return st == CAIRO_STATUS_SUCCESS ? 0 : -1;
 }
 
 /* figure_map's page, and its frame for an n x n field on a page from
