@@ -4,9 +4,10 @@
 #
 #   ./run.sh example   install what is missing, build in build/, run the flagship example
 #                      (examples/heat_mpi on 4 MPI ranks)
-#   ./run.sh test      the same set-up, then the whole test suite: Release with MPICH (with
-#                      memcheck), Release with Open MPI, ASan+UBSan, ThreadSanitizer,
-#                      64-bit handles, and the passive build
+#   ./run.sh test      the same set-up, then the API reference (Doxygen, warnings as errors)
+#                      and the whole test suite: Release with MPICH (with memcheck), Release
+#                      with Open MPI, ASan+UBSan, ThreadSanitizer, 64-bit handles, and the
+#                      passive build
 #   ./run.sh bench     build Release in build/ and run the benchmarks (extra arguments
 #                      are passed to every benchmark program)
 #
@@ -23,9 +24,10 @@ BUILD=$BUILD_ROOT/build
 
 # Debian packages: compiler and tools, MPI, valgrind for the memcheck tests,
 # ADOL-C for the benchmarks' comparison, libclang for ariadne-port (and
-# clang-format, which formats the lines it changes).
+# clang-format, which formats the lines it changes), Doxygen for the API
+# reference, libpng and cairo for the examples' pictures.
 PACKAGES=(build-essential cmake pkg-config valgrind libmpich-dev mpich libopenmpi-dev openmpi-bin libadolc-dev
-  gcc-multilib libclang-dev clang-format)
+  gcc-multilib libclang-dev clang-format doxygen libpng-dev libcairo2-dev)
 
 # Both MPIs are installed; every build names its MPI explicitly (the vendor's
 # own compiler wrapper and launcher), so that what the Debian alternatives
@@ -157,6 +159,9 @@ cmd_test() {
   install_deps
   # (i) Release with everything, the valgrind memcheck tests included (MPICH).
   configure_build "$BUILD" -DCMAKE_BUILD_TYPE=Release "${MPICH_OPTIONS[@]}"
+  # The API reference from the headers' comments; a Doxygen warning fails it.
+  command -v doxygen >/dev/null 2>&1 || die "doxygen not found: the API reference needs it (Debian: doxygen)"
+  step "API reference (Doxygen, warnings as errors)" cmake --build "$BUILD" --target ariadne_doc
   run_ctest "$BUILD"
   # (ii) The same against Open MPI: the MPI tests, the examples and the
   # install test (the serial tests do not depend on the MPI).

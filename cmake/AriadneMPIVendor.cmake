@@ -22,15 +22,51 @@ if(ARIADNE_MPI_VENDOR STREQUAL "unknown")
   endif()
 endif()
 message(STATUS "Ariadne: MPI is ${ARIADNE_MPI_VENDOR} (${MPI_C_COMPILER}; launcher ${MPIEXEC_EXECUTABLE})")
+# Open MPI refuses to run as root, and to start more ranks than cores (the
+# tests run up to 7), unless told to; say so where the choice is made
+# (docs/start-from-install.md, "Which MPI, and how to choose it").
+if(ARIADNE_MPI_VENDOR STREQUAL "OpenMPI" AND NOT MPIEXEC_PREFLAGS MATCHES "oversubscribe")
+  message(STATUS "Ariadne: Open MPI's mpiexec needs --oversubscribe for the tests (and --allow-run-as-root as "
+    "root): configure with -DMPIEXEC_PREFLAGS=--oversubscribe, or set OMPI_MCA_rmaps_base_oversubscribe=1 "
+    "(and OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1); MPICH needs neither: "
+    "-DMPI_C_COMPILER=/usr/bin/mpicc.mpich -DMPIEXEC_EXECUTABLE=/usr/bin/mpiexec.mpich")
+endif()
+
+# The vendor of an MPI launcher, from its --version: MPICH, OpenMPI or unknown.
+function(ariadne_mpi_launcher_vendor exe out)
+  execute_process(COMMAND ${exe} --version OUTPUT_VARIABLE _out ERROR_VARIABLE _out RESULT_VARIABLE _rc TIMEOUT 20)
+  set(_vendor unknown)
+  if(_out MATCHES "Open MPI|OpenRTE")
+    set(_vendor OpenMPI)
+  elseif(_out MATCHES "HYDRA|MPICH")
+    set(_vendor MPICH)
+  endif()
+  set(${out} ${_vendor} PARENT_SCOPE)
+endfunction()
 
 if(MPIEXEC_EXECUTABLE AND NOT ARIADNE_MPI_VENDOR STREQUAL "unknown")
-  execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _ariadne_mpiexec_out
-    ERROR_VARIABLE _ariadne_mpiexec_out RESULT_VARIABLE _ariadne_mpiexec_rc TIMEOUT 20)
-  set(_ariadne_launcher unknown)
-  if(_ariadne_mpiexec_out MATCHES "Open MPI|OpenRTE")
-    set(_ariadne_launcher OpenMPI)
-  elseif(_ariadne_mpiexec_out MATCHES "HYDRA|MPICH")
-    set(_ariadne_launcher MPICH)
+  ariadne_mpi_launcher_vendor(${MPIEXEC_EXECUTABLE} _ariadne_launcher)
+  # FindMPI takes the mpiexec beside the compiler wrapper, which on Debian is
+  # the alternatives' (Open MPI's when both are installed) even for
+  # mpicc.mpich. The wrapper's own launcher, mpiexec.mpich or
+  # mpiexec.openmpi, is taken instead when it is there, so that choosing the
+  # compiler wrapper chooses the MPI.
+  if(NOT _ariadne_launcher STREQUAL "unknown" AND NOT _ariadne_launcher STREQUAL ARIADNE_MPI_VENDOR)
+    get_filename_component(_ariadne_cc_name "${MPI_C_COMPILER}" NAME)
+    get_filename_component(_ariadne_cc_dir "${MPI_C_COMPILER}" DIRECTORY)
+    set(_ariadne_own "")
+    if(_ariadne_cc_name MATCHES "[.](mpich|openmpi)$")
+      set(_ariadne_own "${_ariadne_cc_dir}/mpiexec.${CMAKE_MATCH_1}")
+    endif()
+    if(_ariadne_own AND EXISTS "${_ariadne_own}")
+      ariadne_mpi_launcher_vendor(${_ariadne_own} _ariadne_own_vendor)
+      if(_ariadne_own_vendor STREQUAL ARIADNE_MPI_VENDOR)
+        message(STATUS "Ariadne: the launcher ${MPIEXEC_EXECUTABLE} is ${_ariadne_launcher}'s; using "
+          "${_ariadne_own}, the launcher of ${MPI_C_COMPILER}")
+        set(MPIEXEC_EXECUTABLE "${_ariadne_own}" CACHE FILEPATH "Executable for running MPI programs." FORCE)
+        set(_ariadne_launcher ${_ariadne_own_vendor})
+      endif()
+    endif()
   endif()
   if(NOT _ariadne_launcher STREQUAL "unknown" AND NOT _ariadne_launcher STREQUAL ARIADNE_MPI_VENDOR)
     message(FATAL_ERROR "Ariadne: the MPI launcher ${MPIEXEC_EXECUTABLE} belongs to ${_ariadne_launcher}, but the "

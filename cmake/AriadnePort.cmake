@@ -17,6 +17,11 @@
 # directory), PORTED_FILE a file of such names, one a line; a function no
 # input defines and nothing names keeps its double declaration, and a call
 # passing it active values is reported.
+# The ported files are written under the build directory,
+# ariadne_port/<target>/<port|port_fused><suffix>/, and that directory is put
+# first on the target's include path: a driver includes a ported header with
+# angle brackets (`#include <model.h>`), which finds it before the primal
+# header even when the driver sits beside the primal sources.
 # Installed with Ariadne's CMake package.
 function(ariadne_port_sources)
   cmake_parse_arguments(ARG "FUSED" "TARGET;SUFFIX;PORTED_FILE" "SOURCES;ACTIVE_TYPES;FLAGS;DEPENDS;PORTED" ${ARGN})
@@ -48,7 +53,10 @@ function(ariadne_port_sources)
     list(APPEND _deps ${_pf})
   endif()
   set(_outdir ${CMAKE_CURRENT_BINARY_DIR}/ariadne_port/${ARG_TARGET}/${_mode}${ARG_SUFFIX})
-  set(_inc "$<TARGET_PROPERTY:${ARG_TARGET},INCLUDE_DIRECTORIES>")
+  # The target's include directories, less the output directory (put first
+  # on them below): the tool parses the primal sources, never a port.
+  string(REGEX REPLACE "([][+.*()^$?|\\])" "\\\\\\1" _outre "${_outdir}")
+  set(_inc "$<FILTER:$<TARGET_PROPERTY:${ARG_TARGET},INCLUDE_DIRECTORIES>,EXCLUDE,^${_outre}$>")
   set(_def "$<TARGET_PROPERTY:${ARG_TARGET},COMPILE_DEFINITIONS>")
   set(_outs "")
   set(_dirs "")
@@ -78,5 +86,11 @@ function(ariadne_port_sources)
   list(REMOVE_DUPLICATES _dirs)
   target_sources(${ARG_TARGET} PRIVATE ${_outs})
   # The ported files include their neighbours' headers as the originals do.
+  # The output directory comes first on the include path, so that a driver's
+  # `#include <model.h>` finds the ported header, not the primal one. (A
+  # quoted include looks in the including file's own directory before any
+  # include path: a driver beside the primal header that writes
+  # `#include "model.h"` gets the primal one.)
+  target_include_directories(${ARG_TARGET} BEFORE PRIVATE ${_outdir})
   target_include_directories(${ARG_TARGET} PRIVATE ${_dirs})
 endfunction()

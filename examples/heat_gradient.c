@@ -16,15 +16,17 @@
  * (the cell and its four neighbours), which makes the tape several times
  * smaller and the reverse sweep faster. J is one fused statement (ad_dot).
  *
- * Usage: heat_gradient [N T] [--png FILE] [--vtk FILE]
+ * Usage: heat_gradient [N T] [--png FILE] [--vtk FILE] [--figure FILE]
  *        (default 24 x 24 cells, 40 steps)
  *
  * ad_check_gradient compares a few entries of the gradient with central
  * finite differences of the same code at three step sizes and runs the
  * dot-product test of the tangent and reverse sweeps. For N = 128, T = 100
  * the program also checks the published reference values of this kernel.
- * --png and --vtk write the sensitivity map dJ/du0 as a picture (with
- * libpng) and as VTK image data for ParaView. Built with -DARIADNE_PASSIVE
+ * --png and --vtk write the sensitivity map dJ/du0 as data: one pixel per
+ * cell whose colour reads back as the value (with libpng), and VTK image
+ * data for ParaView; --figure draws it to show (with cairo; .png, .pdf or
+ * .svg): axes, a colour bar with its scale, a title. Built with -DARIADNE_PASSIVE
  * the program only prints J.
  */
 #include <ariadne.h>
@@ -36,6 +38,9 @@
 #include <string.h>
 
 #include "sensitivity_image.h"
+#ifdef ARIADNE_HAVE_CAIRO
+#include "figure.h"
+#endif
 
 static const double C = 0.2, DT = 0.1;
 
@@ -129,10 +134,11 @@ static int parse(const char *s, int lo, int hi, const char *what) {
 
 int main(int argc, char **argv) {
   int n = 24, steps = 40, npos = 0;
-  const char *png = NULL, *vtk = NULL, *pos[2] = {NULL, NULL};
+  const char *png = NULL, *vtk = NULL, *fig = NULL, *pos[2] = {NULL, NULL};
   for (int a = 1; a < argc; a++) {
-    if ((strcmp(argv[a], "--png") == 0 || strcmp(argv[a], "--vtk") == 0) && a + 1 < argc) {
-      *(argv[a][2] == 'p' ? &png : &vtk) = argv[a + 1];
+    if ((strcmp(argv[a], "--png") == 0 || strcmp(argv[a], "--vtk") == 0 || strcmp(argv[a], "--figure") == 0) &&
+        a + 1 < argc) {
+      *(argv[a][2] == 'p' ? &png : argv[a][2] == 'v' ? &vtk : &fig) = argv[a + 1];
       a++;
     } else if (argv[a][0] != '-' && npos < 2) {
       pos[npos++] = argv[a];
@@ -142,7 +148,7 @@ int main(int argc, char **argv) {
     }
   }
   if (npos != 0 && npos != 2) {
-    fprintf(stderr, "usage: %s [N T] [--png FILE] [--vtk FILE]\n", argv[0]);
+    fprintf(stderr, "usage: %s [N T] [--png FILE] [--vtk FILE] [--figure FILE]\n", argv[0]);
     return 2;
   }
   if (npos == 2) {
@@ -213,7 +219,7 @@ int main(int argc, char **argv) {
       failures++;
     }
 
-  if (png || vtk) printf("\n");
+  if (png || vtk || fig) printf("\n");
   if (vtk) {
     int ok = image_write_vti(vtk, n, g, "dJ_du0") == 0;
     printf("sensitivity map dJ/du0 written to %s%s\n", vtk, ok ? "" : " FAILED");
@@ -221,17 +227,26 @@ int main(int argc, char **argv) {
   }
   if (png) {
 #ifdef ARIADNE_HAVE_PNG
-    /* The boundary cells' derivatives (2 u0 at the corners) dwarf the
-     * interior's: the colours span the interior, the boundary saturates. */
-    double top = 0.0;
-    for (int i = 1; i < n - 1; i++)
-      for (int j = 1; j < n - 1; j++) top = fmax(top, fabs(g[(size_t)i * n + j]));
+    double top = image_interior_max(n, g);
     int ok = image_write_png(png, n, g, top, 0.0, "dJ/du0") == 0;
     printf("sensitivity map dJ/du0 written to %s (red > 0, blue < 0, linear up to %.3g)%s\n", png, top,
            ok ? "" : " FAILED");
     failures += !ok;
 #else
     fprintf(stderr, "heat_gradient: built without libpng, no PNG written\n");
+    failures++;
+#endif
+  }
+  if (fig) {
+#ifdef ARIADNE_HAVE_CAIRO
+    char sub[160];
+    snprintf(sub, sizeof sub, "J = \u03a3 u\u209c\u00b2 after T = %d steps on %d x %d cells; red: raising u0 raises J",
+             steps, n, n);
+    int ok = figure_sensitivity_map(fig, n, g, "Sensitivity of J to the initial state", sub, "dJ/du0") == 0;
+    printf("sensitivity map dJ/du0 drawn in %s%s\n", fig, ok ? "" : " FAILED");
+    failures += !ok;
+#else
+    fprintf(stderr, "heat_gradient: built without cairo, no figure drawn\n");
     failures++;
 #endif
   }

@@ -19,7 +19,7 @@
  * communication. The reverse sweep runs on every rank at once and sends the
  * adjoints of the ghost rows back to their owners.
  *
- * Usage: mpiexec -n P heat_mpi [N T] [--png FILE] [--vtk FILE]
+ * Usage: mpiexec -n P heat_mpi [N T] [--png FILE] [--vtk FILE] [--figure FILE]
  *        (default 24 x 24 cells, 40 steps)
  *
  * ad_mpi_check_gradient compares a few entries of the gradient, on both
@@ -27,7 +27,9 @@
  * differences of the whole parallel program, and runs the dot-product test;
  * for N = 128, T = 100 the program also checks the published reference
  * values of this kernel. --png and --vtk gather the sensitivity map dJ/du0
- * on rank 0 and write it as a picture (with libpng) and as VTK image data.
+ * on rank 0 and write it as data (a picture whose colours read back as the
+ * values, with libpng; VTK image data); --figure draws it to show (with
+ * cairo; .png, .pdf or .svg).
  * Built with -DARIADNE_PASSIVE the program only prints (and at the reference
  * size checks) J.
  */
@@ -39,6 +41,9 @@
 #include <string.h>
 
 #include "sensitivity_image.h"
+#ifdef ARIADNE_HAVE_CAIRO
+#include "figure.h"
+#endif
 
 static const double C = 0.2, DT = 0.1;
 
@@ -149,11 +154,12 @@ int main(int argc, char **argv) {
   block b = {MPI_COMM_WORLD, 0, 1, 24, 40, 0, 0, MPI_PROC_NULL, MPI_PROC_NULL};
   MPI_Comm_rank(b.comm, &b.rank);
   MPI_Comm_size(b.comm, &b.size);
-  const char *png = NULL, *vtk = NULL, *pos[2] = {NULL, NULL};
+  const char *png = NULL, *vtk = NULL, *fig = NULL, *pos[2] = {NULL, NULL};
   int npos = 0;
   for (int a = 1; a < argc; a++) {
-    if ((strcmp(argv[a], "--png") == 0 || strcmp(argv[a], "--vtk") == 0) && a + 1 < argc) {
-      *(argv[a][2] == 'p' ? &png : &vtk) = argv[a + 1];
+    if ((strcmp(argv[a], "--png") == 0 || strcmp(argv[a], "--vtk") == 0 || strcmp(argv[a], "--figure") == 0) &&
+        a + 1 < argc) {
+      *(argv[a][2] == 'p' ? &png : argv[a][2] == 'v' ? &vtk : &fig) = argv[a + 1];
       a++;
     } else if (argv[a][0] != '-' && npos < 2) {
       pos[npos++] = argv[a];
@@ -165,7 +171,7 @@ int main(int argc, char **argv) {
   int args_ok = npos == 0 || (npos == 2 && parse(pos[0], 3, 4096, &b.n) && parse(pos[1], 0, 1000000, &b.steps));
   if (!args_ok || b.n < b.size) {
     if (b.rank == 0)
-      fprintf(stderr, "usage: mpiexec -n P %s [N T] [--png FILE] [--vtk FILE]   (3 <= N <= 4096, N >= P, 0 <= T)\n",
+      fprintf(stderr, "usage: mpiexec -n P %s [N T] [--png FILE] [--vtk FILE] [--figure FILE]   (3 <= N <= 4096, N >= P, 0 <= T)\n",
               argv[0]);
     MPI_Finalize();
     return 2;
@@ -248,7 +254,7 @@ int main(int argc, char **argv) {
   rc = ad_mpi_check_gradient(b.comm, heat_fn, &sm, own, u0, 1, &co, &cr);
   if (rc != AD_OK && b.rank == 0) failures++;
 
-  if (png || vtk) {
+  if (png || vtk || fig) {
     /* The map on rank 0: blocks of whole rows, in rank order. */
     int *counts = xmalloc((size_t)b.size * sizeof *counts), *displs = xmalloc((size_t)b.size * sizeof *displs);
     int mine = (int)own;
@@ -265,16 +271,26 @@ int main(int argc, char **argv) {
       }
       if (png) {
 #ifdef ARIADNE_HAVE_PNG
-        /* The colours span the interior; the boundary (2 u0 at the corners) saturates. */
-        double top = 0.0;
-        for (int i = 1; i < n - 1; i++)
-          for (int j = 1; j < n - 1; j++) top = fmax(top, fabs(map[(size_t)i * n + j]));
+        double top = image_interior_max(n, map);
         int ok = image_write_png(png, n, map, top, 0.0, "dJ/du0") == 0;
         printf("sensitivity map dJ/du0 written to %s (red > 0, blue < 0, linear up to %.3g)%s\n", png, top,
                ok ? "" : " FAILED");
         failures += !ok;
 #else
         fprintf(stderr, "heat_mpi: built without libpng, no PNG written\n");
+        failures++;
+#endif
+      }
+      if (fig) {
+#ifdef ARIADNE_HAVE_CAIRO
+        char sub[160];
+        snprintf(sub, sizeof sub, "J = \u03a3 u\u209c\u00b2 after T = %d steps on %d x %d cells, %d ranks; red: raising u0 raises J",
+                 b.steps, n, n, b.size);
+        int ok = figure_sensitivity_map(fig, n, map, "Sensitivity of J to the initial state", sub, "dJ/du0") == 0;
+        printf("sensitivity map dJ/du0 drawn in %s%s\n", fig, ok ? "" : " FAILED");
+        failures += !ok;
+#else
+        fprintf(stderr, "heat_mpi: built without cairo, no figure drawn\n");
         failures++;
 #endif
       }

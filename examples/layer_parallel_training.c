@@ -68,8 +68,8 @@
  * propagation of every layer; the gradients (a) and (b) after NC - 1
  * iterations against the serial gradient (they must agree to round-off);
  * and training must lower the loss. Then the network is trained with Adam,
- * and rank 0 writes the loss curve and the learned decision boundary as PNG
- * pictures (with libpng) beside a text summary.
+ * and rank 0 draws the loss curve and the learned decision boundary as PNG
+ * figures (with cairo, figure.h) beside a text summary.
  *
  * Usage: mpiexec -n P layer_parallel_training [options]
  *   --layers L    layers (default 16)           --width W     state width (8)
@@ -91,9 +91,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef ARIADNE_HAVE_PNG
-#include <png.h>
-#include <setjmp.h>
+#ifdef ARIADNE_HAVE_CAIRO
+#include "figure.h"
 #endif
 
 #define PI 3.14159265358979323846
@@ -563,138 +562,39 @@ static int serial_gradient(const net *nt, ad_tape *tape, const double *p, double
 }
 #endif /* ARIADNE_PASSIVE */
 
-#ifndef ARIADNE_PASSIVE
+#if !defined(ARIADNE_PASSIVE) && defined(ARIADNE_HAVE_CAIRO)
 /* ------------------------------------------------------------------------ */
-/* Pictures: a small RGB canvas, written as PNG with libpng                  */
+/* Figures, drawn with cairo (figure.h)                                      */
 /* ------------------------------------------------------------------------ */
 
-typedef struct canvas {
-  int w, h;
-  unsigned char *px;
-} canvas;
+static const double BLUE[3] = {0.12, 0.35, 0.67}, ORANGE[3] = {0.86, 0.43, 0.08}, BLACK[3] = {0, 0, 0};
 
-static void canvas_init(canvas *c, int w, int h) {
-  c->w = w;
-  c->h = h;
-  c->px = xmalloc((size_t)w * h * 3);
-  memset(c->px, 255, (size_t)w * h * 3);
-}
-
-static void canvas_put(canvas *c, int x, int y, const unsigned char rgb[3]) {
-  if (x < 0 || y < 0 || x >= c->w || y >= c->h) return;
-  memcpy(c->px + 3 * ((size_t)y * c->w + x), rgb, 3);
-}
-
-static void canvas_disc(canvas *c, double cx, double cy, double r, const unsigned char rgb[3]) {
-  for (int y = (int)floor(cy - r); y <= (int)ceil(cy + r); y++)
-    for (int x = (int)floor(cx - r); x <= (int)ceil(cx + r); x++)
-      if ((x - cx) * (x - cx) + (y - cy) * (y - cy) <= r * r) canvas_put(c, x, y, rgb);
-}
-
-/* A line of width 2 r, as discs every half pixel. */
-static void canvas_line(canvas *c, double x0, double y0, double x1, double y1, double r, const unsigned char rgb[3]) {
-  int n = (int)ceil(2.0 * hypot(x1 - x0, y1 - y0)) + 1;
-  for (int i = 0; i <= n; i++) canvas_disc(c, x0 + (x1 - x0) * i / n, y0 + (y1 - y0) * i / n, r, rgb);
-}
-
-/* Labels in a 3 x 5 pixel font, scaled by 2: digits, 'e', '-' and '.'. */
-static void canvas_text(canvas *c, int x, int y, const char *text, const unsigned char rgb[3]) {
-  static const char *const glyphs = "0123456789e-.";
-  static const unsigned short bits[13] = {075557, 026227, 071747, 071717, 055711, 074717, 074757,
-                                          071111, 075757, 075717, 007747, 000700, 000002};
-  for (; *text; text++, x += 8) {
-    const char *g = strchr(glyphs, *text);
-    if (!g || !*text) continue;
-    unsigned b = bits[g - glyphs];
-    for (int row = 0; row < 5; row++)
-      for (int col = 0; col < 3; col++)
-        if (b >> (3 * (4 - row) + (2 - col)) & 1)
-          for (int k = 0; k < 4; k++) canvas_put(c, x + 2 * col + k % 2, y + 2 * row + k / 2, rgb);
-  }
-}
-
-#ifdef ARIADNE_HAVE_PNG
-/* libpng reports errors by longjmp; what it may jump over is not touched after setjmp. */
-static int png_rows(png_structp png, png_infop info, FILE *f, const canvas *c) {
-  if (setjmp(png_jmpbuf(png))) return -1;
-  png_init_io(png, f);
-  png_set_IHDR(png, info, (png_uint_32)c->w, (png_uint_32)c->h, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
-               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-  png_write_info(png, info);
-  for (int y = 0; y < c->h; y++) png_write_row(png, c->px + 3 * (size_t)y * c->w);
-  png_write_end(png, NULL);
-  return 0;
-}
-#endif
-
-/* Returns 0, or -1 if the file cannot be written (or there is no libpng: 1). */
-static int canvas_write_png(const canvas *c, const char *path) {
-#ifdef ARIADNE_HAVE_PNG
-  FILE *f = fopen(path, "wb");
-  if (!f) return -1;
-  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
-  png_infop info = png ? png_create_info_struct(png) : NULL;
-  int rc = png && info ? png_rows(png, info, f, c) : -1;
-  png_destroy_write_struct(&png, &info);
-  if (fclose(f) != 0) rc = -1;
-  return rc;
-#else
-  (void)c;
-  (void)path;
-  return 1;
-#endif
-}
-
-static const unsigned char BLACK[3] = {0, 0, 0}, GREY[3] = {215, 215, 215}, LIGHT[3] = {238, 238, 238};
-static const unsigned char BLUE[3] = {31, 90, 170}, ORANGE[3] = {220, 110, 20};
-
-/* The loss per epoch, on a logarithmic axis with a line at every decade
- * (and lighter ones at 2 and 5 times it); epochs from left to right, from
- * 0 to epochs - 1. */
-static int plot_loss(const char *path, int epochs, const double *J) {
-  canvas c;
-  canvas_init(&c, 640, 400);
+/* The loss per epoch on a logarithmic axis; `what` says how the network was
+ * trained. Returns 0 or -1. */
+static int plot_loss(const char *path, int epochs, const double *J, const char *what) {
+  figure f;
+  if (figure_open(&f, path, 680, 430, "Training loss per epoch", what) != 0) return -1;
   double lo = INFINITY, hi = -INFINITY;
   for (int e = 0; e < epochs; e++) lo = fmin(lo, J[e]), hi = fmax(hi, J[e]);
-  double d0 = floor(log10(lo)), d1 = ceil(log10(hi));
-  if (d1 <= d0) d1 = d0 + 1.0;
-  int x0 = 48, x1 = c.w - 20, y0 = c.h - 30, y1 = 20; /* the frame, y up */
-#define PX(e) (x0 + (x1 - x0) * (double)(e) / (epochs > 1 ? epochs - 1 : 1))
-#define PY(v) (y0 + (y1 - y0) * (log10(v) - d0) / (d1 - d0))
-  for (double d = d0; d < d1; d++)
-    for (int k = 2; k <= 5; k += 3) canvas_line(&c, x0, PY(k * pow(10.0, d)), x1, PY(k * pow(10.0, d)), 0.5, LIGHT);
-  for (double d = d0; d <= d1; d++) canvas_line(&c, x0, PY(pow(10.0, d)), x1, PY(pow(10.0, d)), 0.5, GREY);
-  for (int e = 1; e < epochs; e++) canvas_line(&c, PX(e - 1), PY(J[e - 1]), PX(e), PY(J[e]), 1.2, BLUE);
-  canvas_line(&c, x0, y0, x1, y0, 0.7, BLACK);
-  canvas_line(&c, x0, y0, x0, y1, 0.7, BLACK);
-  char label[32];
-  for (double d = d0; d <= d1; d++) {
-    canvas_line(&c, x0 - 5, PY(pow(10.0, d)), x0, PY(pow(10.0, d)), 0.7, BLACK);
-    snprintf(label, sizeof label, "1e%d", (int)d);
-    canvas_text(&c, x0 - 8 - 8 * (int)strlen(label), (int)PY(pow(10.0, d)) - 5, label, BLACK);
-  }
-  for (int k = 0; k <= 4; k++) { /* epochs: 0, a quarter, ..., the last */
-    int e = (int)lround((epochs - 1) * k / 4.0);
-    if (k > 0 && e == (int)lround((epochs - 1) * (k - 1) / 4.0)) continue;
-    canvas_line(&c, PX(e), y0, PX(e), y0 + 5, 0.7, BLACK);
-    snprintf(label, sizeof label, "%d", e);
-    canvas_text(&c, (int)PX(e) - 4 * (int)strlen(label), y0 + 10, label, BLACK);
-  }
-#undef PX
-#undef PY
-  int rc = canvas_write_png(&c, path);
-  free(c.px);
-  return rc;
+  double y0 = pow(10.0, floor(log10(lo))), y1 = pow(10.0, ceil(log10(hi)));
+  if (y1 <= y0) y1 = 10.0 * y0;
+  f.right = f.w - 24; /* no colour bar or legend: the plot takes the width */
+  figure_axes(&f, 0, epochs > 1 ? epochs - 1 : 1, y0, y1, FIGURE_LOG, "epoch", "loss J (log scale)");
+  double *x = xmalloc((size_t)epochs * sizeof *x);
+  for (int e = 0; e < epochs; e++) x[e] = e;
+  figure_polyline(&f, epochs, x, J, BLUE, 2.0);
+  free(x);
+  return figure_close(&f);
 }
 
 #define VIEW 1.3 /* the decision map shows [-VIEW, VIEW]^2 */
 
-/* The classifier's output z over a G x G grid of [-VIEW, VIEW]^2 (row 0 at
- * the top), the samples as dots: orange the class y = +1, blue y = -1, the
- * background tinted by the predicted class and how sure it is, the decision
- * boundary z = 0 dark. */
-static int plot_boundary(const char *path, const net *nt, const double *p) {
-  const int G = 121, S = 360;
+/* The classifier's output z over a G x G grid of [-VIEW, VIEW]^2, the
+ * samples as dots: orange the class y = +1, blue y = -1, the background
+ * tinted by the predicted class and how sure it is, the decision boundary
+ * z = 0 dark; a legend says which is which. Returns 0 or -1. */
+static int plot_boundary(const char *path, const net *nt, const double *p, const char *what) {
+  const int G = 121, S = 400;
   size_t ng = (size_t)G * G, m = ng * nt->W;
   double *pts = xmalloc(2 * ng * sizeof *pts), *z = xmalloc(ng * sizeof *z);
   ad_real *theta = xmalloc((size_t)nt->npar * sizeof *theta), *x = xmalloc(m * sizeof *x);
@@ -709,11 +609,12 @@ static int plot_boundary(const char *path, const net *nt, const double *p) {
   propagate(nt, (int)ng, theta, 0, nt->L, x, tmp);
   for (size_t s = 0; s < ng; s++) z[s] = ad_value(readout(nt->W, theta + (size_t)nt->L * nt->npl, x + s * nt->W));
 
-  canvas c;
-  canvas_init(&c, S, S);
+  /* The background, S x S pixels, row 0 at the top: z interpolated
+   * bilinearly in the grid. */
   double *v = xmalloc((size_t)S * S * sizeof *v);
+  unsigned char *rgb = xmalloc((size_t)S * S * 3);
   for (int y = 0; y < S; y++)
-    for (int xp = 0; xp < S; xp++) { /* bilinear in the grid */
+    for (int xp = 0; xp < S; xp++) {
       double gy = (G - 1) * (y + 0.5) / S, gx = (G - 1) * (xp + 0.5) / S;
       int iy = (int)gy, ix = (int)gx;
       double fy = gy - iy, fx = gx - ix;
@@ -725,23 +626,36 @@ static int plot_boundary(const char *path, const net *nt, const double *p) {
   for (int y = 0; y < S; y++)
     for (int xp = 0; xp < S; xp++) {
       double vv = v[(size_t)y * S + xp], sure = fabs(2.0 / (1.0 + exp(-vv)) - 1.0), a = 0.15 + 0.35 * sure;
-      const unsigned char *col = vv > 0.0 ? ORANGE : BLUE;
-      unsigned char rgb[3];
-      for (int k = 0; k < 3; k++) rgb[k] = (unsigned char)lround(255.0 * (1.0 - a) + col[k] * a);
+      const double *col = vv > 0.0 ? ORANGE : BLUE;
+      unsigned char *px = rgb + 3 * ((size_t)y * S + xp);
+      for (int k = 0; k < 3; k++) px[k] = (unsigned char)lround(255.0 * (1.0 - a + col[k] * a));
       /* The boundary z = 0: a pixel whose right or lower neighbour has the other sign. */
       if ((xp + 1 < S && (v[(size_t)y * S + xp + 1] > 0.0) != (vv > 0.0)) ||
           (y + 1 < S && (v[(size_t)(y + 1) * S + xp] > 0.0) != (vv > 0.0)))
-        memcpy(rgb, BLACK, 3);
-      canvas_put(&c, xp, y, rgb);
+        memset(px, 0, 3);
     }
-  free(v);
-  for (int s = 0; s < nt->N; s++) {
-    double px = (nt->pts[2 * s] + VIEW) / (2 * VIEW) * S, py = (VIEW - nt->pts[2 * s + 1]) / (2 * VIEW) * S;
-    canvas_disc(&c, px, py, 3.6, BLACK);
-    canvas_disc(&c, px, py, 2.6, nt->y[s] > 0 ? ORANGE : BLUE);
+  figure f;
+  int rc = figure_open(&f, path, 720, 560, "Decision boundary of the trained network", what);
+  if (rc == 0) {
+    double side = fmin(f.right - f.left, f.bottom - f.top);
+    f.right = f.left + side, f.bottom = f.top + side;
+    figure_axes(&f, -VIEW, VIEW, -VIEW, VIEW, FIGURE_LINEAR, "first coordinate x\u2081", "second coordinate x\u2082");
+    figure_raster(&f, S, S, rgb, -VIEW, VIEW, VIEW, -VIEW);
+    for (int s = 0; s < nt->N; s++) figure_dot(&f, nt->pts[2 * s], nt->pts[2 * s + 1], 3.5, nt->y[s] > 0 ? ORANGE : BLUE);
+    const double tint[2][3] = {{1 - 0.4 + ORANGE[0] * 0.4, 1 - 0.4 + ORANGE[1] * 0.4, 1 - 0.4 + ORANGE[2] * 0.4},
+                               {1 - 0.4 + BLUE[0] * 0.4, 1 - 0.4 + BLUE[1] * 0.4, 1 - 0.4 + BLUE[2] * 0.4}};
+    const double colours[5][3] = {{ORANGE[0], ORANGE[1], ORANGE[2]}, {BLUE[0], BLUE[1], BLUE[2]},
+                                  {tint[0][0], tint[0][1], tint[0][2]}, {tint[1][0], tint[1][1], tint[1][2]},
+                                  {BLACK[0], BLACK[1], BLACK[2]}};
+    const char *labels[5] = {"class +1 (sample)", "class -1 (sample)", "predicted +1", "predicted -1",
+                             "boundary z = 0"};
+    const int kinds[5] = {FIGURE_DOT, FIGURE_DOT, FIGURE_PATCH, FIGURE_PATCH, FIGURE_LINE};
+    figure_legend(&f, 5, labels, kinds, colours);
+    figure_note(&f, "Background: the network's prediction, darker where it is surer (|tanh(z/2)| from 0 to 1).");
+    rc = figure_close(&f);
   }
-  int rc = canvas_write_png(&c, path);
-  free(c.px);
+  free(v);
+  free(rgb);
   free(pts);
   free(z);
   free(theta);
@@ -1151,22 +1065,26 @@ int main(int argc, char **argv) {
       failures++;
     }
     if (nt.rank == 0) {
-      int rl, rb;
+#ifdef ARIADNE_HAVE_CAIRO
+      char what[200];
+      snprintf(what, sizeof what, "%d layers of width %d, %d samples, Adam step %g, gradient by %s on %d ranks", nt.L,
+               nt.W, nt.N, lr, names[method_arg], nt.size);
       snprintf(path, sizeof path, "%s/layer_parallel_training_loss.png", out);
-      rl = plot_loss(path, epochs, Jh);
+      int rl = plot_loss(path, epochs, Jh, what);
       snprintf(path, sizeof path, "%s/layer_parallel_training_boundary.png", out);
-      rb = plot_boundary(path, &nt, p);
-      if (rl == 1)
-        say(&nt, "built without libpng: no pictures\n");
-      else if (rl || rb) {
-        say(&nt, "FAILED: cannot write the pictures into %s\n", out);
+      int rb = plot_boundary(path, &nt, p, what);
+      if (rl || rb) {
+        say(&nt, "FAILED: cannot write the figures into %s\n", out);
         failures++;
       } else {
         say(&nt,
-            "pictures: %s/layer_parallel_training_loss.png (loss per epoch, log scale), "
+            "figures: %s/layer_parallel_training_loss.png (loss per epoch, log scale), "
             "%s/layer_parallel_training_boundary.png (decision boundary)\n",
             out, out);
       }
+#else
+      say(&nt, "built without cairo: no figures\n");
+#endif
     }
     free(mo);
     free(ve);

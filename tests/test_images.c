@@ -6,13 +6,22 @@
  * reads) and, at a few interior cells, central differences of a plain double
  * copy of the kernel.
  *
- * Usage: test_images N T FILE.png FILE.vti */
+ * With cairo, the figure drawn to show the same map (examples/figure.h): a
+ * page of FIGURE_MAP_W x FIGURE_MAP_H whose cell centres have the colours of
+ * the values on the scale of the interior, with a colour bar from dark blue
+ * to dark red; the same figure as PDF and SVG.
+ *
+ * Usage: test_images N T FILE.png FILE.vti [FIGURE.png SCRATCH.png [FIGURE.pdf FIGURE.svg]]
+ * (SCRATCH.png: where the test may write a page of its own). */
 #include <png.h>
 #include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../examples/sensitivity_image.h"
+#ifdef ARIADNE_HAVE_CAIRO
+#include "../examples/figure.h"
+#endif
 #include "check.h"
 
 static double kernel(int n, int steps, const double *u0) {
@@ -97,9 +106,75 @@ static int read_png_inner(png_read *r) {
   return 0;
 }
 
+#ifdef ARIADNE_HAVE_CAIRO
+static int near(const unsigned char *got, const unsigned char want[3], int tol) {
+  for (int k = 0; k < 3; k++)
+    if (abs((int)got[k] - (int)want[k]) > tol) return 0;
+  return 1;
+}
+
+/* The pixel (x, y) of an RGB24 cairo surface, as R, G, B. */
+static void pixel(cairo_surface_t *s, int x, int y, unsigned char rgb[3]) {
+  uint32_t px;
+  memcpy(&px, cairo_image_surface_get_data(s) + (size_t)y * cairo_image_surface_get_stride(s) + 4 * (size_t)x, 4);
+  rgb[0] = (unsigned char)(px >> 16), rgb[1] = (unsigned char)(px >> 8), rgb[2] = (unsigned char)px;
+}
+
+static void check_figure(int n, const double *g, double top, const char *png, const char *scratch, const char *pdf,
+                         const char *svg) {
+  CHECK_CONTEXT("figure");
+  cairo_surface_t *s = cairo_image_surface_create_from_png(png);
+  if (!CHECK(cairo_surface_status(s) == CAIRO_STATUS_SUCCESS)) return;
+  CHECK_INT(cairo_image_surface_get_width(s), FIGURE_MAP_W);
+  CHECK_INT(cairo_image_surface_get_height(s), FIGURE_MAP_H);
+  cairo_surface_flush(s);
+  /* Where the cells are: the frame of a page laid out as figure_map's (a
+   * title and a subtitle). */
+  figure f;
+  CHECK_INT(figure_open(&f, scratch, FIGURE_MAP_W, FIGURE_MAP_H, "title", "subtitle"), 0);
+  figure_map_frame(&f, n);
+  int bad = 0;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      unsigned char got[3], want[3];
+      pixel(s, (int)floor(figure_px(&f, j)), (int)floor(figure_py(&f, i)), got);
+      image_colour(image_symlog(g[(size_t)i * n + j], top, 0.0), want);
+      bad += !near(got, want, 1);
+    }
+  CHECK_INT(bad, 0);
+  /* The colour bar, right of the frame: both ends of the scale. */
+  int red = 0, blue = 0;
+  const unsigned char dark_red[3] = {180, 0, 0}, dark_blue[3] = {0, 0, 180};
+  for (int x = (int)f.right + 1; x < FIGURE_MAP_W; x++)
+    for (int y = (int)f.top; y < (int)f.bottom; y++) {
+      unsigned char c[3];
+      pixel(s, x, y, c);
+      red += near(c, dark_red, 3), blue += near(c, dark_blue, 3);
+    }
+  CHECK(red > 0 && blue > 0);
+  CHECK_INT(figure_close(&f), 0);
+  cairo_surface_destroy(s);
+  /* The other formats, by their first bytes. */
+  if (!pdf) return;
+  char head[64] = "";
+  FILE *fp = fopen(pdf, "rb");
+  if (CHECK(fp != NULL)) {
+    CHECK(fread(head, 1, 5, fp) == 5 && memcmp(head, "%PDF-", 5) == 0);
+    fclose(fp);
+  }
+  fp = fopen(svg, "r");
+  if (CHECK(fp != NULL)) {
+    size_t len = fread(head, 1, sizeof head - 1, fp);
+    head[len] = '\0';
+    CHECK_CONTAINS(head, "<?xml");
+    fclose(fp);
+  }
+}
+#endif
+
 int main(int argc, char **argv) {
-  if (argc != 5) {
-    fprintf(stderr, "usage: %s N T FILE.png FILE.vti\n", argv[0]);
+  if (argc != 5 && argc != 7 && argc != 9) {
+    fprintf(stderr, "usage: %s N T FILE.png FILE.vti [FIGURE.png SCRATCH.png [FIGURE.pdf FIGURE.svg]]\n", argv[0]);
     return 2;
   }
   int n = atoi(argv[1]), steps = atoi(argv[2]);
@@ -124,6 +199,11 @@ int main(int argc, char **argv) {
     CHECK_CLOSE2(g[k], (jp - jm) / (2.0 * h), 1e-6, 1e-9);
   }
 
+  /* The colour scale: linear, up to the largest interior magnitude. */
+  double top = 0.0;
+  for (int i = 1; i < n - 1; i++)
+    for (int j = 1; j < n - 1; j++) top = fmax(top, fabs(g[(size_t)i * n + j]));
+
   CHECK_CONTEXT("png");
   png_read r;
   memset(&r, 0, sizeof r);
@@ -140,10 +220,6 @@ int main(int argc, char **argv) {
     CHECK_INT(r.depth, 8);
     CHECK_INT(r.type, PNG_COLOR_TYPE_RGB);
     CHECK_STR(r.quantity, "dJ/du0");
-    /* the scale: linear, up to the largest interior magnitude */
-    double top = 0.0;
-    for (int i = 1; i < n - 1; i++)
-      for (int j = 1; j < n - 1; j++) top = fmax(top, fabs(g[(size_t)i * n + j]));
     CHECK_SAME(r.decades, 0.0);
     CHECK_CLOSE(r.max, top, 1e-15);
     /* every pixel is the colour of its value; corners saturate to dark red */
@@ -164,6 +240,13 @@ int main(int argc, char **argv) {
     }
     png_destroy_read_struct(&r.png, &r.info, NULL);
     fclose(r.f);
+  }
+  if (argc > 5) {
+#ifdef ARIADNE_HAVE_CAIRO
+    check_figure(n, g, top, argv[5], argv[6], argc > 7 ? argv[7] : NULL, argc > 8 ? argv[8] : NULL);
+#else
+    CHECK(!"figures given, but this test was built without cairo");
+#endif
   }
   free(g), free(u0);
   return check_finish("test_images");

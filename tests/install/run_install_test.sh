@@ -3,7 +3,11 @@
 # Install a built Ariadne into a fresh prefix, then build and run a consumer
 # against it twice: as a CMake project (find_package(Ariadne)) and with a
 # plain compiler command line from pkg-config. With the MPI layer (mpicc=
-# given), an MPI consumer too, run on 2 ranks both ways. Arguments are NAME=VALUE:
+# given), an MPI consumer too, run on 2 ranks both ways. Then: a serial
+# find_package(Ariadne) must not look for MPI; the installed consumer runs
+# from its run path; the installed examples build against the install; the
+# commands of the installed docs/start-from-install.md run as written.
+# Arguments are NAME=VALUE:
 #   cmake=  the cmake executable          build=  Ariadne's build tree
 #   work=   scratch directory (wiped)     source= the consumer project
 #   cc=     C compiler                    config= build configuration
@@ -39,6 +43,7 @@ step() { echo "--- $*"; }
 fail() { echo "install test FAILED: $*" >&2; exit 1; }
 
 prefix=$work/prefix
+ctest=$(dirname "$cmake")/ctest
 rm -rf "$work"
 mkdir -p "$work"
 
@@ -49,8 +54,10 @@ step "cmake --install $build --prefix $prefix"
 if [ -n "$mpicc" ]; then
   [ -f "$prefix/include/ariadne_mpi.h" ] || fail "no ariadne_mpi.h under $prefix/include"
   [ -f "$prefix/$libdir/pkgconfig/ariadne-mpi.pc" ] || fail "no ariadne-mpi.pc under $prefix/$libdir/pkgconfig"
-  grep -q 'Ariadne::ariadne_mpi' "$prefix/$libdir/cmake/Ariadne/AriadneTargets.cmake" ||
-    fail "the installed export set has no Ariadne::ariadne_mpi"
+  grep -q 'Ariadne::ariadne_mpi' "$prefix/$libdir/cmake/Ariadne/AriadneMPITargets.cmake" ||
+    fail "the installed MPI export set has no Ariadne::ariadne_mpi"
+  ! grep -q 'MPI::\|ariadne_mpi' "$prefix/$libdir/cmake/Ariadne/AriadneTargets.cmake" ||
+    fail "the serial export set AriadneTargets.cmake names MPI"
 fi
 
 step "configure the consumer with find_package(Ariadne)"
@@ -90,6 +97,26 @@ if [ -n "$mpicc" ]; then
   done
 fi
 
+if [ -n "$mpicc" ]; then
+  step "configure a serial consumer: find_package(Ariadne) does not look for MPI"
+  set -- -S "$source" -B "$work/consumer-serial" -DCMAKE_BUILD_TYPE="$config" \
+    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON -DCMAKE_C_COMPILER="$cc"
+  if [ -n "$sanitize" ]; then
+    set -- "$@" -DCMAKE_C_FLAGS="$sanitize" -DCMAKE_EXE_LINKER_FLAGS="$sanitize"
+  fi
+  "$cmake" "$@" || fail "configuring a serial consumer"
+  ! grep -q '^MPI_C_COMPILER' "$work/consumer-serial/CMakeCache.txt" || fail "a serial find_package(Ariadne) searched for MPI"
+fi
+
+# Installed programs run from their run path alone, without LD_LIBRARY_PATH.
+step "install the consumer and run it without LD_LIBRARY_PATH"
+"$cmake" --install "$work/consumer-build" --prefix "$work/app" --config "$config" || fail "installing the consumer"
+env -u LD_LIBRARY_PATH "$work/app/bin/consumer" || fail "installed consumer (INSTALL_RPATH \${Ariadne_LIBRARY_DIR})"
+if [ -n "$mpicc" ]; then
+  env -u LD_LIBRARY_PATH "$mpiexec" -n 2 "$work/app/bin/consumer_mpi" ||
+    fail "installed consumer_mpi (INSTALL_RPATH_USE_LINK_PATH)"
+fi
+
 step "compile the consumer with pkg-config"
 if ! command -v pkg-config >/dev/null 2>&1; then
   echo "pkg-config not found: skipping the pkg-config part" >&2
@@ -107,6 +134,10 @@ run_pc() { LD_LIBRARY_PATH=$prefix/$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} 
 # shellcheck disable=SC2086
 "$cc" $sanitize -o "$work/consumer_pc" "$source/consumer.c" $flags || fail "cc \$(pkg-config --cflags --libs ariadne)"
 run_pc "$work/consumer_pc" || fail "consumer built with pkg-config"
+# shellcheck disable=SC2086
+"$cc" $sanitize -o "$work/consumer_pc_rpath" "$source/consumer.c" $flags -Wl,-rpath,"$(pkg-config --variable=libdir ariadne)" ||
+  fail "cc \$(pkg-config --cflags --libs ariadne) -Wl,-rpath,..."
+env -u LD_LIBRARY_PATH "$work/consumer_pc_rpath" || fail "consumer built with pkg-config and -Wl,-rpath"
 # shellcheck disable=SC2086
 "$cc" $sanitize -DARIADNE_PASSIVE -o "$work/consumer_pc_passive" "$source/consumer.c" $flags || fail "passive compile with pkg-config"
 run_pc "$work/consumer_pc_passive" || fail "passive consumer built with pkg-config"
@@ -145,5 +176,79 @@ if [ -n "$mpicc" ]; then
     fail "static MPI link with pkg-config"
   "$mpiexec" -n 2 "$work/consumer_mpi_pc_static" || fail "MPI consumer linked statically"
 fi
+
+# The installed examples, built against the installed package by their own
+# CMakeLists.txt; a few of them run (the others are the build's tests).
+examples=$prefix/share/doc/Ariadne/examples
+step "build the installed examples ($examples)"
+[ -f "$examples/CMakeLists.txt" ] || fail "no examples installed under $examples"
+set -- -S "$examples" -B "$work/examples" -DCMAKE_BUILD_TYPE="$config" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON -DCMAKE_C_COMPILER="$cc"
+if [ -n "$sanitize" ]; then
+  set -- "$@" -DCMAKE_C_FLAGS="$sanitize" -DCMAKE_EXE_LINKER_FLAGS="$sanitize"
+fi
+if [ -n "$mpicc" ]; then
+  set -- "$@" -DMPI_C_COMPILER="$mpicc" -DMPIEXEC_EXECUTABLE="$mpiexec"
+fi
+"$cmake" "$@" || fail "configuring the installed examples"
+"$cmake" --build "$work/examples" --config "$config" || fail "building the installed examples"
+run_examples='^example[.](port_example|heat_gradient|implicit_cg|port_gradient)$'
+if [ -n "$mpicc" ]; then
+  [ -x "$work/examples/heat_mpi" ] || [ -x "$work/examples/$config/heat_mpi" ] ||
+    fail "the installed examples built no MPI example: find_package(Ariadne OPTIONAL_COMPONENTS mpi) found no mpi"
+  run_examples='^example[.](port_example|heat_gradient|implicit_cg|port_gradient|layer_parallel_training[.]np2)$'
+fi
+"$ctest" --test-dir "$work/examples" -C "$config" -R "$run_examples" --output-on-failure ||
+  fail "the installed examples' tests"
+# With cairo, layer_parallel_training drew its figures.
+if [ -n "$mpicc" ] && grep -q '^ARIADNE_CAIRO_FOUND:INTERNAL=1' "$work/examples/CMakeCache.txt"; then
+  for png in loss boundary; do
+    [ -s "$work/examples/layer_parallel_training.np2/layer_parallel_training_$png.png" ] ||
+      fail "the installed layer_parallel_training drew no $png figure"
+  done
+fi
+
+# docs/start-from-install.md, as installed: its blocks marked
+# `<!-- test: file PATH -->` are written to PATH, those marked
+# `<!-- test: run [mpi|port] -->` run in order (mpi ones when there is MPI,
+# port ones when there is ariadne-port), as a user would type them.
+doc=$prefix/share/doc/Ariadne/docs/start-from-install.md
+step "run the commands of $doc"
+[ -f "$doc" ] || fail "no $doc"
+docwork=$work/doc
+mkdir -p "$docwork/bin"
+awk -v dir="$docwork" '
+  /^<!-- test: / { kind = $3; arg = $4; pending = 1; next }
+  pending && /^```/ { pending = 0; inblock = 1
+    if (kind == "file") { out = dir "/" arg; d = out; sub(/\/[^\/]*$/, "", d); system("mkdir -p \"" d "\"") }
+    else { n++; out = sprintf("%s/block%03d-%s.sh", dir, n, arg == "-->" ? "all" : arg) }
+    next }
+  inblock && /^```/ { inblock = 0; close(out); next }
+  inblock { print > out }
+' "$doc" || fail "extracting the blocks of $doc"
+ls "$docwork"/block*.sh >/dev/null 2>&1 || fail "$doc has no blocks marked to run"
+# The page's commands use cc, MPIEXEC and MPICC: this build's compiler and
+# MPI. A sanitized library needs its flags at link time: cc adds them, and
+# CMake takes them from CFLAGS and LDFLAGS.
+printf '#!/bin/sh\nexec "%s" %s "$@"\n' "$cc" "$sanitize" >"$docwork/bin/cc"
+chmod +x "$docwork/bin/cc"
+doc_mpicc=''
+if [ -n "$mpicc" ]; then
+  doc_mpicc=$docwork/bin/mpicc-of-this-build
+  printf '#!/bin/sh\nexec "%s" %s "$@"\n' "$mpicc" "$sanitize" >"$doc_mpicc"
+  chmod +x "$doc_mpicc"
+fi
+for block in "$docwork"/block*.sh; do
+  case $block in
+    *-mpi.sh) [ -n "$mpicc" ] || continue ;;
+    *-port.sh) [ -x "$prefix/bin/ariadne-port" ] || continue ;;
+  esac
+  echo "--- $(basename "$block"):"
+  cat "$block"
+  (cd "$docwork" && env -u LD_LIBRARY_PATH PATH="$docwork/bin:$PATH" PREFIX="$prefix" MPICC="$doc_mpicc" \
+    MPIEXEC="$mpiexec" CFLAGS="$sanitize" LDFLAGS="$sanitize" CMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON \
+    sh -eu "$block") ||
+    fail "the commands of $(basename "$block") from $doc"
+done
 
 echo "install test: OK"

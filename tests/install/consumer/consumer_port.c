@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The port of port_model.c (suffix _ad), generated through the installed
- * ariadne_port_sources, against the closed-form gradient. */
+ * ariadne_port_sources, against the closed-form gradient. The ported header
+ * declares port_model_ad: angle brackets find it first on the include path,
+ * before the primal port_model.h beside this file. */
 #include <ariadne.h>
 #include <math.h>
 #include <stdio.h>
 
+#include <port_model.h>
+
 double port_model(const double *x);
-ad_real port_model_ad(const ad_real *x);
 
 int main(void) {
   const double x0[2] = {1.5, 0.25};
