@@ -136,6 +136,7 @@ inline std::ostream &operator<<(std::ostream &o, ad_real x) { return o << x.v; }
 
 #else /* expressions */
 
+#include <cstring>
 #include <type_traits>
 
 /* Arguments up to which a statement's repeated operands are merged into one
@@ -153,20 +154,31 @@ inline std::ostream &operator<<(std::ostream &o, ad_real x) { return o << x.v; }
 struct ad__et_tag {};
 template <class E> inline ad_real ad__et_eval(const E &e);
 
+#define AD__ET_LVALUE_MESSAGE                                                                                          \
+  "ariadne.hpp: an expression of ad_real values kept in a variable (auto e = a * b;) or passed on as one refers to "  \
+  "temporaries that end with its statement, so it cannot be recorded later; write ad_real e = a * b; instead (its "  \
+  "value, ad_value(e), may be read)"
+
 template <class D> struct ad__et : ad__et_tag {
-  /* One statement: see ad__et_eval. */
-  operator ad_real() const { return ad__et_eval(static_cast<const D &>(*this)); }
+  /* One statement: see ad__et_eval. Only where the expression is made: a
+   * named one (auto e = a * b) refers to temporaries that are gone. */
+  operator ad_real() const && { return ad__et_eval(static_cast<const D &>(*this)); }
+  operator ad_real() const & {
+    static_assert(sizeof(D) == 0, AD__ET_LVALUE_MESSAGE);
+    return ad_real(0.0);
+  }
   /* The value, without recording, as ad_real's own explicit conversion. */
   explicit operator double() const { return static_cast<const D &>(*this).val(); }
 };
 
 struct ad__et_leaf {
   static const unsigned n = 1;
-  ad_real x;
+  const ad_real &x;
   explicit ad__et_leaf(const ad_real &a) : x(a) {}
   double val() const { return x.v; }
   template <unsigned K> void put(ad_real *a, double *w, double s) const {
-    a[K] = x;
+    a[K].i = x.i;
+    a[K].e = x.e;
     w[K] = s;
   }
   bool live() const { return x.i != 0; }
@@ -212,17 +224,32 @@ template <class T> struct ad__et_of<T, typename std::enable_if<std::is_base_of<a
   static double value(const T &x) { return x.val(); }
 };
 
+/* An operand that may be used: anything but a named expression (A is the
+ * deduced type of a forwarding reference). */
+template <class A>
+struct ad__et_fresh : std::integral_constant<bool, !(std::is_lvalue_reference<A>::value &&
+                                                     std::is_base_of<ad__et_tag, typename std::decay<A>::type>::value)> {
+};
+#define AD__ET_D(A) typename std::decay<A>::type
+
 /* Enabled where an operator or function is ours: one operand at least is. */
 template <class A, class B = double, class C = double>
-struct ad__et_enable
-    : std::enable_if<ad__et_is_ours<A>::value || ad__et_is_ours<B>::value || ad__et_is_ours<C>::value> {};
+struct ad__et_enable : std::enable_if<ad__et_is_ours<AD__ET_D(A)>::value || ad__et_is_ours<AD__ET_D(B)>::value ||
+                                      ad__et_is_ours<AD__ET_D(C)>::value> {};
 
 /* A node of two operands: Op computes the value and both partials (a
  * constant side's partial is computed only where it costs nothing). */
+/* How a node holds an operand: a leaf (a reference to the ad_real) and a
+ * constant by value, a node by reference (the temporary the operator made,
+ * which lives to the end of the full expression). */
+template <class T> struct ad__et_hold {
+  typedef typename std::conditional<std::is_base_of<ad__et_tag, T>::value, const T &, T>::type type;
+};
+
 template <class Op, class L, class R> struct ad__et_bin : ad__et<ad__et_bin<Op, L, R> > {
   static const unsigned n = L::n + R::n;
-  L l;
-  R r;
+  typename ad__et_hold<L>::type l;
+  typename ad__et_hold<R>::type r;
   double v, dl, dr;
   ad__et_bin(const L &a, const R &b) : l(a), r(b) { Op::eval(l, r, v, dl, dr); }
   double val() const { return v; }
@@ -237,7 +264,7 @@ template <class Op, class L, class R> struct ad__et_bin : ad__et<ad__et_bin<Op, 
 /* A node of one operand: F has the value and the derivative. */
 template <class F, class A> struct ad__et_un : ad__et<ad__et_un<F, A> > {
   static const unsigned n = A::n;
-  A a;
+  typename ad__et_hold<A>::type a;
   double v, d;
   explicit ad__et_un(const A &x) : a(x) {
     double y = a.val();
@@ -253,9 +280,9 @@ template <class F, class A> struct ad__et_un : ad__et<ad__et_un<F, A> > {
 /* fma(a, b, c), the one function of three operands. */
 template <class A, class B, class C> struct ad__et_fma : ad__et<ad__et_fma<A, B, C> > {
   static const unsigned n = A::n + B::n + C::n;
-  A a;
-  B b;
-  C c;
+  typename ad__et_hold<A>::type a;
+  typename ad__et_hold<B>::type b;
+  typename ad__et_hold<C>::type c;
   double v;
   ad__et_fma(const A &x, const B &y, const C &z) : a(x), b(y), c(z), v(::fma(x.val(), y.val(), z.val())) {}
   double val() const { return v; }
@@ -269,13 +296,16 @@ template <class A, class B, class C> struct ad__et_fma : ad__et<ad__et_fma<A, B,
 };
 
 /* Merge repeated leaves: the first occurrence takes the sum of the partials,
- * the others become passive (ad_custom drops them). */
-template <unsigned N> inline void ad__et_merge(ad_real *a, double *w) {
+ * the others become passive (dropped when written). With `epochs`, a leaf
+ * is the same only with the same recording epoch too (on the library's
+ * path, where a stale handle must still be seen). */
+template <unsigned N> inline void ad__et_merge(ad_real *a, double *w, bool epochs) {
   if (N < 2 || N > AD__ET_MERGE_MAX) return;
   for (unsigned j = 1; j < N; j++) {
-    if (a[j].i == 0) continue;
+    ad_index h = a[j].i;
+    if (h == 0) continue;
     for (unsigned k = 0; k < j; k++)
-      if (a[k].i == a[j].i && a[k].e == a[j].e) {
+      if (a[k].i == h && (!epochs || a[k].e == a[j].e)) {
         w[k] += w[j];
         a[j].i = 0;
         break;
@@ -283,22 +313,53 @@ template <unsigned N> inline void ad__et_merge(ad_real *a, double *w) {
   }
 }
 
-/* The statement of an expression: its leaves with their partials, repeated
- * ones merged, through ad_custom (which drops passive leaves, records
- * nothing if none is active, and takes the library's path in a
- * preaccumulation region or where a handle is stale). A partial that is not
- * finite sends the expression operation by operation. */
+/* The library's path: a new block, a preaccumulation region, a stale
+ * handle, no recording, more arguments than a statement takes. */
+template <unsigned N> AD__NOINLINE ad_real ad__et_slow(double v, ad_real *a, double *w) {
+  ad__et_merge<N>(a, w, true);
+  return ad__custom_n(v, N, a, w);
+}
+
+/* The statement of an expression: its leaves (a[k].i and a[k].e; a[k].v is
+ * not needed) with their partials, repeated ones merged, passive ones
+ * dropped; the fast path of ad_custom, specialised for a count known at
+ * compile time. A partial that is not finite sends the expression operation
+ * by operation (e.op()). */
+template <unsigned N, class E> inline ad_real ad__et_record(const E &e, ad_real *a, double *w) {
+  ad__recorder *R = ad__rec;
+  uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
+  uint64_t stale = 0, bad = 0;
+  for (unsigned k = 0; k < N; k++) {
+    stale |= (uint64_t)AD__STALE(a[k], ep);
+    /* A partial is not finite where its exponent bits are all set: adding
+     * one to the exponent then carries into bit 63. An integer test: a
+     * chain of floating-point sums would be as long as the expression. */
+    uint64_t b;
+    std::memcpy(&b, &w[k], sizeof b);
+    bad |= (b & 0x7ff0000000000000u) + 0x0010000000000000u;
+  }
+  if (AD__UNLIKELY(bad >> 63)) return e.op();
+  if (AD__UNLIKELY(N > AD__MAX_ARGS || na + N > R->lim || stale != 0)) return ad__et_slow<N>(e.val(), a, w);
+  ad__et_merge<N>(a, w, false);
+  ad_index *idx = R->idx;
+  double *par = R->par + np; /* partials advance with arguments */
+  uint32_t m = na;
+  for (unsigned k = 0; k < N; k++) {
+    idx[m] = a[k].i;
+    par[m - na] = w[k];
+    m += (a[k].i != 0);
+  }
+  if (m == na) return ad__const(e.val());
+  return ad__emit(R, e.val(), ns, na, m, np + (m - na), AD__KIND_GENERAL);
+}
+
 template <class E> inline ad_real ad__et_eval(const E &e) {
   const unsigned N = E::n > 0 ? E::n : 1;
   ad_real a[N];
   double w[N];
   if (E::n == 0) return ad__const(e.val());
   e.template put<0>(a, w, 1.0);
-  ad__et_merge<N>(a, w);
-  double z = 0.0; /* x - x is 0 for a finite x and NaN otherwise */
-  for (unsigned k = 0; k < N; k++) z += w[k] - w[k];
-  if (AD__UNLIKELY(z != 0.0)) return e.op();
-  return ad_custom(e.val(), N, a, w);
+  return ad__et_record<N>(e, a, w);
 }
 
 /* The operations of two operands. */
@@ -400,9 +461,11 @@ template <class Op, class A, class B> struct ad__et_bin_of<Op, A, B, false> {
 
 #define AD__ET_BINARY(name, Op)                                                                                        \
   template <class A, class B, class = typename ad__et_enable<A, B>::type>                                              \
-  inline typename ad__et_bin_of<Op, A, B>::type name(const A &a, const B &b) {                                        \
-    static_assert(ad__et_is_operand<A>::value && ad__et_is_operand<B>::value, AD__ET_OPERAND_MESSAGE);                 \
-    return ad__et_bin_of<Op, A, B>::make(a, b);                                                                        \
+  inline typename ad__et_bin_of<Op, AD__ET_D(A), AD__ET_D(B)>::type name(A &&a, B &&b) {                               \
+    static_assert(ad__et_is_operand<AD__ET_D(A)>::value && ad__et_is_operand<AD__ET_D(B)>::value,                      \
+                  AD__ET_OPERAND_MESSAGE);                                                                             \
+    static_assert(ad__et_fresh<A>::value && ad__et_fresh<B>::value, AD__ET_LVALUE_MESSAGE);                            \
+    return ad__et_bin_of<Op, AD__ET_D(A), AD__ET_D(B)>::make(a, b);                                                    \
   }
 AD__ET_BINARY(operator+, ad__et_add)
 AD__ET_BINARY(operator-, ad__et_sub)
@@ -416,13 +479,20 @@ AD__ET_BINARY(fmin, ad__et_fmin)
 AD__ET_BINARY(fmax, ad__et_fmax)
 #undef AD__ET_BINARY
 
+template <class A, class B, class C> struct ad__et_fma_of {
+  typedef ad__et_of<AD__ET_D(A)> OA;
+  typedef ad__et_of<AD__ET_D(B)> OB;
+  typedef ad__et_of<AD__ET_D(C)> OC;
+  typedef ad__et_fma<typename OA::type, typename OB::type, typename OC::type> type;
+};
 template <class A, class B, class C, class = typename ad__et_enable<A, B, C>::type>
-inline ad__et_fma<typename ad__et_of<A>::type, typename ad__et_of<B>::type, typename ad__et_of<C>::type>
-fma(const A &a, const B &b, const C &c) {
-  static_assert(ad__et_is_operand<A>::value && ad__et_is_operand<B>::value && ad__et_is_operand<C>::value,
+inline typename ad__et_fma_of<A, B, C>::type fma(A &&a, B &&b, C &&c) {
+  static_assert(ad__et_is_operand<AD__ET_D(A)>::value && ad__et_is_operand<AD__ET_D(B)>::value &&
+                    ad__et_is_operand<AD__ET_D(C)>::value,
                 AD__ET_OPERAND_MESSAGE);
-  typedef ad__et_fma<typename ad__et_of<A>::type, typename ad__et_of<B>::type, typename ad__et_of<C>::type> node;
-  return node(ad__et_of<A>::make(a), ad__et_of<B>::make(b), ad__et_of<C>::make(c));
+  static_assert(ad__et_fresh<A>::value && ad__et_fresh<B>::value && ad__et_fresh<C>::value, AD__ET_LVALUE_MESSAGE);
+  typedef ad__et_fma_of<A, B, C> f;
+  return typename f::type(f::OA::make(a), f::OB::make(b), f::OC::make(c));
 }
 
 /* The functions of one operand, from ariadne.h's list (the same
@@ -432,11 +502,22 @@ struct ad__et_neg {
   static double d(double, double) { return -1.0; }
   static ad_real rec(ad_real a) { return ad__neg(a); }
 };
+template <class F, class A> struct ad__et_un_of {
+  typedef ad__et_of<AD__ET_D(A)> O;
+  typedef ad__et_un<F, typename O::type> type;
+  static type make(const AD__ET_D(A) & a) {
+    static_assert(ad__et_fresh<A>::value, AD__ET_LVALUE_MESSAGE);
+    return type(O::make(a));
+  }
+};
 template <class A, class = typename ad__et_enable<A>::type>
-inline ad__et_un<ad__et_neg, typename ad__et_of<A>::type> operator-(const A &a) {
-  return ad__et_un<ad__et_neg, typename ad__et_of<A>::type>(ad__et_of<A>::make(a));
+inline typename ad__et_un_of<ad__et_neg, A>::type operator-(A &&a) {
+  return ad__et_un_of<ad__et_neg, A>::make(a);
 }
-template <class A, class = typename ad__et_enable<A>::type> inline A operator+(const A &a) { return a; }
+template <class A, class = typename ad__et_enable<A>::type> inline AD__ET_D(A) operator+(A &&a) {
+  static_assert(ad__et_fresh<A>::value, AD__ET_LVALUE_MESSAGE);
+  return a;
+}
 
 #define AD__ET_UNARY(name, derivative)                                                                                 \
   struct ad__et_f_##name {                                                                                             \
@@ -445,20 +526,20 @@ template <class A, class = typename ad__et_enable<A>::type> inline A operator+(c
     static ad_real rec(ad_real a) { return ad__##name(a); }                                                            \
   };                                                                                                                   \
   template <class A, class = typename ad__et_enable<A>::type>                                                          \
-  inline ad__et_un<ad__et_f_##name, typename ad__et_of<A>::type> name(const A &a) {                                    \
-    return ad__et_un<ad__et_f_##name, typename ad__et_of<A>::type>(ad__et_of<A>::make(a));                             \
+  inline typename ad__et_un_of<ad__et_f_##name, A>::type name(A &&a) {                                                 \
+    return ad__et_un_of<ad__et_f_##name, A>::make(a);                                                                  \
   }
 AD__UNARY_MATH(AD__ET_UNARY)
 #undef AD__ET_UNARY
 template <class A, class = typename ad__et_enable<A>::type>
-inline ad__et_un<ad__et_f_fabs, typename ad__et_of<A>::type> abs(const A &a) {
-  return fabs(a);
+inline typename ad__et_un_of<ad__et_f_fabs, A>::type abs(A &&a) {
+  return ad__et_un_of<ad__et_f_fabs, A>::make(a);
 }
 
 /* Piecewise constant: derivative 0, so the result is a passive ad_real. */
 #define AD__ET_STEP(name)                                                                                              \
   template <class A, class = typename ad__et_enable<A>::type> inline ad_real name(const A &a) {                        \
-    return ad__const(::name(ad__et_of<A>::value(a)));                                                                  \
+    return ad__const(::name(ad__et_of<AD__ET_D(A)>::value(a)));                                                        \
   }
 AD__ET_STEP(floor)
 AD__ET_STEP(ceil)
@@ -468,9 +549,10 @@ AD__ET_STEP(trunc)
 
 /* Compound assignment: one statement, a = a op b. */
 #define AD__ET_COMPOUND(name, op)                                                                                      \
-  template <class B> inline ad_real &name(ad_real &a, const B &b) {                                                    \
-    static_assert(ad__et_is_operand<B>::value, AD__ET_OPERAND_MESSAGE);                                                \
-    return a = ad__et_bin_of<op, ad_real, B>::make(a, b);                                                              \
+  template <class B> inline ad_real &name(ad_real &a, B &&b) {                                                         \
+    static_assert(ad__et_is_operand<AD__ET_D(B)>::value, AD__ET_OPERAND_MESSAGE);                                      \
+    static_assert(ad__et_fresh<B>::value, AD__ET_LVALUE_MESSAGE);                                                      \
+    return a = ad_real(ad__et_bin_of<op, ad_real, AD__ET_D(B)>::make(a, b));                                           \
   }
 AD__ET_COMPOUND(operator+=, ad__et_add)
 AD__ET_COMPOUND(operator-=, ad__et_sub)

@@ -4,7 +4,7 @@
  * right partials. Every operator and function against central differences
  * of the same generic code run on double; repeated operands merged into one
  * argument; numbers and passive values costing no argument; aliasing
- * (x = x * y + x); `auto` expressions that outlive their operands; mixed
+ * (x = x * y + x); `auto` expressions read but not recorded; mixed
  * types on both sides; a partial that is not finite (recorded operation by
  * operation, as the per-operation sweep gives it); expressions inside a
  * preaccumulation region; the containers and library templates that
@@ -142,35 +142,31 @@ static void test_aliasing(void) {
   ad_tape_destroy(t);
 }
 
-/* `auto` keeps an expression, which holds copies of its operands: it never
- * refers to a variable that is gone, and it is recorded where it becomes an
- * ad_real, as a function of the operands' values when it was made. */
-static auto square_of(ad_real p) { return p * p; } /* p is gone on return */
+/* `auto e = a * b;` keeps an expression, which refers to temporaries that
+ * end with its statement: its value may be read, but recording it does not
+ * compile (misuse.cpp, MISUSE=6 to 8). An expression passed straight on is
+ * recorded where it becomes an ad_real. */
+static ad_real twice(ad_real p) { return 2.0 * p; }
 
 static void test_auto(void) {
   CHECK_CONTEXT("auto");
   ad_tape *t = ad_tape_create();
   ad_tape_begin(t);
   ad_real a = ad_input(3.0), b = ad_input(5.0);
-  ad_real a0 = a;
-  auto e = a * b;
+  auto e = a * b + 1.0;
   static_assert(!std::is_same<decltype(e), ad_real>::value, "auto keeps the expression");
-  CHECK(ad_value(e) == 15.0 && static_cast<double>(e) == 15.0);
-  a = 100.0; /* a later assignment does not change e */
+  CHECK(ad_value(e) == 16.0 && static_cast<double>(e) == 16.0 && e > 15.0);
   std::pair<uint64_t, uint64_t> c0 = counts(t);
-  ad_real r = e + square_of(b); /* e and b * b: one statement */
-  ad_real s = e;                /* recorded again */
+  ad_real r = twice(a * b + 1.0) + b * b; /* two statements: twice's argument, then r */
   std::pair<uint64_t, uint64_t> c1 = counts(t);
-  CHECK_INT(c1.first - c0.first, 2);
-  ad_real r2 = r + s;
+  CHECK_INT(c1.first - c0.first, 3); /* and twice's own */
   ad_tape_end(t);
-  CHECK(ad_value(r2) == 15.0 + 25.0 + 15.0);
-  ad_real in[3] = {a0, b, a};
-  double g[3];
-  CHECK_INT(ad_gradient(t, r2, 3, in, g), AD_OK);
+  CHECK(ad_value(r) == 32.0 + 25.0);
+  ad_real in[2] = {a, b};
+  double g[2];
+  CHECK_INT(ad_gradient(t, r, 2, in, g), AD_OK);
   CHECK_CLOSE(g[0], 2 * 5.0, 1e-15);
   CHECK_CLOSE(g[1], 2 * 3.0 + 2 * 5.0, 1e-15);
-  CHECK(g[2] == 0.0);
   ad_tape_destroy(t);
 }
 
@@ -196,7 +192,7 @@ static void test_nonfinite(void) {
 
 /* Expressions in a preaccumulation region, and more operands than a
  * statement takes or than are merged. */
-template <class... T> static auto sum_of(const T &...t) { return (t + ...); }
+template <class... T> static ad_real sum_of(const T &...t) { return (t + ...); }
 template <std::size_t... K> static ad_real sum70(const ad_real *v, std::index_sequence<K...>) {
   return sum_of(v[K]...);
 }
