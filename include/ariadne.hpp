@@ -13,34 +13,42 @@
  *   double v = static_cast<double>(y);
  *
  * One statement per expression. An operator or function on ad_real values
- * does not record anything: it builds a small expression object that holds
- * its operands by value, with its value and its local partials. Constructing
- * or assigning an ad_real from it (and +=, -=, *=, /=) records one tape
- * statement, through ad_custom: its arguments are the distinct active
- * ad_real operands of the whole expression (one appearing twice gets one
- * argument, up to AD__ET_MERGE_MAX operands; beyond, one argument each,
- * which the sweep adds), its partials the chain rule's products along the
- * expression. Numbers and passive values are not arguments. The gradient is
- * the per-operation recording's to round-off: the partials are multiplied
- * in another order. Where a product of partials is not finite (a * sqrt(b)
- * with a = 0 and b = 0, whose per-operation sweep skips the sqrt's infinite
+ * does not record anything: it builds a small expression object, which
+ * refers to its operands and holds its value and local partials.
+ * Constructing or assigning an ad_real from it (and +=, -=, *=, /=) records
+ * one tape statement, by ad_custom's inline path: its arguments are the
+ * distinct active ad_real operands of the whole expression (one appearing
+ * twice gets one argument with the sum of the partials, up to
+ * AD__ET_MERGE_MAX operands; beyond, one argument each, which the sweep
+ * adds), its partials the chain rule's products along the expression.
+ * Numbers and passive values are not arguments. The gradient is the
+ * per-operation recording's to round-off (the partials are multiplied in
+ * another order). Where a product of partials is not finite (a * sqrt(b) with
+ * a = 0 and b = 0, whose per-operation sweep skips the sqrt's infinite
  * partial), the expression is recorded operation by operation instead, which
- * gives what the per-operation recording gives.
+ * gives what the per-operation recording gives. x = x * y + x is right: the
+ * statement is made before x is written.
  *
- * `auto e = a * b;` is an expression, not an ad_real: it holds copies of a
- * and b (it never refers to a variable that may be gone), and each
- * conversion of e to ad_real records it again, as a function of the values
- * a and b had when e was made. Write `ad_real e = a * b;` to record once.
- * Likewise a lambda or a function with a deduced return type returns an
- * expression (convert it, or declare `-> ad_real`).
+ * An expression lives as long as the statement that makes it: it refers to
+ * the temporaries of that statement. `auto e = a * b;` therefore keeps an
+ * expression whose value may be read (ad_value(e), static_cast<double>(e),
+ * comparisons, <<) but which may not be recorded: `ad_real r = e;`,
+ * `e + 1` and `sin(e)` stop the compiler with a static assertion that says
+ * so. Write `ad_real e = a * b;`. The same holds for an expression passed as
+ * a template argument (template <class T> f(const T &x) called with a * b).
+ * What the compiler cannot see is an expression returned from a function or
+ * lambda whose return type is deduced (`auto f(ad_real x) { return x * x; }`):
+ * it refers to the function's locals, which are gone; declare `-> ad_real`
+ * (GCC's -Wall warns of some of these).
  *
  * Not supported, with a compile error: std::max(a, b * c) and other
  * templates that deduce one type from an ad_real and an expression (write
- * std::max<ad_real>, or convert the expression); `c ? a * b : a + b`
- * (two expression types; convert one); an operand that is neither ad_real,
- * an expression nor an arithmetic type (a static assertion says so).
- * Comparisons compare values, as ad_lt and friends do; `ad_value(e)` and
- * `static_cast<double>(e)` give an expression's value without recording.
+ * std::max<ad_real>, or convert the expression); `c ? a * b : a + b` (two
+ * expression types; convert one); an operand that is neither ad_real, an
+ * expression nor an arithmetic or enumeration type (a static assertion says
+ * so); int(x) for an ad_real or an expression (convert to double first, as
+ * ad_real itself requires). Comparisons compare values, as ad_lt and friends
+ * do.
  *
  * With ARIADNE_CXX_PER_OPERATION defined before the include, each operator
  * is the C call it stands for instead (`a * b + c` is
@@ -147,7 +155,7 @@ inline std::ostream &operator<<(std::ostream &o, ad_real x) { return o << x.v; }
 #endif
 
 /* Every expression type derives from ad__et<itself>. An operand of an
- * expression is a node (an expression), a leaf (an ad_real, copied) or a
+ * expression is a node (an expression), a leaf (a reference to an ad_real) or a
  * constant (a number): each has n, the ad_real leaves under it; val(), its
  * value; put<K>(a, w, s), which writes its leaves to a[K..K+n) with their
  * partials times s to w; and op(), which records it operation by operation. */
