@@ -141,9 +141,11 @@ static const variant variants[] = {
     {"port_fused", NULL, HEAT_MODE_PORT_FUSED, 1, 1, "ariadne-port was not built (libclang not found)"},
 #endif
 #ifdef HEAT_HAVE_CXX
-    {"cxx_op", run_ariadne, HEAT_MODE_CXX, 1, 1, "the op code's cell in C++ with ariadne.hpp's operators"},
+    {"cxx_op", run_ariadne, HEAT_MODE_CXX, 1, 1, "the op code's cell in C++, ARIADNE_CXX_PER_OPERATION"},
+    {"cxx_et", run_ariadne, HEAT_MODE_CXX_ET, 1, 1, "HEAT_CELL in C++ with ariadne.hpp's expressions"},
 #else
     {"cxx_op", NULL, HEAT_MODE_CXX, 1, 1, "no C++ compiler was found when the benchmark was configured"},
+    {"cxx_et", NULL, HEAT_MODE_CXX_ET, 1, 1, "no C++ compiler was found when the benchmark was configured"},
 #endif
 #ifdef HEAT_HAVE_ADOLC
     {"adolc", run_adolc, 0, 1, 0, "ADOL-C adouble, tape in memory, fos_reverse"},

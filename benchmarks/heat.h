@@ -71,7 +71,8 @@ enum {
   HEAT_MODE_PORT_FUSED = 5,
   HEAT_MODE_CXX = 6,
   HEAT_MODE_VALUES = 7,
-  HEAT_MODE_TAPEOFF_CUSTOM = 8
+  HEAT_MODE_TAPEOFF_CUSTOM = 8,
+  HEAT_MODE_CXX_ET = 9
 };
 /* HEAT_MODE_TAPEOFF: the op code in the active build with no tape recording,
  * as checkpointed loops recompute steps and finite differences run: no
@@ -79,7 +80,9 @@ enum {
  * same with the custom cell. HEAT_MODE_PORT(_FUSED): the
  * plain double kernel heat_kernel.c ported by ariadne-port at build time.
  * HEAT_MODE_CXX: the op code's cell update in C++ with ariadne.hpp's
- * operators (heat_cxx.cpp, HEAT_HAVE_CXX). HEAT_MODE_VALUES: the cell's
+ * operators, one statement per operation (heat_cxx.cpp, HEAT_HAVE_CXX);
+ * HEAT_MODE_CXX_ET: the cell as one C++ expression, one statement
+ * (heat_cxx_et.cpp). HEAT_MODE_VALUES: the cell's
  * value only, as a constant (heat_ad.h): what a checkpointed step computes
  * when nothing records. */
 

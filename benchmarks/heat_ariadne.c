@@ -43,6 +43,8 @@ void heat_kernel_step_fused(int n, const ad_real *restrict u, ad_real *restrict 
 #if defined(HEAT_HAVE_CXX) && !defined(ARIADNE_PASSIVE)
 /* heat_cxx.cpp: the op code's cell update with C++ operators. */
 void heat_cxx_step(int n, const ad_real *u, ad_real *v);
+/* heat_cxx_et.cpp: the cell as one C++ expression, one statement. */
+void heat_cxx_et_step(int n, const ad_real *u, ad_real *v);
 #endif
 
 /* One explicit step on the interior; the boundary handles of u and v are the
@@ -52,6 +54,10 @@ static void step(int mode, int n, const ad_real *u, ad_real *v) {
 #if defined(HEAT_HAVE_CXX) && !defined(ARIADNE_PASSIVE)
   if (mode == HEAT_MODE_CXX) {
     heat_cxx_step(n, u, v);
+    return;
+  }
+  if (mode == HEAT_MODE_CXX_ET) {
+    heat_cxx_et_step(n, u, v);
     return;
   }
 #endif

@@ -6,8 +6,11 @@
  * variant measures the operators. C++
  * evaluates it in the same order as the nested ad_* calls, so it records the
  * same statements and gives the same gradient bits (the benchmark's
- * cxx_op variant, checked against the hand adjoint like the others).
+ * cxx_op variant, checked against the hand adjoint like the others). It
+ * uses the per-operation recording of ARIADNE_CXX_PER_OPERATION;
+ * heat_cxx_et.cpp is the cxx_et variant, the header's expressions.
  */
+#define ARIADNE_CXX_PER_OPERATION
 #include <ariadne.hpp>
 
 #include "heat.h"

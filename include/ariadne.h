@@ -825,11 +825,17 @@ static inline ad_real ad__sub(ad_real a, ad_real b) { return ad__op_pm(a.v - b.v
 static inline ad_real ad__mul(ad_real a, ad_real b) { return ad__op2(a.v * b.v, a, b.v, b, a.v, "ad_mul"); }
 /* d(a/b)/db = -r/b, computed as -r * (1/b) except where 1/b overflows (b
  * subnormal), where the product would be 0 * inf or lose the finite result. */
+/* The partials of a / b given r = a / b. */
+static inline void ad__d_div(double b, double r, double *da, double *db) {
+  double inv = 1.0 / b;
+  *da = inv;
+  *db = AD__UNLIKELY(isinf(inv)) ? -r / b : -r * inv;
+}
 static inline ad_real ad__div(ad_real a, ad_real b) {
-  if ((a.i | b.i) == 0) return ad__const(a.v / b.v);
-  double inv = 1.0 / b.v, r = a.v / b.v;
-  double db = AD__UNLIKELY(isinf(inv)) ? -r / b.v : -r * inv;
-  return ad__op2(r, a, inv, b, db, "ad_div");
+  double r = a.v / b.v, da, db;
+  if ((a.i | b.i) == 0) return ad__const(r);
+  ad__d_div(b.v, r, &da, &db);
+  return ad__op2(r, a, da, b, db, "ad_div");
 }
 static inline ad_real ad__neg(ad_real a) { return ad__op_unit(-a.v, a, 1, "ad_neg"); }
 
@@ -852,186 +858,138 @@ static inline ad_real ad__neg(ad_real a) { return ad__op_unit(-a.v, a, 1, "ad_ne
 #define AD__LN2 0.69314718055994530942
 #define AD__LN10 2.30258509299404568402
 
-static inline ad_real ad__sin(ad_real a) {
-  if (a.i == 0) return ad__const(sin(a.v));
-  return ad__op1(sin(a.v), a, cos(a.v), "ad_sin");
+/* The functions of one argument, each with its derivative written in terms
+ * of the argument x and the value r: the list generates ad__d_NAME(x, r),
+ * the derivative, and ad__NAME, the recorded operation (ariadne.hpp's
+ * expressions use the same derivatives). Rules where the function has a kink
+ * or the derivative is not finite:
+ *   asin, acos: +-inf at +-1 (the exact one-sided limit), NaN outside
+ *     [-1, 1]; (1 - x)(1 + x) rather than 1 - x^2: no cancellation near +-1.
+ *   tanh: see ad__d_tanh. asinh: hypot(x, 1) = sqrt(x^2 + 1) without
+ *     overflow for large |x|. acosh: +inf at 1, NaN below. atanh: +inf at
+ *     +-1, NaN outside.
+ *   log family: +inf at 0 (the limit from the right), NaN below (where the
+ *     value is NaN, the plain formula would give a finite number).
+ *   sqrt, cbrt: +inf at 0 (the limit from the right). A zero adjoint skips
+ *     the statement in the reverse sweep, so an unused sqrt(0) does no harm.
+ *   fabs: sign(x), and 0 at x = 0. */
+#define AD__UNARY_MATH(X)                                                                                               \
+  X(sin, cos(x))                                                                                                       \
+  X(cos, -sin(x))                                                                                                      \
+  X(tan, 1.0 + r * r)                                                                                                  \
+  X(asin, 1.0 / sqrt((1.0 - x) * (1.0 + x)))                                                                           \
+  X(acos, -1.0 / sqrt((1.0 - x) * (1.0 + x)))                                                                          \
+  X(atan, 1.0 / (1.0 + x * x))                                                                                         \
+  X(sinh, cosh(x))                                                                                                     \
+  X(cosh, sinh(x))                                                                                                     \
+  X(tanh, ad__tanh_slope(x, r))                                                                                            \
+  X(asinh, 1.0 / hypot(x, 1.0))                                                                                        \
+  X(acosh, 1.0 / (sqrt(x - 1.0) * sqrt(x + 1.0)))                                                                      \
+  X(atanh, isnan(r) ? r : 1.0 / ((1.0 - x) * (1.0 + x)))                                                               \
+  X(exp, r)                                                                                                            \
+  X(exp2, AD__LN2 * r)                                                                                                 \
+  X(expm1, exp(x))                                                                                                     \
+  X(log, isnan(r) ? r : 1.0 / x)                                                                                       \
+  X(log2, isnan(r) ? r : 1.0 / (AD__LN2 * x))                                                                          \
+  X(log10, isnan(r) ? r : 1.0 / (AD__LN10 * x))                                                                        \
+  X(log1p, isnan(r) ? r : 1.0 / (1.0 + x))                                                                             \
+  X(sqrt, 0.5 / r)                                                                                                     \
+  X(cbrt, 1.0 / (3.0 * r * r))                                                                                         \
+  X(fabs, x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : 0.0))                                                                      \
+  X(erf, 1.12837916709551257390 * exp(-x * x))                                                                         \
+  X(erfc, -1.12837916709551257390 * exp(-x * x))
+
+/* tanh: where tanh saturates, 1 - tanh^2 cancels to nothing (0 for |x| > 19),
+ * so there the derivative is 1 / cosh^2, accurate to the last bit. */
+static inline double ad__tanh_slope(double x, double t) {
+  double c = fabs(t) < 0.9 ? 0.0 : cosh(x);
+  return c == 0.0 ? 1.0 - t * t : 1.0 / (c * c);
 }
-static inline ad_real ad__cos(ad_real a) {
-  if (a.i == 0) return ad__const(cos(a.v));
-  return ad__op1(cos(a.v), a, -sin(a.v), "ad_cos");
-}
-static inline ad_real ad__tan(ad_real a) {
-  double t = tan(a.v);
-  if (a.i == 0) return ad__const(t);
-  return ad__op1(t, a, 1.0 + t * t, "ad_tan");
-}
-/* asin, acos: derivative +-inf at +-1 (the exact one-sided limit), NaN outside [-1, 1]. */
-/* (1 - a)(1 + a) rather than 1 - a^2: no cancellation near +-1. */
-static inline ad_real ad__asin(ad_real a) {
-  if (a.i == 0) return ad__const(asin(a.v));
-  return ad__op1(asin(a.v), a, 1.0 / sqrt((1.0 - a.v) * (1.0 + a.v)), "ad_asin");
-}
-static inline ad_real ad__acos(ad_real a) {
-  if (a.i == 0) return ad__const(acos(a.v));
-  return ad__op1(acos(a.v), a, -1.0 / sqrt((1.0 - a.v) * (1.0 + a.v)), "ad_acos");
-}
-static inline ad_real ad__atan(ad_real a) {
-  if (a.i == 0) return ad__const(atan(a.v));
-  return ad__op1(atan(a.v), a, 1.0 / (1.0 + a.v * a.v), "ad_atan");
-}
+
+#define AD__UNARY_DEFINE(name, derivative)                                                                             \
+  static inline double ad__d_##name(double x, double r) {                                                              \
+    (void)x;                                                                                                           \
+    (void)r;                                                                                                           \
+    return derivative;                                                                                                 \
+  }                                                                                                                    \
+  static inline ad_real ad__##name(ad_real a) {                                                                        \
+    double r = name(a.v);                                                                                              \
+    if (a.i == 0) return ad__const(r);                                                                                 \
+    return ad__op1(r, a, ad__d_##name(a.v, r), "ad_" #name);                                                           \
+  }
+AD__UNARY_MATH(AD__UNARY_DEFINE)
+#undef AD__UNARY_DEFINE
+
 /* atan2(y, x): partials x / (x^2 + y^2) and -y / (x^2 + y^2), with x and y
  * scaled by a power of two first, so that the squares neither overflow nor
  * underflow anywhere in the double range. At the origin, where atan2 is not
  * differentiable, both partials are 0. */
-static inline ad_real ad__atan2(ad_real y, ad_real x) {
-  if ((y.i | x.i) == 0) return ad__const(atan2(y.v, x.v));
-  double m = fmax(fabs(x.v), fabs(y.v)), dy = 0.0, dx = 0.0;
+static inline void ad__d_atan2(double y, double x, double *pdy, double *pdx) {
+  double m = fmax(fabs(x), fabs(y)), dy = 0.0, dx = 0.0;
   if (m != 0.0 && m <= DBL_MAX) {
     int e;
     (void)frexp(m, &e);
-    double xs = ldexp(x.v, -e), ys = ldexp(y.v, -e), d = xs * xs + ys * ys; /* d in [1/4, 2] */
+    double xs = ldexp(x, -e), ys = ldexp(y, -e), d = xs * xs + ys * ys; /* d in [1/4, 2] */
     /* v / d / 2^(2e), scaling the smaller of v and v / d so as to stay normal */
-    dy = fabs(x.v) >= DBL_MIN ? ldexp(x.v / d, -2 * e) : ldexp(xs / d, -e);
-    dx = fabs(y.v) >= DBL_MIN ? ldexp(-y.v / d, -2 * e) : ldexp(-ys / d, -e);
+    dy = fabs(x) >= DBL_MIN ? ldexp(x / d, -2 * e) : ldexp(xs / d, -e);
+    dx = fabs(y) >= DBL_MIN ? ldexp(-y / d, -2 * e) : ldexp(-ys / d, -e);
   } else if (m != 0.0) { /* an infinite or NaN argument */
-    double d = x.v * x.v + y.v * y.v;
-    dy = x.v / d;
-    dx = -y.v / d;
+    double d = x * x + y * y;
+    dy = x / d;
+    dx = -y / d;
   }
+  *pdy = dy;
+  *pdx = dx;
+}
+static inline ad_real ad__atan2(ad_real y, ad_real x) {
+  double dy, dx;
+  if ((y.i | x.i) == 0) return ad__const(atan2(y.v, x.v));
+  ad__d_atan2(y.v, x.v, &dy, &dx);
   return ad__op2(atan2(y.v, x.v), y, dy, x, dx, "ad_atan2");
 }
-static inline ad_real ad__sinh(ad_real a) {
-  if (a.i == 0) return ad__const(sinh(a.v));
-  return ad__op1(sinh(a.v), a, cosh(a.v), "ad_sinh");
-}
-static inline ad_real ad__cosh(ad_real a) {
-  if (a.i == 0) return ad__const(cosh(a.v));
-  return ad__op1(cosh(a.v), a, sinh(a.v), "ad_cosh");
-}
-/* tanh: where tanh saturates, 1 - tanh^2 cancels to nothing (0 for |a| > 19),
- * so there the derivative is 1 / cosh^2, accurate to the last bit. */
-static inline ad_real ad__tanh(ad_real a) {
-  double t = tanh(a.v);
-  if (a.i == 0) return ad__const(t);
-  double c = fabs(t) < 0.9 ? 0.0 : cosh(a.v);
-  return ad__op1(t, a, c == 0.0 ? 1.0 - t * t : 1.0 / (c * c), "ad_tanh");
-}
-/* hypot(a, 1) = sqrt(a^2 + 1) without overflow for large |a|. */
-static inline ad_real ad__asinh(ad_real a) {
-  if (a.i == 0) return ad__const(asinh(a.v));
-  return ad__op1(asinh(a.v), a, 1.0 / hypot(a.v, 1.0), "ad_asinh");
-}
-/* acosh: derivative +inf at 1, NaN below 1. */
-static inline ad_real ad__acosh(ad_real a) {
-  if (a.i == 0) return ad__const(acosh(a.v));
-  return ad__op1(acosh(a.v), a, 1.0 / (sqrt(a.v - 1.0) * sqrt(a.v + 1.0)), "ad_acosh");
-}
-/* atanh: derivative +inf at +-1, NaN outside. */
-static inline ad_real ad__atanh(ad_real a) {
-  double r = atanh(a.v);
-  if (a.i == 0) return ad__const(r);
-  return ad__op1(r, a, isnan(r) ? r : 1.0 / ((1.0 - a.v) * (1.0 + a.v)), "ad_atanh");
-}
-static inline ad_real ad__exp(ad_real a) {
-  double e = exp(a.v);
-  if (a.i == 0) return ad__const(e);
-  return ad__op1(e, a, e, "ad_exp");
-}
-static inline ad_real ad__exp2(ad_real a) {
-  double e = exp2(a.v);
-  if (a.i == 0) return ad__const(e);
-  return ad__op1(e, a, AD__LN2 * e, "ad_exp2");
-}
-static inline ad_real ad__expm1(ad_real a) {
-  if (a.i == 0) return ad__const(expm1(a.v));
-  return ad__op1(expm1(a.v), a, exp(a.v), "ad_expm1");
-}
-/* log family: derivative +inf at 0 (the limit from the right), NaN below
- * (where the value is NaN, the plain formula would give a finite number). */
-static inline ad_real ad__log(ad_real a) {
-  double r = log(a.v);
-  if (a.i == 0) return ad__const(r);
-  return ad__op1(r, a, isnan(r) ? r : 1.0 / a.v, "ad_log");
-}
-static inline ad_real ad__log2(ad_real a) {
-  double r = log2(a.v);
-  if (a.i == 0) return ad__const(r);
-  return ad__op1(r, a, isnan(r) ? r : 1.0 / (AD__LN2 * a.v), "ad_log2");
-}
-static inline ad_real ad__log10(ad_real a) {
-  double r = log10(a.v);
-  if (a.i == 0) return ad__const(r);
-  return ad__op1(r, a, isnan(r) ? r : 1.0 / (AD__LN10 * a.v), "ad_log10");
-}
-static inline ad_real ad__log1p(ad_real a) {
-  double r = log1p(a.v);
-  if (a.i == 0) return ad__const(r);
-  return ad__op1(r, a, isnan(r) ? r : 1.0 / (1.0 + a.v), "ad_log1p");
-}
-/* sqrt, cbrt: derivative +inf at 0 (the limit from the right). A zero adjoint
- * skips the statement in the reverse sweep, so an unused sqrt(0) does no harm. */
-static inline ad_real ad__sqrt(ad_real a) {
-  double s = sqrt(a.v);
-  if (a.i == 0) return ad__const(s);
-  return ad__op1(s, a, 0.5 / s, "ad_sqrt");
-}
-static inline ad_real ad__cbrt(ad_real a) {
-  double c = cbrt(a.v);
-  if (a.i == 0) return ad__const(c);
-  return ad__op1(c, a, 1.0 / (3.0 * c * c), "ad_cbrt");
-}
-/* pow(a, b): d/da = b * a^(b-1) (exact at a = 0, e.g. 1 for b = 1; 0 for b = 0);
- * d/db = log(a) * a^b for a > 0 and 0 for a <= 0 (where it is undefined or,
- * at a = 0 with b > 0, the limit from the right). Each partial is computed
- * only if its argument is active. */
+/* pow(a, b) = r: d/da = b * a^(b-1) (exact at a = 0, e.g. 1 for b = 1; 0 for
+ * b = 0); d/db = log(a) * a^b for a > 0 and 0 for a <= 0 (where it is
+ * undefined or, at a = 0 with b > 0, the limit from the right). Each partial
+ * is computed only if its argument is active. */
+static inline double ad__d_pow_a(double a, double b) { return b != 0.0 ? b * pow(a, b - 1.0) : 0.0; }
+static inline double ad__d_pow_b(double a, double r) { return a > 0.0 ? log(a) * r : 0.0; }
 static inline ad_real ad__pow(ad_real a, ad_real b) {
   double r = pow(a.v, b.v);
   if ((a.i | b.i) == 0) return ad__const(r);
   double da = 0.0, db = 0.0;
-  if (a.i != 0) da = b.v != 0.0 ? b.v * pow(a.v, b.v - 1.0) : 0.0;
-  if (b.i != 0) db = a.v > 0.0 ? log(a.v) * r : 0.0;
+  if (a.i != 0) da = ad__d_pow_a(a.v, b.v);
+  if (b.i != 0) db = ad__d_pow_b(a.v, r);
   return ad__op2(r, a, da, b, db, "ad_pow");
 }
-/* hypot: at the origin both partials are 0. */
-static inline ad_real ad__hypot(ad_real a, ad_real b) {
-  double h = hypot(a.v, b.v), da = 0.0, db = 0.0;
-  if ((a.i | b.i) == 0) return ad__const(h);
-  if (h != 0.0) {
-    da = a.v / h;
-    db = b.v / h;
-  }
-  return ad__op2(h, a, da, b, db, "ad_hypot");
+/* hypot(a, b) = h: at the origin both partials are 0. */
+static inline void ad__d_hypot(double a, double b, double h, double *da, double *db) {
+  *da = h != 0.0 ? a / h : 0.0;
+  *db = h != 0.0 ? b / h : 0.0;
 }
-/* fabs: derivative sign(a), and 0 at a = 0. */
-static inline ad_real ad__fabs(ad_real a) {
-  if (a.i == 0) return ad__const(fabs(a.v));
-  return ad__op1(fabs(a.v), a, a.v > 0.0 ? 1.0 : (a.v < 0.0 ? -1.0 : 0.0), "ad_fabs");
+static inline ad_real ad__hypot(ad_real a, ad_real b) {
+  double h = hypot(a.v, b.v), da, db;
+  if ((a.i | b.i) == 0) return ad__const(h);
+  ad__d_hypot(a.v, b.v, h, &da, &db);
+  return ad__op2(h, a, da, b, db, "ad_hypot");
 }
 /* fmin/fmax: the derivative follows the argument whose value is returned;
  * on a tie the first argument gets it. A NaN argument is ignored as in C. */
+static inline int ad__fmin_first(double a, double b) { return (a <= b) || isnan(b); }
+static inline int ad__fmax_first(double a, double b) { return (a >= b) || isnan(b); }
 static inline ad_real ad__fmin(ad_real a, ad_real b) {
-  int first = (a.v <= b.v) || isnan(b.v);
-  return first ? ad__op_unit(a.v, a, 0, "ad_fmin") : ad__op_unit(b.v, b, 0, "ad_fmin");
+  return ad__fmin_first(a.v, b.v) ? ad__op_unit(a.v, a, 0, "ad_fmin") : ad__op_unit(b.v, b, 0, "ad_fmin");
 }
 static inline ad_real ad__fmax(ad_real a, ad_real b) {
-  int first = (a.v >= b.v) || isnan(b.v);
-  return first ? ad__op_unit(a.v, a, 0, "ad_fmax") : ad__op_unit(b.v, b, 0, "ad_fmax");
+  return ad__fmax_first(a.v, b.v) ? ad__op_unit(a.v, a, 0, "ad_fmax") : ad__op_unit(b.v, b, 0, "ad_fmax");
 }
 static inline ad_real ad__fma(ad_real a, ad_real b, ad_real c) {
   return ad__op3(fma(a.v, b.v, c.v), a, b.v, b, a.v, c, 1.0, "ad_fma");
 }
 /* fmod(a, b) = a - trunc(a/b) b: d/da = 1, d/db = -trunc(a/b). */
+static inline double ad__d_fmod_b(double a, double b) { return -trunc(a / b); }
 static inline ad_real ad__fmod(ad_real a, ad_real b) {
   if ((a.i | b.i) == 0) return ad__const(fmod(a.v, b.v));
-  return ad__op2(fmod(a.v, b.v), a, 1.0, b, -trunc(a.v / b.v), "ad_fmod");
-}
-static inline ad_real ad__erf(ad_real a) {
-  if (a.i == 0) return ad__const(erf(a.v));
-  return ad__op1(erf(a.v), a, 1.12837916709551257390 * exp(-a.v * a.v), "ad_erf");
-}
-static inline ad_real ad__erfc(ad_real a) {
-  if (a.i == 0) return ad__const(erfc(a.v));
-  return ad__op1(erfc(a.v), a, -1.12837916709551257390 * exp(-a.v * a.v), "ad_erfc");
+  return ad__op2(fmod(a.v, b.v), a, 1.0, b, ad__d_fmod_b(a.v, b.v), "ad_fmod");
 }
 /* Piecewise constant: derivative 0 everywhere, so the result is passive. */
 static inline ad_real ad__floor(ad_real a) { return ad__const(floor(a.v)); }

@@ -4,20 +4,59 @@
  *
  * The same struct as in C (ariadne.h), so C and C++ code share arrays,
  * tapes, the MPI wrappers (ariadne_mpi.h), checkpointed loops and external
- * functions. Every operator records exactly what the C call it stands for
- * records, in C++'s evaluation order: `a * b + c` is
- * ad_add(ad_mul(a, b), c), one tape statement per operation, bit for bit the
- * C version's gradient.
+ * functions.
  *
  *   #include <ariadne.hpp>
- *   ad_real y = x * x + sin(x);   // sin found by argument-dependent lookup
+ *   ad_real y = x * x + sin(x);   // one tape statement; sin found by ADL
  *   y += 2.0;
  *   std::cout << y << "\n";       // the value
  *   double v = static_cast<double>(y);
  *
- * Comparisons compare values, as ad_lt and friends do. After mpi.h, plain
- * MPI calls on ad_real buffers do not compile (see ariadne_mpi.h). With ARIADNE_PASSIVE
- * ad_real is double and everything here is the language's own.
+ * One statement per expression. An operator or function on ad_real values
+ * does not record anything: it builds a small expression object, which
+ * refers to its operands and holds its value and local partials.
+ * Constructing or assigning an ad_real from it (and +=, -=, *=, /=) records
+ * one tape statement, by ad_custom's inline path: its arguments are the
+ * distinct active ad_real operands of the whole expression (one appearing
+ * twice gets one argument with the sum of the partials, up to
+ * AD__ET_MERGE_MAX operands; beyond, one argument each, which the sweep
+ * adds), its partials the chain rule's products along the expression.
+ * Numbers and passive values are not arguments. The gradient is the
+ * per-operation recording's to round-off (the partials are multiplied in
+ * another order). Where a product of partials is not finite (a * sqrt(b) with
+ * a = 0 and b = 0, whose per-operation sweep skips the sqrt's infinite
+ * partial), the expression is recorded operation by operation instead, which
+ * gives what the per-operation recording gives. x = x * y + x is right: the
+ * statement is made before x is written.
+ *
+ * An expression lives as long as the statement that makes it: it refers to
+ * the temporaries of that statement. `auto e = a * b;` therefore keeps an
+ * expression whose value may be read (ad_value(e), static_cast<double>(e),
+ * comparisons, <<) but which may not be recorded: `ad_real r = e;`,
+ * `e + 1` and `sin(e)` stop the compiler with a static assertion that says
+ * so. Write `ad_real e = a * b;`. The same holds for an expression passed as
+ * a template argument (template <class T> f(const T &x) called with a * b).
+ * What the compiler cannot see is an expression returned from a function or
+ * lambda whose return type is deduced (`auto f(ad_real x) { return x * x; }`):
+ * it refers to the function's locals, which are gone; declare `-> ad_real`
+ * (GCC's -Wall warns of some of these).
+ *
+ * Not supported, with a compile error: std::max(a, b * c) and other
+ * templates that deduce one type from an ad_real and an expression (write
+ * std::max<ad_real>, or convert the expression); `c ? a * b : a + b` (two
+ * expression types; convert one); an operand that is neither ad_real, an
+ * expression nor an arithmetic or enumeration type (a static assertion says
+ * so); int(x) for an ad_real or an expression (convert to double first, as
+ * ad_real itself requires). Comparisons compare values, as ad_lt and friends
+ * do.
+ *
+ * With ARIADNE_CXX_PER_OPERATION defined before the include, each operator
+ * is the C call it stands for instead (`a * b + c` is
+ * ad_add(ad_mul(a, b), c), one statement per operation, bit for bit the C
+ * version's gradient): the recording of earlier versions, to compare
+ * against. After mpi.h, plain MPI calls on ad_real buffers do not compile
+ * (see ariadne_mpi.h). With ARIADNE_PASSIVE ad_real is double and
+ * everything here is the language's own.
  */
 #ifndef ARIADNE_HPP
 #define ARIADNE_HPP
@@ -36,6 +75,7 @@
 #endif
 
 #ifndef ARIADNE_PASSIVE
+#ifdef ARIADNE_CXX_PER_OPERATION
 
 /* One overload per operator and function: a double (or integer) operand
  * converts through ad_real's constructor to a passive value, exactly the
@@ -102,6 +142,463 @@ inline ad_real fma(ad_real a, ad_real b, ad_real c) { return ad__fma(a, b, c); }
 /* The value, as a double. */
 inline std::ostream &operator<<(std::ostream &o, ad_real x) { return o << x.v; }
 
+#else /* expressions */
+
+#include <cstring>
+#include <type_traits>
+
+/* Arguments up to which a statement's repeated operands are merged into one
+ * (a quadratic search at run time; a larger expression keeps one argument
+ * per operand, which is as right). */
+#ifndef AD__ET_MERGE_MAX
+#define AD__ET_MERGE_MAX 16u
+#endif
+
+/* Every expression type derives from ad__et<itself>. An operand of an
+ * expression is a node (an expression), a leaf (a reference to an ad_real) or a
+ * constant (a number): each has n, the ad_real leaves under it; val(), its
+ * value; put<K>(a, w, s), which writes its leaves to a[K..K+n) with their
+ * partials times s to w; and op(), which records it operation by operation. */
+struct ad__et_tag {};
+template <class E> inline ad_real ad__et_eval(const E &e);
+
+#define AD__ET_LVALUE_MESSAGE                                                                                          \
+  "ariadne.hpp: an expression of ad_real values kept in a variable (auto e = a * b;) or passed on as one refers to "  \
+  "temporaries that end with its statement, so it cannot be recorded later; write ad_real e = a * b; instead (its "  \
+  "value, ad_value(e), may be read)"
+
+template <class D> struct ad__et : ad__et_tag {
+  /* One statement: see ad__et_eval. Only where the expression is made: a
+   * named one (auto e = a * b) refers to temporaries that are gone. */
+  operator ad_real() const && { return ad__et_eval(static_cast<const D &>(*this)); }
+  operator ad_real() const & {
+    static_assert(sizeof(D) == 0, AD__ET_LVALUE_MESSAGE);
+    return ad_real(0.0);
+  }
+  /* The value, without recording, as ad_real's own explicit conversion. */
+  explicit operator double() const { return static_cast<const D &>(*this).val(); }
+};
+
+struct ad__et_leaf {
+  static const unsigned n = 1;
+  const ad_real &x;
+  explicit ad__et_leaf(const ad_real &a) : x(a) {}
+  double val() const { return x.v; }
+  template <unsigned K> void put(ad_real *a, double *w, double s) const {
+    a[K].i = x.i;
+    a[K].e = x.e;
+    w[K] = s;
+  }
+  bool live() const { return x.i != 0; }
+  ad_real op() const { return x; }
+};
+
+struct ad__et_const {
+  static const unsigned n = 0;
+  double c;
+  explicit ad__et_const(double v) : c(v) {}
+  double val() const { return c; }
+  template <unsigned K> void put(ad_real *, double *, double) const {}
+  bool live() const { return false; }
+  ad_real op() const { return ad__const(c); }
+};
+
+/* What a C++ type is as an operand: ours (ad_real or an expression), a
+ * number, or nothing. */
+template <class T>
+struct ad__et_is_ours
+    : std::integral_constant<bool, std::is_same<T, ad_real>::value || std::is_base_of<ad__et_tag, T>::value> {};
+template <class T>
+struct ad__et_is_operand
+    : std::integral_constant<bool, ad__et_is_ours<T>::value || std::is_arithmetic<T>::value || std::is_enum<T>::value> {
+};
+#define AD__ET_OPERAND_MESSAGE                                                                                         \
+  "ariadne.hpp: an operand of an ad_real operator or function must be an ad_real, an expression of ad_real values, "   \
+  "or an arithmetic type (int, double, ...); convert this operand to ad_real or double first"
+
+template <class T, class = void> struct ad__et_of {
+  typedef ad__et_const type;
+  static type make(const T &x) { return type(static_cast<double>(x)); }
+  static double value(const T &x) { return static_cast<double>(x); }
+};
+template <> struct ad__et_of<ad_real> {
+  typedef ad__et_leaf type;
+  static type make(const ad_real &x) { return type(x); }
+  static double value(const ad_real &x) { return x.v; }
+};
+template <class T> struct ad__et_of<T, typename std::enable_if<std::is_base_of<ad__et_tag, T>::value>::type> {
+  typedef T type;
+  static const T &make(const T &x) { return x; }
+  static double value(const T &x) { return x.val(); }
+};
+
+/* An operand that may be used: anything but a named expression (A is the
+ * deduced type of a forwarding reference). */
+template <class A>
+struct ad__et_fresh : std::integral_constant<bool, !(std::is_lvalue_reference<A>::value &&
+                                                     std::is_base_of<ad__et_tag, typename std::decay<A>::type>::value)> {
+};
+#define AD__ET_D(A) typename std::decay<A>::type
+
+/* Enabled where an operator or function is ours: one operand at least is. */
+template <class A, class B = double, class C = double>
+struct ad__et_enable : std::enable_if<ad__et_is_ours<AD__ET_D(A)>::value || ad__et_is_ours<AD__ET_D(B)>::value ||
+                                      ad__et_is_ours<AD__ET_D(C)>::value> {};
+
+/* A node of two operands: Op computes the value and both partials (a
+ * constant side's partial is computed only where it costs nothing). */
+/* How a node holds an operand: a leaf (a reference to the ad_real) and a
+ * constant by value, a node by reference (the temporary the operator made,
+ * which lives to the end of the full expression). */
+template <class T> struct ad__et_hold {
+  typedef typename std::conditional<std::is_base_of<ad__et_tag, T>::value, const T &, T>::type type;
+};
+
+template <class Op, class L, class R> struct ad__et_bin : ad__et<ad__et_bin<Op, L, R> > {
+  static const unsigned n = L::n + R::n;
+  typename ad__et_hold<L>::type l;
+  typename ad__et_hold<R>::type r;
+  double v, dl, dr;
+  ad__et_bin(const L &a, const R &b) : l(a), r(b) { Op::eval(l, r, v, dl, dr); }
+  double val() const { return v; }
+  template <unsigned K> void put(ad_real *a, double *w, double s) const {
+    l.template put<K>(a, w, s * dl);
+    r.template put<K + L::n>(a, w, s * dr);
+  }
+  bool live() const { return l.live() || r.live(); }
+  ad_real op() const { return Op::rec(l.op(), r.op()); }
+};
+
+/* A node of one operand: F has the value and the derivative. */
+template <class F, class A> struct ad__et_un : ad__et<ad__et_un<F, A> > {
+  static const unsigned n = A::n;
+  typename ad__et_hold<A>::type a;
+  double v, d;
+  explicit ad__et_un(const A &x) : a(x) {
+    double y = a.val();
+    v = F::val(y);
+    d = F::d(y, v);
+  }
+  double val() const { return v; }
+  template <unsigned K> void put(ad_real *to, double *w, double s) const { a.template put<K>(to, w, s * d); }
+  bool live() const { return a.live(); }
+  ad_real op() const { return F::rec(a.op()); }
+};
+
+/* fma(a, b, c), the one function of three operands. */
+template <class A, class B, class C> struct ad__et_fma : ad__et<ad__et_fma<A, B, C> > {
+  static const unsigned n = A::n + B::n + C::n;
+  typename ad__et_hold<A>::type a;
+  typename ad__et_hold<B>::type b;
+  typename ad__et_hold<C>::type c;
+  double v;
+  ad__et_fma(const A &x, const B &y, const C &z) : a(x), b(y), c(z), v(::fma(x.val(), y.val(), z.val())) {}
+  double val() const { return v; }
+  template <unsigned K> void put(ad_real *to, double *w, double s) const {
+    a.template put<K>(to, w, s * b.val());
+    b.template put<K + A::n>(to, w, s * a.val());
+    c.template put<K + A::n + B::n>(to, w, s);
+  }
+  bool live() const { return a.live() || b.live() || c.live(); }
+  ad_real op() const { return ad__fma(a.op(), b.op(), c.op()); }
+};
+
+/* Merge repeated leaves: the first occurrence takes the sum of the partials,
+ * the others become passive (dropped when written). With `epochs`, a leaf
+ * is the same only with the same recording epoch too (on the library's
+ * path, where a stale handle must still be seen). */
+/* Unrolled, the comparisons are register compares at fixed places (one
+ * third fewer instructions for the heat cell's nine leaves). */
+#if defined(__GNUC__) && !defined(__INTEL_COMPILER)
+#define AD__ET_UNROLL _Pragma("GCC unroll 16")
+#else
+#define AD__ET_UNROLL
+#endif
+template <unsigned N> inline void ad__et_merge(ad_real *a, double *w, bool epochs) {
+  if (N < 2 || N > AD__ET_MERGE_MAX) return;
+  AD__ET_UNROLL
+  for (unsigned j = 1; j < N; j++) {
+    ad_index h = a[j].i;
+    if (h == 0) continue;
+    AD__ET_UNROLL
+    for (unsigned k = 0; k < j; k++)
+      if (a[k].i == h && (!epochs || a[k].e == a[j].e)) {
+        w[k] += w[j];
+        a[j].i = 0;
+        break;
+      }
+  }
+}
+
+/* The library's path: a new block, a preaccumulation region, a stale
+ * handle, no recording, more arguments than a statement takes. */
+template <unsigned N> AD__NOINLINE ad_real ad__et_slow(double v, ad_real *a, double *w) {
+  ad__et_merge<N>(a, w, true);
+  return ad__custom_n(v, N, a, w);
+}
+
+/* The statement of an expression: its leaves (a[k].i and a[k].e; a[k].v is
+ * not needed) with their partials, repeated ones merged, passive ones
+ * dropped; the fast path of ad_custom, specialised for a count known at
+ * compile time. A partial that is not finite sends the expression operation
+ * by operation (e.op()). */
+template <unsigned N, class E> inline ad_real ad__et_record(const E &e, ad_real *a, double *w) {
+  ad__recorder *R = ad__rec;
+  uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
+  uint64_t stale = 0, bad = 0;
+  for (unsigned k = 0; k < N; k++) {
+    stale |= (uint64_t)AD__STALE(a[k], ep);
+    /* A partial is not finite where its exponent bits are all set: adding
+     * one to the exponent then carries into bit 63. An integer test: a
+     * chain of floating-point sums would be as long as the expression. */
+    uint64_t b;
+    std::memcpy(&b, &w[k], sizeof b);
+    bad |= (b & 0x7ff0000000000000u) + 0x0010000000000000u;
+  }
+  if (AD__UNLIKELY(bad >> 63)) return e.op();
+  if (AD__UNLIKELY(N > AD__MAX_ARGS || na + N > R->lim || stale != 0)) return ad__et_slow<N>(e.val(), a, w);
+  ad__et_merge<N>(a, w, false);
+  ad_index *idx = R->idx;
+  double *par = R->par + np; /* partials advance with arguments */
+  uint32_t m = na;
+  for (unsigned k = 0; k < N; k++) {
+    idx[m] = a[k].i;
+    par[m - na] = w[k];
+    m += (a[k].i != 0);
+  }
+  if (m == na) return ad__const(e.val());
+  return ad__emit(R, e.val(), ns, na, m, np + (m - na), AD__KIND_GENERAL);
+}
+
+template <class E> inline ad_real ad__et_eval(const E &e) {
+  const unsigned N = E::n > 0 ? E::n : 1;
+  ad_real a[N];
+  double w[N];
+  if (E::n == 0) return ad__const(e.val());
+  e.template put<0>(a, w, 1.0);
+  return ad__et_record<N>(e, a, w);
+}
+
+/* The operations of two operands. */
+struct ad__et_add {
+  template <class L, class R> static void eval(const L &l, const R &r, double &v, double &dl, double &dr) {
+    v = l.val() + r.val();
+    dl = 1.0;
+    dr = 1.0;
+  }
+  static ad_real rec(ad_real a, ad_real b) { return ad__add(a, b); }
+};
+struct ad__et_sub {
+  template <class L, class R> static void eval(const L &l, const R &r, double &v, double &dl, double &dr) {
+    v = l.val() - r.val();
+    dl = 1.0;
+    dr = -1.0;
+  }
+  static ad_real rec(ad_real a, ad_real b) { return ad__sub(a, b); }
+};
+struct ad__et_mul {
+  template <class L, class R> static void eval(const L &l, const R &r, double &v, double &dl, double &dr) {
+    v = l.val() * r.val();
+    dl = r.val();
+    dr = l.val();
+  }
+  static ad_real rec(ad_real a, ad_real b) { return ad__mul(a, b); }
+};
+struct ad__et_div {
+  template <class L, class R> static void eval(const L &l, const R &r, double &v, double &dl, double &dr) {
+    v = l.val() / r.val();
+    ad__d_div(r.val(), v, &dl, &dr);
+  }
+  static ad_real rec(ad_real a, ad_real b) { return ad__div(a, b); }
+};
+struct ad__et_atan2 {
+  template <class L, class R> static void eval(const L &l, const R &r, double &v, double &dl, double &dr) {
+    v = ::atan2(l.val(), r.val());
+    ad__d_atan2(l.val(), r.val(), &dl, &dr);
+  }
+  static ad_real rec(ad_real a, ad_real b) { return ad__atan2(a, b); }
+};
+/* As ad_pow: each partial only where its side is active (a log saved). */
+struct ad__et_pow {
+  template <class L, class R> static void eval(const L &l, const R &r, double &v, double &dl, double &dr) {
+    v = ::pow(l.val(), r.val());
+    dl = L::n > 0 && l.live() ? ad__d_pow_a(l.val(), r.val()) : 0.0;
+    dr = R::n > 0 && r.live() ? ad__d_pow_b(l.val(), v) : 0.0;
+  }
+  static ad_real rec(ad_real a, ad_real b) { return ad__pow(a, b); }
+};
+struct ad__et_hypot {
+  template <class L, class R> static void eval(const L &l, const R &r, double &v, double &dl, double &dr) {
+    v = ::hypot(l.val(), r.val());
+    ad__d_hypot(l.val(), r.val(), v, &dl, &dr);
+  }
+  static ad_real rec(ad_real a, ad_real b) { return ad__hypot(a, b); }
+};
+struct ad__et_fmod {
+  template <class L, class R> static void eval(const L &l, const R &r, double &v, double &dl, double &dr) {
+    v = ::fmod(l.val(), r.val());
+    dl = 1.0;
+    dr = R::n > 0 ? ad__d_fmod_b(l.val(), r.val()) : 0.0;
+  }
+  static ad_real rec(ad_real a, ad_real b) { return ad__fmod(a, b); }
+};
+/* fmin/fmax: the partial follows the operand whose value is returned, as
+ * ad_fmin/ad_fmax; the other gets 0. */
+struct ad__et_fmin {
+  template <class L, class R> static void eval(const L &l, const R &r, double &v, double &dl, double &dr) {
+    int first = ad__fmin_first(l.val(), r.val());
+    v = first ? l.val() : r.val();
+    dl = first ? 1.0 : 0.0;
+    dr = first ? 0.0 : 1.0;
+  }
+  static ad_real rec(ad_real a, ad_real b) { return ad__fmin(a, b); }
+};
+struct ad__et_fmax {
+  template <class L, class R> static void eval(const L &l, const R &r, double &v, double &dl, double &dr) {
+    int first = ad__fmax_first(l.val(), r.val());
+    v = first ? l.val() : r.val();
+    dl = first ? 1.0 : 0.0;
+    dr = first ? 0.0 : 1.0;
+  }
+  static ad_real rec(ad_real a, ad_real b) { return ad__fmax(a, b); }
+};
+
+/* The node an operator builds from its operands; with an operand that is
+ * not one, the static assertion in the operator speaks and this gives a
+ * plain ad_real, so that nothing else is reported. */
+template <class Op, class A, class B, bool ok = ad__et_is_operand<A>::value &&ad__et_is_operand<B>::value>
+struct ad__et_bin_of {
+  typedef ad__et_bin<Op, typename ad__et_of<A>::type, typename ad__et_of<B>::type> type;
+  static type make(const A &a, const B &b) { return type(ad__et_of<A>::make(a), ad__et_of<B>::make(b)); }
+};
+template <class Op, class A, class B> struct ad__et_bin_of<Op, A, B, false> {
+  typedef ad_real type;
+  static type make(const A &, const B &) { return ad_real(0.0); }
+};
+
+#define AD__ET_BINARY(name, Op)                                                                                        \
+  template <class A, class B, class = typename ad__et_enable<A, B>::type>                                              \
+  inline typename ad__et_bin_of<Op, AD__ET_D(A), AD__ET_D(B)>::type name(A &&a, B &&b) {                               \
+    static_assert(ad__et_is_operand<AD__ET_D(A)>::value && ad__et_is_operand<AD__ET_D(B)>::value,                      \
+                  AD__ET_OPERAND_MESSAGE);                                                                             \
+    static_assert(ad__et_fresh<A>::value && ad__et_fresh<B>::value, AD__ET_LVALUE_MESSAGE);                            \
+    return ad__et_bin_of<Op, AD__ET_D(A), AD__ET_D(B)>::make(a, b);                                                    \
+  }
+AD__ET_BINARY(operator+, ad__et_add)
+AD__ET_BINARY(operator-, ad__et_sub)
+AD__ET_BINARY(operator*, ad__et_mul)
+AD__ET_BINARY(operator/, ad__et_div)
+AD__ET_BINARY(atan2, ad__et_atan2)
+AD__ET_BINARY(pow, ad__et_pow)
+AD__ET_BINARY(hypot, ad__et_hypot)
+AD__ET_BINARY(fmod, ad__et_fmod)
+AD__ET_BINARY(fmin, ad__et_fmin)
+AD__ET_BINARY(fmax, ad__et_fmax)
+#undef AD__ET_BINARY
+
+template <class A, class B, class C> struct ad__et_fma_of {
+  typedef ad__et_of<AD__ET_D(A)> OA;
+  typedef ad__et_of<AD__ET_D(B)> OB;
+  typedef ad__et_of<AD__ET_D(C)> OC;
+  typedef ad__et_fma<typename OA::type, typename OB::type, typename OC::type> type;
+};
+template <class A, class B, class C, class = typename ad__et_enable<A, B, C>::type>
+inline typename ad__et_fma_of<A, B, C>::type fma(A &&a, B &&b, C &&c) {
+  static_assert(ad__et_is_operand<AD__ET_D(A)>::value && ad__et_is_operand<AD__ET_D(B)>::value &&
+                    ad__et_is_operand<AD__ET_D(C)>::value,
+                AD__ET_OPERAND_MESSAGE);
+  static_assert(ad__et_fresh<A>::value && ad__et_fresh<B>::value && ad__et_fresh<C>::value, AD__ET_LVALUE_MESSAGE);
+  typedef ad__et_fma_of<A, B, C> f;
+  return typename f::type(f::OA::make(a), f::OB::make(b), f::OC::make(c));
+}
+
+/* The functions of one operand, from ariadne.h's list (the same
+ * derivatives), and negation. */
+struct ad__et_neg {
+  static double val(double x) { return -x; }
+  static double d(double, double) { return -1.0; }
+  static ad_real rec(ad_real a) { return ad__neg(a); }
+};
+template <class F, class A> struct ad__et_un_of {
+  typedef ad__et_of<AD__ET_D(A)> O;
+  typedef ad__et_un<F, typename O::type> type;
+  static type make(const AD__ET_D(A) & a) {
+    static_assert(ad__et_fresh<A>::value, AD__ET_LVALUE_MESSAGE);
+    return type(O::make(a));
+  }
+};
+template <class A, class = typename ad__et_enable<A>::type>
+inline typename ad__et_un_of<ad__et_neg, A>::type operator-(A &&a) {
+  return ad__et_un_of<ad__et_neg, A>::make(a);
+}
+template <class A, class = typename ad__et_enable<A>::type> inline AD__ET_D(A) operator+(A &&a) {
+  static_assert(ad__et_fresh<A>::value, AD__ET_LVALUE_MESSAGE);
+  return a;
+}
+
+#define AD__ET_UNARY(name, derivative)                                                                                 \
+  struct ad__et_f_##name {                                                                                             \
+    static double val(double x) { return ::name(x); }                                                                  \
+    static double d(double x, double r) { return ad__d_##name(x, r); }                                                 \
+    static ad_real rec(ad_real a) { return ad__##name(a); }                                                            \
+  };                                                                                                                   \
+  template <class A, class = typename ad__et_enable<A>::type>                                                          \
+  inline typename ad__et_un_of<ad__et_f_##name, A>::type name(A &&a) {                                                 \
+    return ad__et_un_of<ad__et_f_##name, A>::make(a);                                                                  \
+  }
+AD__UNARY_MATH(AD__ET_UNARY)
+#undef AD__ET_UNARY
+template <class A, class = typename ad__et_enable<A>::type>
+inline typename ad__et_un_of<ad__et_f_fabs, A>::type abs(A &&a) {
+  return ad__et_un_of<ad__et_f_fabs, A>::make(a);
+}
+
+/* Piecewise constant: derivative 0, so the result is a passive ad_real. */
+#define AD__ET_STEP(name)                                                                                              \
+  template <class A, class = typename ad__et_enable<A>::type> inline ad_real name(const A &a) {                        \
+    return ad__const(::name(ad__et_of<AD__ET_D(A)>::value(a)));                                                        \
+  }
+AD__ET_STEP(floor)
+AD__ET_STEP(ceil)
+AD__ET_STEP(round)
+AD__ET_STEP(trunc)
+#undef AD__ET_STEP
+
+/* Compound assignment: one statement, a = a op b. */
+#define AD__ET_COMPOUND(name, op)                                                                                      \
+  template <class B> inline ad_real &name(ad_real &a, B &&b) {                                                         \
+    static_assert(ad__et_is_operand<AD__ET_D(B)>::value, AD__ET_OPERAND_MESSAGE);                                      \
+    static_assert(ad__et_fresh<B>::value, AD__ET_LVALUE_MESSAGE);                                                      \
+    return a = ad_real(ad__et_bin_of<op, ad_real, AD__ET_D(B)>::make(a, b));                                           \
+  }
+AD__ET_COMPOUND(operator+=, ad__et_add)
+AD__ET_COMPOUND(operator-=, ad__et_sub)
+AD__ET_COMPOUND(operator*=, ad__et_mul)
+AD__ET_COMPOUND(operator/=, ad__et_div)
+#undef AD__ET_COMPOUND
+
+/* Comparisons of values. */
+#define AD__ET_COMPARE(name, op)                                                                                       \
+  template <class A, class B, class = typename ad__et_enable<A, B>::type> inline bool name(const A &a, const B &b) {   \
+    static_assert(ad__et_is_operand<A>::value && ad__et_is_operand<B>::value, AD__ET_OPERAND_MESSAGE);                 \
+    return ad__et_of<A>::value(a) op ad__et_of<B>::value(b);                                                           \
+  }
+AD__ET_COMPARE(operator==, ==)
+AD__ET_COMPARE(operator!=, !=)
+AD__ET_COMPARE(operator<, <)
+AD__ET_COMPARE(operator<=, <=)
+AD__ET_COMPARE(operator>, >)
+AD__ET_COMPARE(operator>=, >=)
+#undef AD__ET_COMPARE
+
+/* The value, as a double (an expression is not recorded), and ad_value. */
+template <class A, class = typename ad__et_enable<A>::type>
+inline std::ostream &operator<<(std::ostream &o, const A &x) {
+  return o << ad__et_of<A>::value(x);
+}
+template <class D> inline double ad__val(const ad__et<D> &x) { return static_cast<const D &>(x).val(); }
+
+#endif /* ARIADNE_CXX_PER_OPERATION */
 #endif /* ARIADNE_PASSIVE */
 
 #endif /* ARIADNE_HPP */
