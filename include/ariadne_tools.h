@@ -96,6 +96,19 @@ typedef struct ad_check_result {
   int passed;                       /* every comparison within its tolerance */
   size_t nworst;
   ad_check_entry worst[AD_CHECK_TABLE];
+  /* Why: which comparisons failed, in words, as the report's last line
+   * prints it ("" when everything passed). */
+  char verdict[400];
+  /* Only the tangent against differences along xdot failed, while the
+   * columns and the dot-product test agree: the sweeps are consistent and f
+   * is probably not differentiable at x0 (a kink: fabs, fmin/fmax, a
+   * branch). Move the point and check again. */
+  int kink;
+  /* Non-finite numbers met (a NaN or infinite value of f, derivative,
+   * difference, tangent or adjoint): each one fails the check. `nonfinite_at`
+   * says where the first came from (on this rank; "" if none). */
+  size_t nonfinite;
+  char nonfinite_at[200];
 } ad_check_result;
 
 void ad_check_options_default(ad_check_options *o);
