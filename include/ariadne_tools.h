@@ -139,12 +139,23 @@ typedef enum ad_dump_format {
 #ifndef ARIADNE_PASSIVE
 /* Write `tape` (recorded, not necessarily swept) to `out` in `format`. Meant
  * for small tapes: every statement is a line (a node). The text lines are
- *   %H = input
- *   %H = P*%A + P*%B ...          (a statement: partials times arguments)
+ *   %H = input                            [# NOTES]
+ *   %H = output of record R               [# NOTES]
+ *   %H = [OP:] P*%A + P*%B ...            [# NOTES]  (partials times arguments)
  *   record R after %H: NAME: DESCRIPTION
- * where the description of a record lists key=value fields: in= and out=
- * handle lists, and for MPI records the kind, partner, tag, count and
- * communicator. Returns AD_OK, AD_ERR_ARG or AD_ERR_IO. */
+ * and lines starting with '#' are comments. OP is the operation ("ad_mul",
+ * "ad_stmt_end") and NOTES (after three spaces and "# ", separated by "; ")
+ * hold "value V", when the tape recorded names and values
+ * (ad_tape_set_record_names, ARIADNE_RECORD_NAMES=1, or the finite check);
+ * the kind of a statement without stored partials ("plus", "diff", "minus",
+ * explained when no name is known); and "output" for a statement that no
+ * later statement or record uses ("unused" for such an input). The
+ * description of a record lists key=value fields: in= and out= handle lists,
+ * and for MPI records the kind, partner, tag, count and communicator. In the
+ * graph, a node's label holds the handle, the operation (or the kind) and
+ * the value when known; inputs are blue boxes and outputs are drawn with a
+ * double green border. Returns AD_OK, AD_ERR_ARG, AD_ERR_NOMEM or
+ * AD_ERR_IO. */
 int ad_tape_dump(const ad_tape *tape, FILE *out, ad_dump_format format);
 /* The same into the file `path` (created or replaced). */
 int ad_tape_dump_path(const ad_tape *tape, const char *path, ad_dump_format format);
