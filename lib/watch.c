@@ -146,6 +146,7 @@ int ad__watch_value(ad_tape *t, const char *op, double v, uint32_t n, const ad_r
 
 int ad__watch_input(ad_tape *t, double v, const char *op) {
   const char *name = op ? op : t->watch_rec ? t->watch_rec : "ad_input";
+  if (op) t->watch_rec = NULL; /* a record's outputs come right after it */
   if (t->check_finite && !isfinite(v)) {
     ad__fail(t, AD_ERR_NONFINITE,
              "%s: a value entering the tape is %g, at what would be statement %%%llu%s",
