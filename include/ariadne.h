@@ -439,6 +439,7 @@ typedef struct ad__recorder {
   uint64_t records;    /* special records pushed so far */
   double *fwd_rows;    /* rows of forward propagation in a region (see ad__fwd_row) */
   uint32_t fwd_cap;    /* values they have room for */
+  uint32_t fwd_lim;    /* values the inline region path may issue: fwd_cap, or 0 on a watching tape */
 } ad__recorder;
 
 #if defined(__GNUC__)
@@ -606,11 +607,12 @@ static inline AD__ALWAYS_INLINE ad_real ad__fwd_issue(const ad__recorder *R, dou
   return r;
 }
 
-/* 1 if an operation can take the inline path: room for a row. */
-static inline AD__ALWAYS_INLINE int ad__fwd_ok(const ad__recorder *R) { return ad__reg.nloc < R->fwd_cap; }
+/* 1 if an operation can take the inline path: room for a row (and a tape
+ * that does not watch its recording: fwd_lim is then 0, so that the test
+ * the inline path makes anyway sends every operation to the library). */
+static inline AD__ALWAYS_INLINE int ad__fwd_ok(const ad__recorder *R) { return ad__reg.nloc < R->fwd_lim; }
 
 static AD__NOINLINE ad_real ad__fwd_op1(ad__recorder *R, double v, ad_real a, double da, const char *op) {
-  if (AD__UNLIKELY(R->fwd != AD__FWD_REGION)) return ad__fwd1(R, v, a, da, op); /* a watching tape */
   const double *ra;
   if (ad__fwd_ok(R) && (ra = ad__fwd_row(R, a)) != (const double *)0 && ad__fwd_fill(R, ra, da, (const double *)0, 0.0))
     return ad__fwd_issue(R, v);
@@ -620,7 +622,6 @@ static AD__NOINLINE ad_real ad__fwd_op1(ad__recorder *R, double v, ad_real a, do
 /* A passive side (often a constant the compiler sees) costs nothing. */
 static AD__NOINLINE ad_real ad__fwd_op2(ad__recorder *R, double v, ad_real a, double da, ad_real b, double db,
                                         const char *op) {
-  if (AD__UNLIKELY(R->fwd != AD__FWD_REGION)) return ad__fwd2(R, v, a, da, b, db, op);
   if (a.i == 0) return ad__fwd_op1(R, v, b, db, op);
   if (b.i == 0) return ad__fwd_op1(R, v, a, da, op);
   const double *ra, *rb;
@@ -633,7 +634,6 @@ static AD__NOINLINE ad_real ad__fwd_op2(ad__recorder *R, double v, ad_real a, do
 /* a + b and a - b: rows added or subtracted, no products. */
 static AD__NOINLINE ad_real ad__fwd_op_pm(ad__recorder *R, double v, ad_real a, ad_real b, int minus, const char *op) {
   double db = minus ? -1.0 : 1.0;
-  if (AD__UNLIKELY(R->fwd != AD__FWD_REGION)) return ad__fwd2(R, v, a, 1.0, b, db, op);
   if (a.i == 0) return ad__fwd_op1(R, v, b, db, op);
   if (b.i == 0) return ad__fwd_op1(R, v, a, 1.0, op);
   const double *ra, *rb;

@@ -173,6 +173,7 @@ static int fwd_grow(ad__recorder *R, size_t need) {
   if (ad__grow_to(t, &a, &c, (AD__FWD_FIRST + vals) * FWD, sizeof(double)) != AD_OK) return 0;
   R->fwd_rows = a;
   R->fwd_cap = (uint32_t)vals;
+  R->fwd_lim = (R->fwd & AD__FWD_WATCH) ? 0 : R->fwd_cap;
   for (unsigned k = 0; k < FWD; k++) R->fwd_rows[k * FWD + k] = 1.0; /* the rest is zero */
   return 1;
 }

@@ -26,6 +26,9 @@ void ad__watch_arm(ad_tape *t) {
     t->rec.fwd |= AD__FWD_WATCH;
   else
     t->rec.fwd &= ~AD__FWD_WATCH;
+  /* The inline region path then finds no room and hands every operation
+   * of a region to the library too. */
+  t->rec.fwd_lim = (t->rec.fwd & AD__FWD_WATCH) ? 0 : t->rec.fwd_cap;
   ad__recorder_arm(t);
 }
 
