@@ -148,8 +148,9 @@ typedef enum ad_dump_format {
  * hold "value V", when the tape recorded names and values
  * (ad_tape_set_record_names, ARIADNE_RECORD_NAMES=1, or the finite check);
  * the kind of a statement without stored partials ("plus", "diff", "minus",
- * explained when no name is known); and "output" for a statement that no
- * later statement or record uses ("unused" for such an input). The
+ * explained at its first statement when no name is known); and "output"
+ * for a statement that no later statement or record uses ("unused" for such
+ * an input). The
  * description of a record lists key=value fields: in= and out= handle lists,
  * and for MPI records the kind, partner, tag, count and communicator. In the
  * graph, a node's label holds the handle, the operation (or the kind) and

@@ -59,6 +59,7 @@ typedef struct walker {
   /* handles some later statement or record uses (NULL if out of memory) */
   uint8_t *used;
   size_t nused;
+  int explained[4]; /* a kind's note is written out at its first statement */
   /* handles made by records (their out= lists), as ranges */
   struct {
     uint64_t lo, hi;
@@ -241,7 +242,11 @@ static void statement_out(walker *w, ad_index h, uint32_t c, uint32_t kind, cons
     /* "   # value V; what the kind is; output", each part when known */
     int notes = 0;
     if (name) fprintf(w->out, "%svalue %.17g", notes++ ? "; " : "   # ", v);
-    if (c && kind != AD__KIND_GENERAL) fprintf(w->out, "%s%s", notes++ ? "; " : "   # ", name ? kind_names[kind] : kind_notes[kind]);
+    if (c && kind != AD__KIND_GENERAL) {
+      int explain = !name && !w->explained[kind];
+      w->explained[kind] |= explain;
+      fprintf(w->out, "%s%s", notes++ ? "; " : "   # ", explain ? kind_notes[kind] : kind_names[kind]);
+    }
     if (output) fprintf(w->out, "%s%s", notes++ ? "; " : "   # ", c == 0 && from < 0 ? "unused" : "output");
     fputc('\n', w->out);
   } else if (w->format == AD_DUMP_DOT) {
