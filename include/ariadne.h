@@ -238,9 +238,10 @@ void ad_tape_set_memory_limit(ad_tape *tape, size_t bytes);
  * an external function's output, a received MPI value), sets the sticky error
  * AD_ERR_NONFINITE naming the operation, its arguments and the handle it
  * would have made; recording stops there, as for any sticky error. A reverse
- * sweep (ad_reverse, ad_reverse_to, ad_gradient) runs to its end and then
- * returns AD_ERR_NONFINITE, its message naming the first statement whose
- * adjoint became non-finite and its operation. The check implies
+ * sweep (ad_reverse, ad_reverse_to, ad_gradient, which fills g all the
+ * same) runs to its end and then returns AD_ERR_NONFINITE, its message
+ * naming the first statement whose adjoint became non-finite and its
+ * operation. The check implies
  * ad_tape_set_record_names. Cost: nothing while off; while on, every
  * operation is recorded by the library's general path (docs/debugging.md
  * gives the measured factor). Takes effect for what is recorded next. */
