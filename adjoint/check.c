@@ -76,7 +76,8 @@ static int agree(const ad__check_env *env, int bad) {
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-static void nonfinite(ad_check_result *res, const char *fmt, ...) {
+static void
+nonfinite(ad_check_result *res, const char *fmt, ...) {
   if (res->nonfinite++ > 0) return;
   va_list ap;
   va_start(ap, fmt);
@@ -124,8 +125,9 @@ static void verdict(const ad_check_options *o, ad_check_result *res) {
       k += (size_t)snprintf(v + k, size - k, "%sthe tangent against central differences along xdot (err/tol %.2g)",
                             k ? "; " : "", res->tangent_rel);
     if (dot && k < size)
-      snprintf(v + k, size - k, ": the reverse and tangent sweeps disagree, a wrong hand-written adjoint or tangent "
-                                "(an external function's callback)");
+      snprintf(v + k, size - k,
+               ": the reverse and tangent sweeps disagree, a wrong hand-written adjoint or tangent "
+               "(an external function's callback)");
   }
 }
 
@@ -350,8 +352,9 @@ int ad__check_run(const ad__check_env *env, ad_check_fn f, void *ud, size_t n, c
       for (size_t j = 0; j < m; j++) {
         double fd = (yp[j] - ym[j]) / hw[0], diff = fabs(adc[j] - fd);
         if (!isfinite(fd) && si == o.nsteps - 1 && !isfinite(e[j].fd))
-          nonfinite(res, "the central difference of output %zu along input %zu is %g at every step (f(x0 + h e) = %g, "
-                         "f(x0 - h e) = %g at h = %g)",
+          nonfinite(res,
+                    "the central difference of output %zu along input %zu is %g at every step (f(x0 + h e) = %g, "
+                    "f(x0 - h e) = %g at h = %g)",
                     j, col, fd, yp[j], ym[j], o.steps[si]);
         double err = diff / (o.rtol * fmax(fabs(adc[j]), fabs(fd)) + res->atol);
         if (isnan(err)) err = INFINITY; /* a NaN difference or derivative fails */

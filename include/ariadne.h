@@ -56,7 +56,7 @@ extern "C" {
   X(AD_ERR_PASSIVE_BUILD, -10, "not available in a passive (ARIADNE_PASSIVE) build")                                   \
   X(AD_ERR_IO, -11, "I/O error")                                                                                       \
   X(AD_ERR_CORRUPT, -12, "corrupt or foreign data")                                                                    \
-  X(AD_ERR_CHECK, -13, "derivative check failed: the tape disagrees with finite differences or its tangent")          \
+  X(AD_ERR_CHECK, -13, "derivative check failed: the tape disagrees with finite differences or its tangent")           \
   X(AD_ERR_NONFINITE, -14, "non-finite value, partial or adjoint (the tape's finite check)")
 
 /* clang-format off */

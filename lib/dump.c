@@ -259,7 +259,9 @@ static void statement_out(walker *w, ad_index h, uint32_t c, uint32_t kind, cons
     else
       snprintf(what, sizeof what, "%s", name ? name : kind_words[kind]);
     fprintf(w->out, "  n%llu [%s%slabel=\"%%%llu\\n", (unsigned long long)h,
-            c == 0 && from < 0 ? "shape=box, style=filled, fillcolor=lightblue, " : c == 0 ? "shape=box, " : "",
+            c == 0 && from < 0 ? "shape=box, style=filled, fillcolor=lightblue, "
+            : c == 0           ? "shape=box, "
+                               : "",
             output ? "peripheries=2, color=darkgreen, " : "", (unsigned long long)h);
     dot_text(w->out, what);
     if (name) fprintf(w->out, "\\n= %.6g", v);

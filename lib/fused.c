@@ -586,9 +586,8 @@ void ad_stmt_end_n(size_t m, ad_real *results) {
   for (size_t i = 0; i < m; i++) {
     ad_real r = results[i];
     if (cnt[i] == keep) continue;
-    results[i] =
-        cnt[i] ? emit(R, r.v, cnt[i], t->sc_idx + off, t->sc_par + off, "ad_stmt_end_n")
-               : ad__new_value(t, r.v, "ad_stmt_end_n");
+    results[i] = cnt[i] ? emit(R, r.v, cnt[i], t->sc_idx + off, t->sc_par + off, "ad_stmt_end_n")
+                        : ad__new_value(t, r.v, "ad_stmt_end_n");
     off += cnt[i];
   }
 }

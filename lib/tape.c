@@ -642,7 +642,8 @@ static const ad__lineage *lineage_of(const ad_tape *t, uint32_t e) {
 int ad__handle_live(const ad_tape *t, ad_index i, uint32_t e) {
   /* A value of a region that propagates forward, handed to a call that reads
    * handles (drivers, external functions, checkpointing): record the region. */
-  if (AD__UNLIKELY(t->rec.fwd & AD__FWD_REGION) && e == t->rec.epoch && i > t->rec.next) ad__region_spill((ad_tape *)(uintptr_t)t);
+  if (AD__UNLIKELY(t->rec.fwd & AD__FWD_REGION) && e == t->rec.epoch && i > t->rec.next)
+    ad__region_spill((ad_tape *)(uintptr_t)t);
   if (e == t->rec.epoch) return i <= t->rec.next;
   const ad__lineage *l = lineage_of(t, e);
   return l && i > l->start && i <= l->cut;

@@ -140,8 +140,8 @@ int ad__watch_value(ad_tape *t, const char *op, double v, uint32_t n, const ad_r
   }
   /* Inside a region that propagates forward, values are numbered after
    * the region's start (see ad__fwd_issue). */
-  ad_index next = (t->rec.fwd & AD__FWD_REGION) && ad__reg.rec == &t->rec ? ad__reg.start + 1 + ad__reg.nloc
-                                                                          : t->rec.next + 1;
+  ad_index next =
+      (t->rec.fwd & AD__FWD_REGION) && ad__reg.rec == &t->rec ? ad__reg.start + 1 + ad__reg.nloc : t->rec.next + 1;
   ad__fail(t, AD_ERR_NONFINITE, "%s: %s, at what would be statement %%%llu%s%s", op, what, (unsigned long long)next,
            list[0] ? "; arguments " : "", list);
   return 0;
@@ -151,9 +151,8 @@ int ad__watch_input(ad_tape *t, double v, const char *op) {
   const char *name = op ? op : t->watch_rec ? t->watch_rec : "ad_input";
   if (op) t->watch_rec = NULL; /* a record's outputs come right after it */
   if (t->check_finite && !isfinite(v)) {
-    ad__fail(t, AD_ERR_NONFINITE,
-             "%s: a value entering the tape is %g, at what would be statement %%%llu%s",
-             name, shown(v), (unsigned long long)t->rec.next + 1, op ? "" : " (an output of the record)");
+    ad__fail(t, AD_ERR_NONFINITE, "%s: a value entering the tape is %g, at what would be statement %%%llu%s", name,
+             shown(v), (unsigned long long)t->rec.next + 1, op ? "" : " (an output of the record)");
     return 0;
   }
   ad__watch_note(t, t->rec.next + 1, name, v);

@@ -80,8 +80,9 @@ static void test_recording(void) {
     body_fn body;
     const char *want; /* in the message */
   } cases[] = {
-      {"sqrt at 0", sqrt_at_0, "ad_sqrt: the partial with respect to argument 1 is inf (the value is 0), at what would "
-                               "be statement %4; arguments %1 = 0 (ad_input)"},
+      {"sqrt at 0", sqrt_at_0,
+       "ad_sqrt: the partial with respect to argument 1 is inf (the value is 0), at what would "
+       "be statement %4; arguments %1 = 0 (ad_input)"},
       {"log(-1)", log_of_neg, "ad_log: the value is nan, at what would be statement %4; arguments %2 = -1"},
       {"1/0", div_by_0, "ad_div: the value is inf"},
       {"overflowing product", mul_overflow, "ad_mul: the value is inf, at what would be statement %6"},
@@ -110,7 +111,7 @@ static void test_recording(void) {
 /* f(x) = sum of every recording path on finite values, gradient in closed
  * form: the check on records the same derivatives. */
 static ad_real paths(const ad_real *x) {
-  ad_real a = ad_mul(ad_sin(x[0]), x[1]);            /* inline */
+  ad_real a = ad_mul(ad_sin(x[0]), x[1]); /* inline */
   ad_stmt_begin();
   ad_real r = ad_stmt_end(ad_add(ad_mul(x[0], x[0]), ad_exp(x[2]))); /* a region */
   double p[2] = {2.0, -1.0};

@@ -12,8 +12,8 @@ int main(int argc, char **argv) {
   ad_tape_set_check_finite(t, mt_rank != 0);
   ad_tape_begin(t);
   ad_real x = ad_input(mt_rank == 0 ? NAN : 1.0 + mt_rank), y = ad_const(0.0);
-  int rc = ad_mpi_sendrecv(&x, 1, AD_MPI_REAL, right, 7, &y, 1, AD_MPI_REAL, left, 7, MPI_COMM_WORLD,
-                           MPI_STATUS_IGNORE);
+  int rc =
+      ad_mpi_sendrecv(&x, 1, AD_MPI_REAL, right, 7, &y, 1, AD_MPI_REAL, left, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   ad_tape_end(t);
   int gets_nan = left == 0 && mt_rank != 0;
   MT_CHECK(left == 0 ? isnan(ad_value(y)) : ad_value(y) == 1.0 + left);
