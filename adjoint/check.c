@@ -6,6 +6,7 @@
  * reductions are the identity (see ad__check_env). */
 #include <float.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,66 @@ static int agree(const ad__check_env *env, int bad) {
   return v[0] != 0.0;
 }
 
+/* A non-finite number met in a comparison: counted, and the first one's
+ * origin kept in words. Each one fails the check. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void
+nonfinite(ad_check_result *res, const char *fmt, ...) {
+  if (res->nonfinite++ > 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(res->nonfinite_at, sizeof res->nonfinite_at, fmt, ap);
+  va_end(ap);
+  /* A NaN's sign means nothing: "-nan" reads as "nan". */
+  for (char *p = res->nonfinite_at; (p = strstr(p, "-nan")) != NULL;) memmove(p, p + 1, strlen(p));
+}
+
+/* The report's last line after FAILED: which comparisons failed, and what
+ * that pattern of failures usually means. */
+static void verdict(const ad_check_options *o, ad_check_result *res) {
+  char *v = res->verdict;
+  size_t size = sizeof res->verdict;
+  v[0] = '\0';
+  res->kink = 0;
+  if (res->passed) return;
+  int cols = res->failed > 0, dot = res->dot_done && !(res->dot_rel <= o->dot_tol);
+  int tan = res->dot_done && !(res->tangent_rel <= 1.0);
+  if (res->nonfinite) {
+    snprintf(v, size, "a NaN or infinity in the comparisons (%zu of them; the first: %s)", res->nonfinite,
+             res->nonfinite_at[0] ? res->nonfinite_at : "on another rank");
+  } else if (!cols && !dot && tan) {
+    res->kink = 1;
+    snprintf(v, size,
+             "only the tangent against central differences along xdot failed (err/tol %.2g); the columns and the "
+             "dot-product test agree, so the sweeps are consistent and f is probably not differentiable at x0 (a "
+             "kink: fabs, fmin/fmax, a branch): move the point off the kink and check again",
+             res->tangent_rel);
+  } else if (cols && res->dot_done && !dot) {
+    snprintf(v, size,
+             "the columns disagree with central differences (%zu of %zu entries over the tolerance) while the tangent "
+             "and reverse sweeps agree with each other: a wrong partial (an ad_custom partial, a derivative rule) or a "
+             "kink at x0 (fabs, fmin/fmax, a branch)",
+             res->failed, res->checked);
+  } else {
+    size_t k = 0;
+    if (cols)
+      k += (size_t)snprintf(v, size, "the columns against central differences (%zu of %zu entries over the tolerance)",
+                            res->failed, res->checked);
+    if (dot && k < size)
+      k += (size_t)snprintf(v + k, size - k, "%sthe dot-product test (reverse against tangent, rel. diff %.1e)",
+                            k ? "; " : "", res->dot_rel);
+    if (tan && k < size)
+      k += (size_t)snprintf(v + k, size - k, "%sthe tangent against central differences along xdot (err/tol %.2g)",
+                            k ? "; " : "", res->tangent_rel);
+    if (dot && k < size)
+      snprintf(v + k, size - k,
+               ": the reverse and tangent sweeps disagree, a wrong hand-written adjoint or tangent "
+               "(an external function's callback)");
+  }
+}
+
 static int entry_cmp(const void *a, const void *b) {
   const ad_check_entry *x = a, *y = b;
   if (x->err != y->err) return x->err < y->err ? 1 : -1;
@@ -101,14 +162,20 @@ static void print_report(const ad__check_env *env, const ad_check_options *o, co
   printf("  tolerance: rtol %g relative + atol %.2g\n", o->rtol, res->atol);
   if (res->dot_done) {
     printf("  dot-product test: <ybar, J xdot> = %.15e, <J^T ybar, xdot> = %.15e, rel. diff %.1e%s\n", res->dot_lhs,
-           res->dot_rhs, res->dot_rel, res->dot_rel > o->dot_tol ? "  MISMATCH" : "");
+           res->dot_rhs, res->dot_rel, !(res->dot_rel <= o->dot_tol) ? "  MISMATCH" : "");
     printf("  tangent J xdot against central differences along xdot: err/tol %.2g%s\n", res->tangent_rel,
-           res->tangent_rel > 1.0 ? "  MISMATCH" : "");
+           !(res->tangent_rel <= 1.0) ? "  MISMATCH" : "");
   } else if (o->dot_test) {
     printf("  dot-product test skipped: the tape has no tangent (an external function without forward callback?)\n");
   }
-  printf("ad_check_gradient%s%s: %s (%zu of %zu entries over the tolerance)\n", o->title ? ": " : "",
-         o->title ? o->title : "", res->passed ? "PASSED" : "FAILED", res->failed, res->checked);
+  if (res->nonfinite)
+    printf("  not finite: %s%s\n", res->nonfinite_at[0] ? res->nonfinite_at : "on another rank",
+           res->nonfinite > 1 ? " (the first of several)" : "");
+  if (res->passed)
+    printf("ad_check_gradient%s%s: PASSED (%zu entries within the tolerance%s)\n", o->title ? ": " : "",
+           o->title ? o->title : "", res->checked, res->dot_done ? ", dot-product and tangent tests agree" : "");
+  else
+    printf("ad_check_gradient%s%s: FAILED: %s\n", o->title ? ": " : "", o->title ? o->title : "", res->verdict);
   fflush(stdout);
 }
 
@@ -222,6 +289,9 @@ int ad__check_run(const ad__check_env *env, ad_check_fn f, void *ud, size_t n, c
     goto done;
   }
 
+  for (size_t j = 0; j < m; j++)
+    if (!isfinite(y[j].v)) nonfinite(res, "f(x0): output %zu is %g", j, y[j].v);
+
   /* The Jacobian's rows by reverse sweeps (collective in MPI programs). */
   for (size_t j = 0; j < m; j++) {
     ad_adjoints_zero(T);
@@ -233,8 +303,16 @@ int ad__check_run(const ad__check_env *env, ad_check_fn f, void *ud, size_t n, c
     }
     for (size_t i = 0; i < n; i++) G[j * n + i] = ad_adjoint(T, x[i]);
   }
+  /* The tolerance scales with the largest finite derivative: an infinite
+   * one (sqrt at 0) is a failure of its own, not a tolerance. */
   double gmax[1] = {0.0};
-  for (size_t k = 0; k < n * m; k++) gmax[0] = fmax(gmax[0], fabs(G[k]));
+  for (size_t k = 0; k < n * m; k++) {
+    if (isfinite(G[k]))
+      gmax[0] = fmax(gmax[0], fabs(G[k]));
+    else
+      nonfinite(res, "the tape's derivative of output %zu with respect to input %llu is %g", k / (n ? n : 1),
+                (unsigned long long)(env->first + k % (n ? n : 1)), G[k]);
+  }
   env->max(env->ctx, gmax, 1);
   res->atol = o.atol >= 0.0 ? o.atol : (gmax[0] > 0.0 ? 1e-7 * gmax[0] : 1e-12);
 
@@ -273,6 +351,11 @@ int ad__check_run(const ad__check_env *env, ad_check_fn f, void *ud, size_t n, c
       env->sum(env->ctx, hw, 1);
       for (size_t j = 0; j < m; j++) {
         double fd = (yp[j] - ym[j]) / hw[0], diff = fabs(adc[j] - fd);
+        if (!isfinite(fd) && si == o.nsteps - 1 && !isfinite(e[j].fd))
+          nonfinite(res,
+                    "the central difference of output %zu along input %zu is %g at every step (f(x0 + h e) = %g, "
+                    "f(x0 - h e) = %g at h = %g)",
+                    j, col, fd, yp[j], ym[j], o.steps[si]);
         double err = diff / (o.rtol * fmax(fabs(adc[j]), fabs(fd)) + res->atol);
         if (isnan(err)) err = INFINITY; /* a NaN difference or derivative fails */
         if (err < e[j].err || e[j].step == 0.0) {
@@ -333,9 +416,24 @@ int ad__check_run(const ad__check_env *env, ad_check_fn f, void *ud, size_t n, c
       res->dot_rhs = dots[0];
       double mag = fmax(fabs(lhs), fabs(dots[0]));
       res->dot_rel = mag > 0.0 ? fabs(lhs - dots[0]) / mag : 0.0;
+      /* fmax drops a NaN, and NaN - NaN compares as nothing: name it. */
+      if (!isfinite(lhs) || !isfinite(dots[0])) {
+        res->dot_rel = INFINITY;
+        size_t jn = 0, in = 0;
+        while (jn < m && isfinite(ydot[jn])) jn++;
+        while (in < n && isfinite(ad_adjoint(T, x[in]))) in++;
+        if (jn < m)
+          nonfinite(res, "dot-product test: the tangent of output %zu is %g", jn, ydot[jn]);
+        else if (in < n)
+          nonfinite(res, "dot-product test: the adjoint of input %llu is %g", (unsigned long long)(env->first + in),
+                    ad_adjoint(T, x[in]));
+        else
+          nonfinite(res, "dot-product test: <ybar, J xdot> = %g, <J^T ybar, xdot> = %g", lhs, dots[0]);
+      }
       if (!(res->dot_rel <= o.dot_tol)) res->passed = 0;
       /* Along d: the directional derivative is J d = ydot. */
-      double best = INFINITY, atol_dir = res->atol * sqrt((double)(N ? N : 1));
+      double best = INFINITY, atol_dir = res->atol * sqrt((double)(N ? N : 1)), bad[4] = {0};
+      size_t bad_j = m; /* the first non-finite difference along d */
       for (int si = 0; si < o.nsteps; si++) {
         double h = o.steps[si], worst = 0.0;
         for (size_t i = 0; i < n; i++) xp[i] = x0[i] + h * d[i];
@@ -344,16 +442,34 @@ int ad__check_run(const ad__check_env *env, ad_check_fn f, void *ud, size_t n, c
         if (eval(&r, xp, ym)) goto fail;
         for (size_t j = 0; j < m; j++) {
           double fd = (yp[j] - ym[j]) / (2.0 * h);
+          if (!isfinite(fd) && bad_j == m) {
+            bad_j = j;
+            bad[0] = fd, bad[1] = yp[j], bad[2] = ym[j], bad[3] = h;
+          }
           double err = fabs(ydot[j] - fd) / (o.rtol * fmax(fabs(ydot[j]), fabs(fd)) + atol_dir);
           worst = isnan(err) ? INFINITY : fmax(worst, err);
         }
         best = fmin(best, worst);
       }
       memcpy(xp, x0, n * sizeof *xp);
+      if (!isfinite(best) && bad_j < m)
+        nonfinite(res,
+                  "the central difference of output %zu along xdot is %g at every step (the first: f(x0 + h xdot) = "
+                  "%g, f(x0 - h xdot) = %g at h = %g)",
+                  bad_j, bad[0], bad[1], bad[2], bad[3]);
       res->tangent_rel = best;
       if (!(best <= 1.0)) res->passed = 0;
     }
   }
+  {
+    double nf[1] = {(double)res->nonfinite};
+    env->max(env->ctx, nf, 1);
+    if (nf[0] > 0.0) {
+      res->passed = 0;
+      if (res->nonfinite == 0) res->nonfinite = (size_t)nf[0];
+    }
+  }
+  verdict(&o, res);
   rc = res->passed ? AD_OK : AD_ERR_CHECK;
   if (env->rank == 0 && (o.print >= 2 || (o.print == 1 && !res->passed))) print_report(env, &o, res, all, nall);
   goto done;

@@ -110,9 +110,11 @@ int ad_gradient(ad_tape *t, ad_real y, size_t n, const ad_real *x, double *g) {
   }
   ad_tape_pos start;
   memset(&start, 0, sizeof start);
-  if ((rc = ad__sweep_reverse(t, start)) != AD_OK) return rc;
+  /* The finite check's error comes after a complete sweep: the gradient,
+   * NaN and all, is there to be looked at. */
+  if ((rc = ad__sweep_reverse(t, start)) != AD_OK && rc != AD_ERR_NONFINITE) return rc;
   for (size_t k = 0; k < n; k++) g[k] = x[k].i ? t->adj[x[k].i] : 0.0;
-  return AD_OK;
+  return rc;
 }
 
 /* Jacobian through scalar sweeps: for tapes with special records, whose

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Reverse (adjoint) and forward (tangent) sweeps over a recorded tape, scalar
  * and vector mode. Special records run at their recorded positions. */
+#include <math.h>
 #include <string.h>
 
 #include "progress.h"
@@ -8,9 +9,13 @@
 
 /* Statements s-1 down to stop of one block; *na and *np are the argument and
  * partial cursors. The zero test skips dead statements, which also keeps an
- * infinite partial (sqrt at 0) from turning an unused branch into NaN. */
-static void reverse_run(double *restrict adj, ad_index base, const uint8_t *cnt, const ad_index *idx, const double *par,
-                        uint32_t s, uint32_t stop, uint32_t *na, uint32_t *np) {
+ * infinite partial (sqrt at 0) from turning an unused branch into NaN. With
+ * `watch` (the finite check) the first statement whose adjoint, or an
+ * argument's adjoint after it, is not finite is noted; the sweep goes on.
+ * Always inlined, so that the plain sweep (watch NULL) has no test left. */
+static inline AD__ALWAYS_INLINE void reverse_run(double *restrict adj, ad_index base, const uint8_t *cnt,
+                                                 const ad_index *idx, const double *par, uint32_t s, uint32_t stop,
+                                                 uint32_t *na, uint32_t *np, ad__adj_watch *watch) {
   uint32_t a = *na, p = *np;
   while (s > stop) {
     --s;
@@ -20,7 +25,23 @@ static void reverse_run(double *restrict adj, ad_index base, const uint8_t *cnt,
     const double *d = kind == AD__KIND_GENERAL ? par + p : ad__unit_partials[kind];
     double w = adj[(size_t)base + s + 1];
     if (w == 0.0) continue;
-    for (uint32_t j = 0; j < c; j++) adj[idx[a + j]] += d[j] * w;
+    if (watch && !watch->found && !isfinite(w)) {
+      watch->found = 1;
+      watch->stmt = base + s + 1;
+      watch->target = 0;
+      watch->adjoint = w;
+    }
+    for (uint32_t j = 0; j < c; j++) {
+      adj[idx[a + j]] += d[j] * w;
+      if (watch && !watch->found && !isfinite(adj[idx[a + j]])) {
+        watch->found = 1;
+        watch->stmt = base + s + 1;
+        watch->target = idx[a + j];
+        watch->partial = d[j];
+        watch->adjoint = w;
+        watch->result = adj[idx[a + j]];
+      }
+    }
   }
   *na = a;
   *np = p;
@@ -78,6 +99,7 @@ static int reverse_body(ad_tape *t, ad_tape_pos lo) {
   ad__prog_start(&pg, t->opt.progress, t->opt.progress_ud, "reverse sweep", t->rec.next - lo.index, 0, 1u << 22);
   double *adj = t->adj;
   size_t ri = t->nrec;
+  ad__adj_watch watch = {0};
   for (ad__block *b = t->cur; b; b = b->prev) {
     uint32_t s = b->ns, na = b->na, np = b->np, s_lo = b->id == lo.block ? lo.ns : 0;
     for (;;) {
@@ -90,7 +112,10 @@ static int reverse_body(ad_tape *t, ad_tape_pos lo) {
       if (s == s_lo) break;
       uint32_t stop = s_lo;
       if (ri > lo.records && t->recs[ri - 1].pos > b->base + s_lo) stop = (uint32_t)(t->recs[ri - 1].pos - b->base);
-      reverse_run(adj, b->base, b->cnt, b->idx, b->par, s, stop, &na, &np);
+      if (AD__UNLIKELY(t->check_finite))
+        reverse_run(adj, b->base, b->cnt, b->idx, b->par, s, stop, &na, &np, &watch);
+      else
+        reverse_run(adj, b->base, b->cnt, b->idx, b->par, s, stop, &na, &np, NULL);
       s = stop;
     }
     if (b->id == lo.block) break;
@@ -101,7 +126,12 @@ static int reverse_body(ad_tape *t, ad_tape_pos lo) {
     if ((rc = run_record(t, &t->recs[ri], 1)) != AD_OK) return rc;
   }
   ad__prog_end(&pg, 0);
-  return AD_OK;
+  /* A record's outputs on inputs of the tape are swept by no statement:
+   * their adjoints are looked at last. */
+  if (AD__UNLIKELY(t->check_finite) && !watch.found)
+    for (ad_index h = (ad_index)lo.index + 1; h <= t->rec.next && !watch.found; h++)
+      if (!isfinite(t->adj[h])) watch = (ad__adj_watch){1, h, 0, 0.0, t->adj[h], 0.0};
+  return ad__watch_adjoint_report(t, &watch);
 }
 
 static void forward_run(double *restrict tan, ad_index base, const uint8_t *cnt, const ad_index *idx, const double *par,

@@ -56,14 +56,15 @@ extern "C" {
   X(AD_ERR_PASSIVE_BUILD, -10, "not available in a passive (ARIADNE_PASSIVE) build")                                   \
   X(AD_ERR_IO, -11, "I/O error")                                                                                       \
   X(AD_ERR_CORRUPT, -12, "corrupt or foreign data")                                                                    \
-  X(AD_ERR_CHECK, -13, "derivative check failed: the tape disagrees with finite differences or its tangent")
+  X(AD_ERR_CHECK, -13, "derivative check failed: the tape disagrees with finite differences or its tangent")           \
+  X(AD_ERR_NONFINITE, -14, "non-finite value, partial or adjoint (the tape's finite check)")
 
 /* clang-format off */
 typedef enum ad_errcode {
 #define AD__ERRNO_ENUM(name, code, msg) name = code,
   AD_ERRNO_MAP(AD__ERRNO_ENUM)
 #undef AD__ERRNO_ENUM
-  AD__ERR_LAST = -14
+  AD__ERR_LAST = -15
 } ad_errcode;
 /* clang-format on */
 
@@ -230,6 +231,26 @@ int ad_tape_stats(const ad_tape *tape, ad_stats *out);
 /* Limit the bytes the tape may allocate (0 = unlimited). Exceeding it while
  * recording sets the sticky error AD_ERR_NOMEM. */
 void ad_tape_set_memory_limit(ad_tape *tape, size_t bytes);
+/* Finite check (on: non-zero; a tape starts with it on if the environment
+ * variable ARIADNE_CHECK_FINITE=1 when it is created). While recording, the
+ * first operation whose value or partial is a NaN or an infinity (sqrt or log
+ * at 0, 1/0, log(-1)), and the first value entering the tape so (ad_input,
+ * an external function's output, a received MPI value), sets the sticky error
+ * AD_ERR_NONFINITE naming the operation, its arguments and the handle it
+ * would have made; recording stops there, as for any sticky error. A reverse
+ * sweep (ad_reverse, ad_reverse_to, ad_gradient, which fills g all the
+ * same) runs to its end and then returns AD_ERR_NONFINITE, its message
+ * naming the first statement whose adjoint became non-finite and its
+ * operation. The check implies
+ * ad_tape_set_record_names. Cost: nothing while off; while on, every
+ * operation is recorded by the library's general path (docs/debugging.md
+ * gives the measured factor). Takes effect for what is recorded next. */
+void ad_tape_set_check_finite(ad_tape *tape, int on);
+/* Record each statement's operation name ("ad_mul") and value too (on:
+ * non-zero; also on at creation if ARIADNE_RECORD_NAMES=1), for
+ * ad_tape_dump and the finite check's messages: 16 more bytes per statement,
+ * and recording by the library's general path, as the finite check. */
+void ad_tape_set_record_names(ad_tape *tape, int on);
 
 /* Memory kept for the next tapes (process-wide). The large arrays a tape lets
  * go (blocks and vectors at ad_tape_destroy, a vector it outgrows) are kept,
@@ -397,6 +418,12 @@ int ad_external(const ad_external_ops *ops, void *ud, size_t nin, const ad_real 
 /* Inputs a preaccumulation region propagates partials for; a region with
  * more is recorded operation by operation and swept at its end. */
 #define AD__FWD_INPUTS 8u
+/* Why every operation goes to the library (ad__recorder.fwd): a
+ * preaccumulation region propagates partials forward, or the tape watches
+ * what is recorded (the finite check, operation names). The inline paths
+ * test the whole field once, on their slow branch only. */
+#define AD__FWD_REGION 1
+#define AD__FWD_WATCH 2
 
 typedef struct ad__recorder {
   uint8_t *cnt;        /* statement bytes (count and kind) of the current block */
@@ -409,10 +436,11 @@ typedef struct ad__recorder {
   ad_index next;       /* handle of the last statement issued */
   uint32_t epoch;      /* recording identity, checked against handles */
   int active;          /* recording with no error */
-  int fwd;             /* a preaccumulation region propagates partials forward (lim is then 0) */
+  int fwd;             /* AD__FWD_* bits: every operation takes the library's path (lim is then 0) */
   uint64_t records;    /* special records pushed so far */
   double *fwd_rows;    /* rows of forward propagation in a region (see ad__fwd_row) */
   uint32_t fwd_cap;    /* values they have room for */
+  uint32_t fwd_lim;    /* values the inline region path may issue: fwd_cap, or 0 on a watching tape */
 } ad__recorder;
 
 #if defined(__GNUC__)
@@ -580,8 +608,10 @@ static inline AD__ALWAYS_INLINE ad_real ad__fwd_issue(const ad__recorder *R, dou
   return r;
 }
 
-/* 1 if an operation can take the inline path: room for a row. */
-static inline AD__ALWAYS_INLINE int ad__fwd_ok(const ad__recorder *R) { return ad__reg.nloc < R->fwd_cap; }
+/* 1 if an operation can take the inline path: room for a row (and a tape
+ * that does not watch its recording: fwd_lim is then 0, so that the test
+ * the inline path makes anyway sends every operation to the library). */
+static inline AD__ALWAYS_INLINE int ad__fwd_ok(const ad__recorder *R) { return ad__reg.nloc < R->fwd_lim; }
 
 static AD__NOINLINE ad_real ad__fwd_op1(ad__recorder *R, double v, ad_real a, double da, const char *op) {
   const double *ra;
@@ -811,7 +841,7 @@ static inline void ad_stmt_begin(void) {
   ad__reg.nin = 0;
   /* Every operation now takes the slow path, which propagates partials. */
   if (R->active) {
-    R->fwd = 1;
+    R->fwd |= AD__FWD_REGION;
     R->lim = 0;
   }
 }
@@ -1075,6 +1105,14 @@ static inline int ad_tape_stats(const ad_tape *t, ad_stats *s) {
 static inline void ad_tape_set_memory_limit(ad_tape *t, size_t b) {
   (void)t;
   (void)b;
+}
+static inline void ad_tape_set_check_finite(ad_tape *t, int on) {
+  (void)t;
+  (void)on;
+}
+static inline void ad_tape_set_record_names(ad_tape *t, int on) {
+  (void)t;
+  (void)on;
 }
 static inline size_t ad_memory_cache_limit(size_t b) {
   (void)b;

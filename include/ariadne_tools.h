@@ -96,6 +96,19 @@ typedef struct ad_check_result {
   int passed;                       /* every comparison within its tolerance */
   size_t nworst;
   ad_check_entry worst[AD_CHECK_TABLE];
+  /* Why: which comparisons failed, in words, as the report's last line
+   * prints it ("" when everything passed). */
+  char verdict[400];
+  /* Only the tangent against differences along xdot failed, while the
+   * columns and the dot-product test agree: the sweeps are consistent and f
+   * is probably not differentiable at x0 (a kink: fabs, fmin/fmax, a
+   * branch). Move the point and check again. */
+  int kink;
+  /* Non-finite numbers met (a NaN or infinite value of f, derivative,
+   * difference, tangent or adjoint): each one fails the check. `nonfinite_at`
+   * says where the first came from (on this rank; "" if none). */
+  size_t nonfinite;
+  char nonfinite_at[200];
 } ad_check_result;
 
 void ad_check_options_default(ad_check_options *o);
@@ -126,12 +139,24 @@ typedef enum ad_dump_format {
 #ifndef ARIADNE_PASSIVE
 /* Write `tape` (recorded, not necessarily swept) to `out` in `format`. Meant
  * for small tapes: every statement is a line (a node). The text lines are
- *   %H = input
- *   %H = P*%A + P*%B ...          (a statement: partials times arguments)
+ *   %H = input                            [# NOTES]
+ *   %H = output of record R               [# NOTES]
+ *   %H = [OP:] P*%A + P*%B ...            [# NOTES]  (partials times arguments)
  *   record R after %H: NAME: DESCRIPTION
- * where the description of a record lists key=value fields: in= and out=
- * handle lists, and for MPI records the kind, partner, tag, count and
- * communicator. Returns AD_OK, AD_ERR_ARG or AD_ERR_IO. */
+ * and lines starting with '#' are comments. OP is the operation ("ad_mul",
+ * "ad_stmt_end") and NOTES (after three spaces and "# ", separated by "; ")
+ * hold "value V", when the tape recorded names and values
+ * (ad_tape_set_record_names, ARIADNE_RECORD_NAMES=1, or the finite check);
+ * the kind of a statement without stored partials ("plus", "diff", "minus",
+ * explained at its first statement when no name is known); and "output"
+ * for a statement that no later statement or record uses ("unused" for such
+ * an input). The
+ * description of a record lists key=value fields: in= and out= handle lists,
+ * and for MPI records the kind, partner, tag, count and communicator. In the
+ * graph, a node's label holds the handle, the operation (or the kind) and
+ * the value when known; inputs are blue boxes and outputs are drawn with a
+ * double green border. Returns AD_OK, AD_ERR_ARG, AD_ERR_NOMEM or
+ * AD_ERR_IO. */
 int ad_tape_dump(const ad_tape *tape, FILE *out, ad_dump_format format);
 /* The same into the file `path` (created or replaced). */
 int ad_tape_dump_path(const ad_tape *tape, const char *path, ad_dump_format format);

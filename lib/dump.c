@@ -33,6 +33,13 @@ void ad__line_handles(ad__line *l, const char *key, const ad_index *h, size_t n)
 }
 
 static const char *const kind_names[4] = {"general", "plus", "diff", "minus"};
+/* What a statement of each kind is, for a dump without operation names:
+ * the kinds that store no partials say which operations make them. */
+static const char *const kind_notes[4] = {
+    NULL, "plus: every partial +1 (ad_add, ad_sum; with one argument a copy: ad_fmin, ad_fmax, a + constant)",
+    "diff: partials +1 and -1 (ad_sub)", "minus: every partial -1 (ad_neg, constant - a)"};
+/* The same in a word, for the graph's nodes. */
+static const char *const kind_words[4] = {"statement", "sum", "difference", "negation"};
 
 /* The description of record r (its ops' describe, or nothing). */
 static const char *describe(const ad__record *r, char *buf, size_t size) {
@@ -49,6 +56,10 @@ typedef struct walker {
   char desc[1024];
   /* statistics */
   uint64_t stmts, inputs, outputs, by_kind[4], args, partials, maxargs;
+  /* handles some later statement or record uses (NULL if out of memory) */
+  uint8_t *used;
+  size_t nused;
+  int explained[4]; /* a kind's note is written out at its first statement */
   /* handles made by records (their out= lists), as ranges */
   struct {
     uint64_t lo, hi;
@@ -174,8 +185,41 @@ static void record_out(walker *w, size_t ri) {
   }
 }
 
+/* Mark the handles of a record's in= list as used. */
+static void note_inputs(walker *w, const char *d) {
+  const char *p = strstr(d, " in=");
+  if (p)
+    p += 4;
+  else if (strncmp(d, "in=", 3) == 0)
+    p = d + 3;
+  else
+    return;
+  while (*p && *p != ' ') {
+    if (*p == '%') {
+      unsigned long long h = strtoull(p + 1, (char **)&p, 10);
+      if (w->used && h < w->nused) w->used[h] = 1;
+    } else {
+      p++;
+    }
+  }
+}
+
+/* An output: a statement whose value no later statement or record uses. */
+static int is_output(const walker *w, ad_index h) { return w->used && h < w->nused && !w->used[h]; }
+
+/* A label text for DOT: quotes and backslashes escaped. */
+static void dot_text(FILE *out, const char *s) {
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') fputc('\\', out);
+    fputc(*s, out);
+  }
+}
+
 static void statement_out(walker *w, ad_index h, uint32_t c, uint32_t kind, const ad_index *idx, const double *par) {
   w->stmts++;
+  double v = 0.0;
+  const char *name = ad__watch_name(w->t, h, &v);
+  int output = is_output(w, h);
   long from = c == 0 ? made_by(w, h) : -1;
   if (c == 0 && from < 0)
     w->inputs++;
@@ -190,20 +234,39 @@ static void statement_out(walker *w, ad_index h, uint32_t c, uint32_t kind, cons
     fprintf(w->out, "%%%llu =", (unsigned long long)h);
     if (c == 0 && from < 0) fputs(" input", w->out);
     if (c == 0 && from >= 0) fprintf(w->out, " output of record %ld", from);
+    if (c && name) fprintf(w->out, " %s:", name);
     for (uint32_t j = 0; j < c; j++) {
       double p = kind == AD__KIND_GENERAL ? par[j] : ad__unit(kind, j);
       fprintf(w->out, "%s%.17g*%%%llu", j ? " + " : " ", p, (unsigned long long)idx[j]);
     }
-    if (c && kind != AD__KIND_GENERAL) fprintf(w->out, "   # %s", kind_names[kind]);
+    /* "   # value V; what the kind is; output", each part when known */
+    int notes = 0;
+    if (name) fprintf(w->out, "%svalue %.17g", notes++ ? "; " : "   # ", v);
+    if (c && kind != AD__KIND_GENERAL) {
+      int explain = !name && !w->explained[kind];
+      w->explained[kind] |= explain;
+      fprintf(w->out, "%s%s", notes++ ? "; " : "   # ", explain ? kind_notes[kind] : kind_names[kind]);
+    }
+    if (output) fprintf(w->out, "%s%s", notes++ ? "; " : "   # ", c == 0 && from < 0 ? "unused" : "output");
     fputc('\n', w->out);
   } else if (w->format == AD_DUMP_DOT) {
+    /* label: the handle, what made it, its value; outputs drawn double */
+    char what[128];
     if (c == 0 && from < 0)
-      fprintf(w->out, "  n%llu [shape=box, style=filled, fillcolor=lightblue, label=\"%%%llu\\ninput\"];\n",
-              (unsigned long long)h, (unsigned long long)h);
+      snprintf(what, sizeof what, "input");
     else if (c == 0)
-      fprintf(w->out, "  n%llu [shape=box, label=\"%%%llu\"];\n", (unsigned long long)h, (unsigned long long)h);
+      snprintf(what, sizeof what, "output of record %ld", from);
     else
-      fprintf(w->out, "  n%llu [label=\"%%%llu\"];\n", (unsigned long long)h, (unsigned long long)h);
+      snprintf(what, sizeof what, "%s", name ? name : kind_words[kind]);
+    fprintf(w->out, "  n%llu [%s%slabel=\"%%%llu\\n", (unsigned long long)h,
+            c == 0 && from < 0 ? "shape=box, style=filled, fillcolor=lightblue, "
+            : c == 0           ? "shape=box, "
+                               : "",
+            output ? "peripheries=2, color=darkgreen, " : "", (unsigned long long)h);
+    dot_text(w->out, what);
+    if (name) fprintf(w->out, "\\n= %.6g", v);
+    if (output) fputs(c == 0 && from < 0 ? "\\nunused" : "\\noutput", w->out);
+    fputs("\"];\n", w->out);
     for (uint32_t j = 0; j < c; j++) {
       double p = kind == AD__KIND_GENERAL ? par[j] : ad__unit(kind, j);
       fprintf(w->out, "  n%llu -> n%llu [label=\"%.6g\"];\n", (unsigned long long)idx[j], (unsigned long long)h, p);
@@ -225,11 +288,26 @@ int ad_tape_dump(const ad_tape *t, FILE *out, ad_dump_format format) {
   ad_stats st;
   ad_tape_stats(t, &st);
   if (format == AD_DUMP_TEXT)
-    fprintf(out, "# Ariadne tape: %llu statements, %llu arguments, %llu records%s%s\n",
+    fprintf(out, "# Ariadne tape: %llu statements, %llu arguments, %llu records%s%s\n%s\n",
             (unsigned long long)st.statements, (unsigned long long)st.arguments, (unsigned long long)st.records,
-            t->err ? "; error: " : "", t->err ? t->msg : "");
+            t->err ? "; error: " : "", t->err ? t->msg : "",
+            ad__watching(t) ? "# operation names and values recorded; output: used by no later statement or record"
+                            : "# output: used by no later statement or record; operation names and values: "
+                              "ad_tape_set_record_names(tape, 1) or ARIADNE_RECORD_NAMES=1 before recording");
   else if (format == AD_DUMP_DOT)
     fputs("digraph tape {\n  node [fontname=\"monospace\", fontsize=10];\n  edge [fontsize=8];\n", out);
+  /* Which values are used later: a statement no one uses is an output. */
+  w->nused = (size_t)t->rec.next + 1;
+  w->used = calloc(w->nused, 1);
+  if (w->used) {
+    for (const ad__block *b = t->head; b; b = b->next) {
+      uint32_t na = b == t->cur ? t->rec.na : b->na;
+      for (uint32_t a = 0; a < na; a++)
+        if (b->idx[a] < w->nused) w->used[b->idx[a]] = 1;
+      if (b == t->cur) break;
+    }
+    for (size_t k = 0; k < t->nrec; k++) note_inputs(w, describe(&t->recs[k], w->desc, sizeof w->desc));
+  }
   size_t ri = 0;
   /* The current block's counts live in the recorder while it records. */
   for (const ad__block *b = t->head; b; b = b->next) {
@@ -264,6 +342,7 @@ int ad_tape_dump(const ad_tape *t, FILE *out, ad_dump_format format) {
     fprintf(out, "bytes_reserved %zu\n", st.bytes_reserved);
     fprintf(out, "bytes_adjoints %zu\n", st.bytes_adjoints);
   }
+  free(w->used);
   free(w);
   return ferror(out) ? AD_ERR_IO : AD_OK;
 }

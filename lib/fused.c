@@ -22,6 +22,10 @@ static int scratch(ad_tape *t, size_t n) {
   return rc;
 }
 
+/* The operation name of the statements a spilled region writes: their
+ * values were watched as they were computed, and are not known here. */
+static const char spill_op[] = "ad_stmt_begin";
+
 /* Push one statement with k validated active arguments (par NULL: every
  * partial is +1, stored as a PLUS statement). More than 63 arguments become a
  * chain of statements, each taking the previous one as an argument with
@@ -29,6 +33,12 @@ static int scratch(ad_tape *t, size_t n) {
 static ad_real emit(ad__recorder *R, double value, size_t k, const ad_index *idx, const double *par, const char *op) {
   ad_real r = ad__const(value);
   if (k == 0) return r;
+  /* A watching tape checks the statement's value and partials (the values
+   * of a spilled region were checked as they were computed). */
+  ad_tape *t = ad__tape_of(R);
+  int watch = (R->fwd & AD__FWD_WATCH) && op != spill_op;
+  if (watch && R->active && !ad__watch_value(t, op, value, (uint32_t)k, NULL, idx, par)) return r;
+  if (watch) t->watch_rec = NULL;
   ad_index prev = 0;
   size_t done = 0;
   while (done < k) {
@@ -50,6 +60,7 @@ static ad_real emit(ad__recorder *R, double value, size_t k, const ad_index *idx
     R->np = np;
     prev = ++R->next;
     done += m;
+    if (watch) ad__watch_note(t, prev, op, value);
   }
   r.i = prev;
   r.e = R->epoch;
@@ -162,6 +173,7 @@ static int fwd_grow(ad__recorder *R, size_t need) {
   if (ad__grow_to(t, &a, &c, (AD__FWD_FIRST + vals) * FWD, sizeof(double)) != AD_OK) return 0;
   R->fwd_rows = a;
   R->fwd_cap = (uint32_t)vals;
+  R->fwd_lim = (R->fwd & AD__FWD_WATCH) ? 0 : R->fwd_cap;
   for (unsigned k = 0; k < FWD; k++) R->fwd_rows[k * FWD + k] = 1.0; /* the rest is zero */
   return 1;
 }
@@ -178,8 +190,23 @@ static ad_real record_general(ad__recorder *R, double v, uint32_t n, const ad_re
     R->par[np++] = par[k];
   }
   if (na == R->na) return ad__const(v);
-  ad_real r = ad__emit(R, v, R->ns, R->na, na, np, AD__KIND_GENERAL);
+  /* Partials that a kind without stored partials holds (sums and
+   * differences, which every operation on a watching tape brings here) are
+   * stored as that kind, as the inline path stores them. */
+  unsigned kind = AD__KIND_GENERAL;
+  for (unsigned q = AD__KIND_PLUS; q <= AD__KIND_MINUS && kind == AD__KIND_GENERAL; q++) {
+    uint32_t j = 0;
+    while (j < na - R->na && R->par[R->np + j] == ad__unit(q, j)) j++;
+    if (j == na - R->na && (q != AD__KIND_DIFF || j == 2)) kind = q;
+  }
+  if (kind != AD__KIND_GENERAL) np = R->np;
+  ad_real r = ad__emit(R, v, R->ns, R->na, na, np, kind);
   ad__recorder_lim(R);
+  if (R->fwd & AD__FWD_WATCH) {
+    ad_tape *t = ad__tape_of(R);
+    t->watch_rec = NULL;
+    ad__watch_note(t, r.i, op, v);
+  }
   return r;
 }
 
@@ -193,6 +220,10 @@ static ad_real fwd_stale(ad_tape *t, double v, uint32_t k, ad_real a, const char
 static ad_real fwd_op(ad__recorder *R, double v, uint32_t n, const ad_real *args, const double *par, const char *op) {
   ad__region *g = &ad__reg;
   ad_tape *t = ad__tape_of(R);
+  if (R->fwd & AD__FWD_WATCH) { /* a watching tape: every operation comes here */
+    if (R->active && !ad__watch_value(t, op, v, n, args, NULL, par)) return ad__const(v);
+    if (!(R->fwd & AD__FWD_REGION)) return record_general(R, v, n, args, par, op);
+  }
   uint32_t j = g->nloc, ep = R->epoch;
   ad_index start = g->start;
   if (AD__UNLIKELY(g->rec != R || g->depth == 0)) goto spill;
@@ -226,7 +257,9 @@ static ad_real fwd_op(ad__recorder *R, double v, uint32_t n, const ad_real *args
   if (!ad__fwd_finite(acc)) goto spill;
   double *row = R->fwd_rows + (size_t)(AD__FWD_FIRST + j) * FWD;
   for (uint32_t k = 0; k < FWD; k++) row[k] = acc[k];
-  return ad__fwd_issue(R, v);
+  ad_real r = ad__fwd_issue(R, v);
+  if (R->fwd & AD__FWD_WATCH) ad__watch_note(t, r.i, op, v); /* kept if the region spills */
+  return r;
 spill:
   ad__region_spill(t);
   return record_general(R, v, n, args, par, op);
@@ -249,9 +282,9 @@ ad_real ad__fwd2(ad__recorder *R, double v, ad_real a, double da, ad_real b, dou
 
 void ad__region_spill(ad_tape *t) {
   ad__recorder *R = &t->rec;
-  if (!R->fwd) return;
+  if (!(R->fwd & AD__FWD_REGION)) return;
   ad__region *g = &ad__reg;
-  R->fwd = 0;
+  R->fwd &= ~AD__FWD_REGION;
   ad__recorder_arm(t);
   uint32_t nloc = g->rec == R ? g->nloc : 0, L = g->nin;
   g->nloc = g->nin = 0;
@@ -265,8 +298,8 @@ void ad__region_spill(ad_tape *t) {
   /* Value j becomes statement start + 1 + j on the region's inputs, the
    * handle it already has. */
   for (uint32_t j = 0; j < nloc; j++) {
-    ad_real r = L ? emit(R, 0.0, L, in, R->fwd_rows + (size_t)(AD__FWD_FIRST + j) * FWD, "ad_stmt_begin")
-                  : ad__new_input(t, 0.0);
+    ad_real r = L ? emit(R, 0.0, L, in, R->fwd_rows + (size_t)(AD__FWD_FIRST + j) * FWD, spill_op)
+                  : ad__new_value(t, 0.0, spill_op);
     if (r.i != g->start + 1 + j) return; /* the tape failed (out of memory) */
   }
 }
@@ -278,7 +311,7 @@ static void fwd_end(ad__recorder *R, ad__region *g, size_t m, ad_real *results, 
   ad_tape *t = ad__tape_of(R);
   ad_index start = g->start, top = start + g->nloc;
   uint32_t nin = g->nin;
-  R->fwd = 0;
+  R->fwd &= ~AD__FWD_REGION;
   ad__recorder_lim(R); /* nothing else changed while the region propagated */
   /* A discarded value used anyway must still index inside the adjoint vector. */
   if (top > t->hwm) t->hwm = top;
@@ -293,7 +326,7 @@ static void fwd_end(ad__recorder *R, ad__region *g, size_t m, ad_real *results, 
         R->par[np + k] = row[q];
         k += row[q] != 0.0;
       }
-      results[i] = k ? ad__emit(R, r.v, R->ns, na, na + k, np + k, AD__KIND_GENERAL) : ad__new_input(t, r.v);
+      results[i] = k ? ad__emit(R, r.v, R->ns, na, na + k, np + k, AD__KIND_GENERAL) : ad__new_value(t, r.v, op);
       continue;
     }
     ad_index idx[FWD];
@@ -303,7 +336,7 @@ static void fwd_end(ad__recorder *R, ad__region *g, size_t m, ad_real *results, 
       par[k] = row[q];
       k += row[q] != 0.0;
     }
-    results[i] = k ? emit(R, r.v, k, idx, par, op) : ad__new_input(t, r.v);
+    results[i] = k ? emit(R, r.v, k, idx, par, op) : ad__new_value(t, r.v, op);
   }
 }
 
@@ -379,10 +412,16 @@ static int stmt_end_small(ad__recorder *R, const ad__region *g, ad_real result, 
   R->na = na;
   R->np = np;
   if (k == 0) { /* every path to an outside value had a zero partial */
-    *out = ad__new_input(t, result.v);
+    *out = ad__new_value(t, result.v, "ad_stmt_end");
+    return 1;
+  }
+  /* Finite partials can add up to an infinite one. */
+  if ((R->fwd & AD__FWD_WATCH) && !ad__watch_value(t, "ad_stmt_end", result.v, (uint32_t)k, NULL, oidx, opar)) {
+    *out = ad__const(result.v);
     return 1;
   }
   *out = ad__emit(R, result.v, g->ns, na, na + (uint32_t)k, np + (uint32_t)k, AD__KIND_GENERAL);
+  if (R->fwd & AD__FWD_WATCH) ad__watch_note(t, out->i, "ad_stmt_end", result.v);
   /* The region may have freed more arguments than statements (fused
    * statements, merged repeats): the fast path's limit must count the
    * statements left, not the arguments. */
@@ -463,7 +502,7 @@ static ad_real stmt_end_general(ad_tape *t, ad_tape_pos p, ad_real result) {
   if (region_partials(t, p, result.i, 0, &k) != AD_OK) return result;
   if (ad__region_discard(t, (ad_index)p.index) != AD_OK) return result;
   ad__rewind(t, p);
-  if (k == 0) return ad__new_input(t, result.v);
+  if (k == 0) return ad__new_value(t, result.v, "ad_stmt_end");
   return emit(&t->rec, result.v, k, t->sc_idx, t->sc_par, "ad_stmt_end");
 }
 
@@ -490,13 +529,13 @@ static ad__recorder *region_close(ad__region *g, ad_tape_pos *p) {
  * (or never propagated) and ends as recorded. */
 static int region_fwd_end(ad__region *g, size_t m, ad_real *results, const char *op) {
   ad__recorder *R = g->rec;
-  if (!R || !R->fwd) return 0;
+  if (!R || !(R->fwd & AD__FWD_REGION)) return 0;
   if (ad__rec == R && R->active && R->epoch == g->epoch && R->records == g->records) {
     g->rec = NULL;
     if (results)
       fwd_end(R, g, m, results, op);
     else {
-      R->fwd = 0;
+      R->fwd &= ~AD__FWD_REGION;
       ad__recorder_arm(ad__tape_of(R));
     }
     return 1;
@@ -547,8 +586,8 @@ void ad_stmt_end_n(size_t m, ad_real *results) {
   for (size_t i = 0; i < m; i++) {
     ad_real r = results[i];
     if (cnt[i] == keep) continue;
-    results[i] =
-        cnt[i] ? emit(R, r.v, cnt[i], t->sc_idx + off, t->sc_par + off, "ad_stmt_end_n") : ad__new_input(t, r.v);
+    results[i] = cnt[i] ? emit(R, r.v, cnt[i], t->sc_idx + off, t->sc_par + off, "ad_stmt_end_n")
+                        : ad__new_value(t, r.v, "ad_stmt_end_n");
     off += cnt[i];
   }
 }

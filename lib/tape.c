@@ -479,6 +479,7 @@ ad_tape *ad_tape_create_with(const ad_tape_options *opts) {
   }
   t->rec.epoch = new_epoch();
   recorder_enter(t, t->head, 0, 0, 0);
+  ad__watch_init(t);
   return t;
 }
 
@@ -504,6 +505,7 @@ void ad_tape_destroy(ad_tape *t) {
   ad__free(t, t->sc_par, t->sc_par_cap * sizeof(double));
   ad__free(t, t->sc_cnt, t->sc_cnt_cap * sizeof(size_t));
   ad__free(t, t->loc, t->loc_cap * sizeof(double));
+  ad__watch_free(t);
   if (t->rec.fwd_rows)
     ad__free(t, t->rec.fwd_rows, (AD__FWD_FIRST + (size_t)t->rec.fwd_cap) * AD__FWD_INPUTS * sizeof(double));
   for (ad__block *b = t->head, *n; b; b = n) {
@@ -602,6 +604,7 @@ void ad_tape_reset(ad_tape *t) {
   t->head->base = 0;
   t->head->ns = t->head->na = t->head->np = 0;
   recorder_enter(t, t->head, 0, 0, 0);
+  ad__watch_reset(t); /* a failed recording turned the watch off */
 }
 
 void ad_tape_set_memory_limit(ad_tape *t, size_t bytes) {
@@ -639,7 +642,8 @@ static const ad__lineage *lineage_of(const ad_tape *t, uint32_t e) {
 int ad__handle_live(const ad_tape *t, ad_index i, uint32_t e) {
   /* A value of a region that propagates forward, handed to a call that reads
    * handles (drivers, external functions, checkpointing): record the region. */
-  if (AD__UNLIKELY(t->rec.fwd) && e == t->rec.epoch && i > t->rec.next) ad__region_spill((ad_tape *)(uintptr_t)t);
+  if (AD__UNLIKELY(t->rec.fwd & AD__FWD_REGION) && e == t->rec.epoch && i > t->rec.next)
+    ad__region_spill((ad_tape *)(uintptr_t)t);
   if (e == t->rec.epoch) return i <= t->rec.next;
   const ad__lineage *l = lineage_of(t, e);
   return l && i > l->start && i <= l->cut;
@@ -752,13 +756,16 @@ int ad_tape_reset_to(ad_tape *t, ad_tape_pos p) {
 /* Inputs and records                                                        */
 /* ------------------------------------------------------------------------ */
 
-ad_real ad__new_input(ad_tape *t, double value) {
+ad_real ad__new_input(ad_tape *t, double value) { return ad__new_value(t, value, NULL); }
+
+ad_real ad__new_value(ad_tape *t, double value, const char *op) {
   ad_real r;
   r.v = value;
   r.i = 0;
   r.e = 0;
   ad__recorder *R = &t->rec;
-  if (!ad__need(R, 0, NULL, "ad_input")) return r;
+  if (!ad__need(R, 0, NULL, op ? op : "ad_input")) return r;
+  if (AD__UNLIKELY(R->fwd & AD__FWD_WATCH) && !ad__watch_input(t, value, op)) return r;
   R->cnt[R->ns++] = 0;
   r.i = ++R->next;
   r.e = R->epoch;
@@ -773,7 +780,7 @@ ad_real ad_input(double value) {
                     value);
     return ad__const(value);
   }
-  return ad__new_input(t, value);
+  return ad__new_value(t, value, "ad_input");
 }
 
 int ad__record_push(ad_tape *t, const ad__record_ops *ops, void *data, size_t bytes) {
@@ -796,6 +803,7 @@ int ad__record_push(ad_tape *t, const ad__record_ops *ops, void *data, size_t by
   r->data = data;
   r->bytes = bytes;
   t->rec_bytes += bytes;
+  if (ad__watching(t)) t->watch_rec = ops->name; /* the values entering next are its outputs */
   t->rec.records++;
   return AD_OK;
 }

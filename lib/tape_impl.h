@@ -140,6 +140,16 @@ struct ad_tape {
    * communication. Cleared by ad_tape_reset. */
   int loop_comm;
 
+  /* Watching what is recorded (see ad__watch_value): the finite check and
+   * the operation names, each statement's name and value indexed by its
+   * handle (names[h] NULL: not known). `watch_rec` names the record whose
+   * outputs the next values entering the tape are. */
+  int check_finite, record_names;
+  const char **names;
+  double *vals;
+  size_t names_cap, vals_cap;
+  const char *watch_rec;
+
   ad_tape_options opt;
   uint64_t index_limit;
   size_t bytes_alloc, bytes_peak;
@@ -155,8 +165,38 @@ struct ad_tape {
  * forward on t. */
 void ad__region_spill(ad_tape *t);
 static inline void ad__region_flush(ad_tape *t) {
-  if (AD__UNLIKELY(t->rec.fwd)) ad__region_spill(t);
+  if (AD__UNLIKELY(t->rec.fwd & AD__FWD_REGION)) ad__region_spill(t);
 }
+
+/* Watching a recording (lib/watch.c). The recorder's AD__FWD_WATCH bit
+ * sends every operation to the library, which calls these before recording
+ * it: 1 if the statement may be recorded, else 0 with the sticky error
+ * AD_ERR_NONFINITE naming `op` (finite check). Arguments are given as
+ * ad_real (values known) or, with args NULL, as handles; par NULL means
+ * partials of +1. ad__watch_note keeps the name and value of handle h. */
+static inline int ad__watching(const ad_tape *t) { return t->check_finite | t->record_names; }
+int ad__watch_value(ad_tape *t, const char *op, double v, uint32_t n, const ad_real *args, const ad_index *idx,
+                    const double *par);
+void ad__watch_note(ad_tape *t, ad_index h, const char *op, double v);
+/* The name and value recorded for handle h: the name, or NULL if unknown. */
+const char *ad__watch_name(const ad_tape *t, ad_index h, double *v);
+/* Set the recorder's AD__FWD_WATCH bit from the tape's options. */
+void ad__watch_arm(ad_tape *t);
+/* At creation (the environment's options), reset and destruction. */
+void ad__watch_init(ad_tape *t);
+void ad__watch_reset(ad_tape *t);
+void ad__watch_free(ad_tape *t);
+/* A value entering the tape without an operation (an input, a record's
+ * output): the finite check, and its note. 1 if it may be recorded. */
+int ad__watch_input(ad_tape *t, double v, const char *op);
+/* The reverse sweep's finite check: the first statement whose adjoint
+ * became non-finite, found after the sweep ran its course. */
+typedef struct ad__adj_watch {
+  int found;
+  ad_index stmt, target; /* the statement swept, the handle whose adjoint it made non-finite (0: its own) */
+  double partial, adjoint, result;
+} ad__adj_watch;
+int ad__watch_adjoint_report(ad_tape *t, const ad__adj_watch *w);
 
 /* Memory through the tape's allocator and limit. NULL (and a sticky
  * AD_ERR_NOMEM if `fail` is set) when it cannot be had. */
@@ -287,6 +327,9 @@ int ad__record_push(ad_tape *t, const ad__record_ops *ops, void *data, size_t by
 /* A new statement with no arguments (an input, or a value received from
  * elsewhere); passive if the tape is not recording. */
 ad_real ad__new_input(ad_tape *t, double value);
+/* The same, named `op` for the finite check and the dump (NULL: the output
+ * of the last record, or "ad_input"). */
+ad_real ad__new_value(ad_tape *t, double value, const char *op);
 
 /* Sweeps (adjoint/sweep.c): report the tape's error first (telling the
  * extension, so other ranks learn of it), then run the extension's begin

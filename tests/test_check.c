@@ -3,7 +3,9 @@
  * reports equal to the closed form), and it catches a deliberately wrong
  * external-function adjoint by finite differences and by the dot-product
  * test, a wrong tangent by the dot-product test, and a failing function. */
+#define _POSIX_C_SOURCE 200809L
 #include <ariadne_tools.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -217,11 +219,138 @@ static void test_repeated_columns(void) {
   if (r.nworst == 2) CHECK(r.worst[0].col != r.worst[1].col);
 }
 
+/* What the checker prints while `run` runs, caught from stdout. */
+static char printed[8192];
+static int run_printed(ad_check_fn f, size_t n, const double *x0, const ad_check_options *o, ad_check_result *r) {
+  fflush(stdout);
+  FILE *tmp = tmpfile();
+  int saved = dup(1);
+  dup2(fileno(tmp), 1);
+  int rc = ad_check_gradient(f, NULL, n, x0, 1, o, r);
+  fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  rewind(tmp);
+  size_t k = fread(printed, 1, sizeof printed - 1, tmp);
+  printed[k] = '\0';
+  fclose(tmp);
+  fputs(printed, stdout); /* for the log */
+  return rc;
+}
+
+/* minmod(a, b): the smaller slope if both have one sign, else 0. */
+static ad_real minmod(ad_real a, ad_real b) {
+  if (ad_le(ad_mul(a, b), 0.0)) return ad_const(0.0);
+  return ad_gt(a, 0.0) ? ad_fmin(a, b) : ad_fmax(a, b);
+}
+
+/* A MUSCL-style reconstruction: sum over interior cells of u_i + 1/2
+ * minmod(u_i - u_{i-1}, u_{i+1} - u_i). At a flat state every limiter sits
+ * at its kink (both slopes 0): each input moved alone leaves every product
+ * of slopes <= 0, so the columns see the linear part only and agree, while
+ * a random direction gives slopes of one sign in some cell. */
+#define NK 8
+static int muscl(void *ud, size_t n, const ad_real *u, size_t m, ad_real *y) {
+  (void)ud, (void)m;
+  ad_real s = ad_const(0.0);
+  for (size_t i = 1; i + 1 < n; i++) {
+    ad_real lim = minmod(ad_sub(u[i], u[i - 1]), ad_sub(u[i + 1], u[i]));
+    s = ad_add(s, ad_add(u[i], ad_mul(0.5, lim)));
+  }
+  y[0] = s;
+  return 0;
+}
+
+static void test_kink(void) {
+  CHECK_CONTEXT("kink");
+  double flat[NK], smooth[NK];
+  for (int i = 0; i < NK; i++) {
+    flat[i] = 1.0;
+    smooth[i] = 0.1 * i * i; /* slopes of one sign, all different: no kink */
+  }
+  ad_check_options o;
+  ad_check_options_default(&o);
+  o.print = 1;
+  o.title = "minmod at a flat state";
+  ad_check_result r;
+  CHECK_INT(run_printed(muscl, NK, flat, &o, &r), AD_ERR_CHECK);
+  CHECK_INT(r.failed, 0);         /* every column agrees ... */
+  CHECK(r.dot_rel <= o.dot_tol);  /* ... the sweeps agree with each other ... */
+  CHECK(r.tangent_rel > 1.0);     /* ... only the direction crossing the kink does not */
+  CHECK(r.kink);
+  CHECK_INT(r.nonfinite, 0);
+  /* the derivatives compared are those of the linear part, in closed form */
+  for (size_t k = 0; k < r.nworst; k++)
+    CHECK_CLOSE(r.worst[k].ad, r.worst[k].col == 0 || r.worst[k].col == NK - 1 ? 0.0 : 1.0, 1e-15);
+  CHECK(strstr(printed, "FAILED: only the tangent against central differences along xdot failed") != NULL);
+  CHECK(strstr(printed, "probably not differentiable at x0") != NULL);
+  CHECK(strstr(printed, "move the point") != NULL);
+  CHECK(strstr(r.verdict, "fabs, fmin/fmax, a branch") != NULL);
+  CHECK(strstr(printed, "0 of 8 entries") == NULL);
+  /* Moved off the kink, the same code passes. */
+  CHECK_INT(run_printed(muscl, NK, smooth, &o, &r), AD_OK);
+  CHECK(!r.kink);
+  CHECK_INT(r.verdict[0], '\0');
+}
+
+/* y = x^2 + 1: a NaN input makes every number of the check NaN. */
+static int square(void *ud, size_t n, const ad_real *x, size_t m, ad_real *y) {
+  (void)ud, (void)n, (void)m;
+  y[0] = ad_add(ad_mul(x[0], x[0]), 1.0);
+  return 0;
+}
+/* y = sqrt(x0) + x1: at x0 = 0 the derivative is infinite. */
+static int root(void *ud, size_t n, const ad_real *x, size_t m, ad_real *y) {
+  (void)ud, (void)n, (void)m;
+  y[0] = ad_add(ad_sqrt(x[0]), x[1]);
+  return 0;
+}
+
+static void test_nonfinite(void) {
+  ad_check_options o;
+  ad_check_options_default(&o);
+  o.print = 1;
+  ad_check_result r;
+
+  CHECK_CONTEXT("NaN input");
+  double xn = NAN;
+  CHECK_INT(run_printed(square, 1, &xn, &o, &r), AD_ERR_CHECK);
+  CHECK(!r.passed);
+  CHECK(r.nonfinite > 0);
+  CHECK(strstr(r.nonfinite_at, "f(x0): output 0 is nan") != NULL);
+  CHECK(isinf(r.dot_rel)); /* not "rel. diff 0" */
+  CHECK(strstr(printed, "rel. diff 0.0e+00") == NULL);
+  CHECK(strstr(printed, "rel. diff inf  MISMATCH") != NULL);
+  CHECK(strstr(printed, "not finite: f(x0): output 0 is nan") != NULL);
+  CHECK(strstr(printed, "FAILED: a NaN or infinity in the comparisons") != NULL);
+
+  CHECK_CONTEXT("sqrt at 0");
+  double x0[2] = {0.0, 3.0};
+  CHECK_INT(run_printed(root, 2, x0, &o, &r), AD_ERR_CHECK);
+  CHECK(isfinite(r.atol)); /* the tolerance comes from the finite derivative d/dx1 = 1 */
+  CHECK_CLOSE(r.atol, 1e-7, 1e-12);
+  CHECK(strstr(printed, "atol inf") == NULL);
+  CHECK(strstr(r.nonfinite_at, "derivative of output 0 with respect to input 0 is inf") != NULL);
+  CHECK(strstr(printed, "not finite: the tape's derivative of output 0 with respect to input 0 is inf") != NULL);
+  /* d/dx1 is still compared, and right */
+  for (size_t k = 0; k < r.nworst; k++)
+    if (r.worst[k].col == 1) CHECK_CLOSE(r.worst[k].ad, 1.0, 1e-15);
+
+  CHECK_CONTEXT("infinite differences");
+  /* y = sqrt(x0) + x1 at x0 = 1e-300: the tape's derivative is finite but
+   * the differences step into x0 < 0, where f is NaN. */
+  x0[0] = 1e-300;
+  CHECK_INT(run_printed(root, 2, x0, &o, &r), AD_ERR_CHECK);
+  CHECK(strstr(r.nonfinite_at, "central difference of output 0 along input 0 is nan at every step") != NULL);
+}
+
 int main(void) {
   test_correct();
   test_wrong_reverse();
   test_wrong_forward();
   test_errors();
   test_repeated_columns();
+  test_kink();
+  test_nonfinite();
   return check_finish("test_check");
 }

@@ -33,6 +33,11 @@ typedef struct stmt {
   int nargs;
   unsigned long long arg[8];
   double par[8];
+  char op[32];      /* "OP:" before the terms, "" if none */
+  int has_value;    /* "value V" among the notes */
+  double value;
+  int output, unused;
+  char notes[256];  /* everything after "   # " */
 } stmt;
 
 #define MAXH 64
@@ -40,8 +45,23 @@ static stmt S[MAXH];
 static char rec_line[4][1024];
 static int nrec;
 
+/* The notes after "   # ", separated by "; ": "value V", a kind, "output",
+ * "unused". */
+static void parse_notes(stmt *s, const char *p) {
+  snprintf(s->notes, sizeof s->notes, "%s", p);
+  while (*p) {
+    size_t k = strcspn(p, ";");
+    if (sscanf(p, "value %lg", &s->value) == 1) s->has_value = 1;
+    if (k == 6 && strncmp(p, "output", 6) == 0) s->output = 1;
+    if (k == 6 && strncmp(p, "unused", 6) == 0) s->unused = 1;
+    p += k;
+    while (*p == ';' || *p == ' ') p++;
+  }
+}
+
 /* Parse the text dump: "%H = input", "%H = output of record R",
- * "%H = P*%A + P*%B ... [# kind]", "record R after %H: NAME: DESC". */
+ * "%H = [OP:] P*%A + P*%B ...", each with optional "   # NOTES", and
+ * "record R after %H: NAME: DESC". */
 static void parse_text(FILE *f) {
   char line[1024];
   memset(S, 0, sizeof S);
@@ -60,6 +80,11 @@ static void parse_text(FILE *f) {
     if (!CHECK(sscanf(line, "%%%llu = %n", &h, &used) == 1 && h < MAXH)) continue;
     stmt *s = &S[h];
     s->seen++;
+    char *notes = strstr(line, "   # ");
+    if (notes) {
+      parse_notes(s, notes + 5);
+      *notes = '\0';
+    }
     const char *p = line + used;
     if (strcmp(p, "input") == 0) {
       s->input = 1;
@@ -69,6 +94,11 @@ static void parse_text(FILE *f) {
       s->from_record = r + 1;
       continue;
     }
+    int opn = -1;
+    if (*p >= 'a' && *p <= 'z' && sscanf(p, "%31[a-z_0-9]:%n", s->op, &opn) == 1 && opn > 0)
+      p += opn;
+    else
+      s->op[0] = '\0';
     while (*p && *p != '#') {
       double par;
       unsigned long long a;
@@ -107,8 +137,9 @@ static int handles_of(const char *line, const char *key, unsigned long long *h, 
   return n;
 }
 
-int main(void) {
+static void dump_tape(int names) {
   ad_tape *t = ad_tape_create();
+  ad_tape_set_record_names(t, names);
   ad_tape_begin(t);
   ad_real x1 = ad_input(2.0), x2 = ad_input(3.0);
   ad_real a = ad_mul(x1, x2);    /* partials 3, 2 */
@@ -155,6 +186,29 @@ int main(void) {
   CHECK_INT(S[st[0].i].from_record, 2);
   CHECK_SAME(partial_of(&S[J.i], x2), ad_value(st[0]));
   CHECK_SAME(partial_of(&S[J.i], st[0]), 3.0);
+  /* Outputs: J only, which no later statement or record uses. */
+  for (unsigned long long h = 1; h <= J.i; h++) CHECK_INT(S[h].output, h == J.i);
+  for (unsigned long long h = 1; h <= J.i; h++) CHECK_INT(S[h].unused, 0);
+  if (!names) {
+    /* no operation names or values, and the kinds without partials explained */
+    for (unsigned long long h = 1; h <= J.i; h++) CHECK(S[h].op[0] == '\0' && !S[h].has_value);
+    CHECK_CONTAINS(S[b.i].notes, "plus: every partial +1 (ad_add");
+    CHECK_CONTAINS(S[d.i].notes, "diff: partials +1 and -1 (ad_sub)");
+  } else {
+    /* each statement's operation, and its value as the program computed it */
+    const struct {
+      ad_real v;
+      const char *op;
+    } want[] = {{a, "ad_mul"}, {b, "ad_add"}, {c, "ad_sin"}, {d, "ad_sub"}, {J, "ad_mul"}};
+    for (size_t k = 0; k < sizeof want / sizeof *want; k++) {
+      CHECK_STR(S[want[k].v.i].op, want[k].op);
+      CHECK(S[want[k].v.i].has_value);
+      CHECK_SAME(S[want[k].v.i].value, ad_value(want[k].v));
+    }
+    const ad_real known[] = {x1, x2, out[0], out[1], st[0]};
+    for (size_t k = 0; k < sizeof known / sizeof *known; k++) CHECK_SAME(S[known[k].i].value, ad_value(known[k]));
+    CHECK_CONTAINS(S[b.i].notes, "plus");
+  }
   /* every handle listed once, and nothing else */
   for (unsigned long long h = 1; h < MAXH; h++) CHECK_INT(S[h].seen, h <= J.i ? 1 : 0);
   CHECK_INT(nrec, 2);
@@ -219,6 +273,12 @@ int main(void) {
       dashed++;
     } else if (sscanf(line, " %c%llu [", &kind, &u) == 2 && (kind == 'n' || kind == 'r')) {
       nodes++;
+      /* labels: the handle, what made it, the value when known; J drawn as the output */
+      if (kind == 'n' && u == a.i) CHECK_CONTAINS(line, names ? "\\nad_mul\\n= 6\"" : "\\nstatement\"");
+      if (kind == 'n' && u == b.i) CHECK_CONTAINS(line, names ? "\\nad_add\\n= 8\"" : "\\nsum\"");
+      if (kind == 'n' && u == x1.i) CHECK_CONTAINS(line, names ? "\\ninput\\n= 2\"" : "\\ninput\"");
+      if (kind == 'n') CHECK_INT(strstr(line, "peripheries=2") != NULL, u == J.i);
+      if (kind == 'n' && u == J.i) CHECK_CONTAINS(line, "\\noutput\"");
     } else if (strcmp(line, "}") == 0) {
       braces++;
     }
@@ -245,5 +305,14 @@ int main(void) {
   CHECK_INT(ad_tape_dump(t, stdout, (ad_dump_format)7), AD_ERR_ARG);
   CHECK_INT(ad_tape_dump_path(t, "/nonexistent-dir/x.txt", AD_DUMP_TEXT), AD_ERR_IO);
   ad_tape_destroy(t);
+}
+
+int main(void) {
+  unsetenv("ARIADNE_RECORD_NAMES");
+  unsetenv("ARIADNE_CHECK_FINITE");
+  CHECK_CONTEXT("without names");
+  dump_tape(0);
+  CHECK_CONTEXT("with names and values");
+  dump_tape(1);
   return check_finish("test_dump");
 }

@@ -577,6 +577,7 @@ static void test_messages(void) {
       {AD_ERR_IO, "AD_ERR_IO"},
       {AD_ERR_CORRUPT, "AD_ERR_CORRUPT"},
       {AD_ERR_CHECK, "AD_ERR_CHECK"},
+      {AD_ERR_NONFINITE, "AD_ERR_NONFINITE"},
   };
   size_t n = sizeof codes / sizeof *codes;
   /* The codes are 0, -1, ..., up to the end marker, with no gaps. */
