@@ -380,7 +380,7 @@ static void pend_complete(void *ctx, ad_tape *t, ad_tape *seen, ad__mrec *start,
   (void)seen;
   pend_deliver(q, t && start == q->r ? t : NULL);
   if (t && start && start == q->r) {
-    ad__mrec *d = ad__mrec_push(t, AD__M_ICOLL_DONE, q->x.c, 0, 0);
+    ad__mrec *d = ad__mrec_push(t, ad__coll_kind(AD__M_ICOLL_DONE), q->x.c, 0, 0);
     ad__corder *o = ad__coll_order(t, q->x.c);
     if (d && o) {
       d->seq = o->n - 1; /* the last collective started before this completion */
@@ -506,19 +506,19 @@ static int barrier_any(MPI_Comm comm, ad_mpi_request *req, const char *fn) {
   if (rc != MPI_SUCCESS) return rc;
   pend *q = pend_new(&x, AD__M_BARRIER, fn);
   if (!q) return MPI_ERR_NO_MEM;
-  if (x.t) q->r = ad__mrec_push(x.t, AD__M_BARRIER, x.c, 0, 0);
+  if (x.t) q->r = ad__mrec_push(x.t, ad__coll_kind(AD__M_BARRIER), x.c, 0, 0);
   MPI_Request mq = MPI_REQUEST_NULL;
   rc = req ? MPI_Ibarrier(comm, &mq) : MPI_Barrier(comm);
   return pend_go(q, rc, mq, req);
 }
 
 /* Windows of ad_real publish this rank's stores before the barrier and take
- * in what other ranks completed before it after (see ad__rma_barrier). */
+ * in what other ranks completed before it after (see ad__mpi_chapters_barrier). */
 int ad_mpi_barrier(MPI_Comm comm) {
-  int prc = ad__rma_barrier(0);
+  int prc = ad__mpi_chapters_barrier(0);
   int rc = barrier_any(comm, NULL, "ad_mpi_barrier");
   if (rc != MPI_SUCCESS) return rc;
-  rc = ad__rma_barrier(1);
+  rc = ad__mpi_chapters_barrier(1);
   return prc != MPI_SUCCESS ? prc : rc;
 }
 int ad_mpi_ibarrier(MPI_Comm comm, ad_mpi_request *request) { return barrier_any(comm, request, "ad_mpi_ibarrier"); }
@@ -549,7 +549,7 @@ static int bcast_any(void *buffer, int count, MPI_Datatype type, int root, MPI_C
   q->recvbuf = buffer;
   q->n = count;
   q->gets = !me;
-  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, AD__M_BCAST, x.c, me ? count : 0, 0) : NULL;
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, ad__coll_kind(AD__M_BCAST), x.c, me ? count : 0, 0) : NULL;
   if (r) r->root = root;
   if (me) {
     ad__pack(buffer, count, q->rv);
@@ -624,7 +624,7 @@ static int reduce_any(const void *sendbuf, void *recvbuf, int count, const int *
     pend_free(q);
     return MPI_ERR_NO_MEM;
   }
-  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, kind, x.c, n, gets ? m : 0) : NULL;
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, ad__coll_kind(kind), x.c, n, gets ? m : 0) : NULL;
   if (r) {
     r->root = root;
     r->op = q->op;
@@ -810,7 +810,8 @@ static int scan_any(const void *sendbuf, void *recvbuf, int count, MPI_Datatype 
   q->n = count;
   q->gets = gets;
   ad__pack(src, count, q->sv);
-  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, ex ? AD__M_EXSCAN : AD__M_SCAN, x.c, count, gets ? count : 0) : NULL;
+  ad__mrec *r = q->r =
+      x.t ? ad__mrec_push(x.t, ad__coll_kind(ex ? AD__M_EXSCAN : AD__M_SCAN), x.c, count, gets ? count : 0) : NULL;
   if (r) ad__handles(x.t, src, count, r->in, fn);
   MPI_Request mq = MPI_REQUEST_NULL;
   if (req)
@@ -890,7 +891,7 @@ static int gatherv_any(const void *sendbuf, int sendcount, void *recvbuf, const 
   q->recvbuf = recvbuf;
   ad__pack(src, nin, q->sv);
   if (inplace) memcpy(q->rv + displs[root], q->sv, (size_t)nin * sizeof(double));
-  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, AD__M_GATHERV, x.c, nin, tot) : NULL;
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, ad__coll_kind(AD__M_GATHERV), x.c, nin, tot) : NULL;
   if (r) {
     r->root = root;
     r->inplace = inplace;
@@ -1008,7 +1009,8 @@ static int scatterv_any(const void *sendbuf, const int *sendcounts, const int *d
   q->n = recvcount;
   q->gets = !inplace;
   if (me) ad__pack(sendbuf, ext, q->sv);
-  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, AD__M_SCATTERV, x.c, nin, inplace ? 0 : recvcount) : NULL;
+  ad__mrec *r = q->r =
+      x.t ? ad__mrec_push(x.t, ad__coll_kind(AD__M_SCATTERV), x.c, nin, inplace ? 0 : recvcount) : NULL;
   if (r) {
     r->root = root;
     r->inplace = inplace;
@@ -1135,7 +1137,7 @@ static int allgatherv_any(const void *sendbuf, int sendcount, void *recvbuf, con
    * count that does not match recvcounts[rank] is left to MPI to report. */
   int own = inplace || sendcount == recvcounts[me];
   if (own) memcpy(q->rv + displs[me], q->sv, (size_t)nin * sizeof(double));
-  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, AD__M_ALLGATHERV, x.c, nin, tot) : NULL;
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, ad__coll_kind(AD__M_ALLGATHERV), x.c, nin, tot) : NULL;
   if (r) {
     ad__handles(x.t, src, nin, r->in, fn);
     if (!(r->cnt = icopy(recvcounts, p)) || !(r->dsp = icopy(displs, p)))
@@ -1242,7 +1244,7 @@ static int alltoallv_any(const void *sendbuf, const int *scnt, const int *sdsp, 
   }
   q->recvbuf = recvbuf;
   ad__pack(sendbuf, sext, q->sv);
-  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, AD__M_ALLTOALLV, x.c, nin, nout) : NULL;
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, ad__coll_kind(AD__M_ALLTOALLV), x.c, nin, nout) : NULL;
   if (r) {
     if (!(r->cnt = icopy(scnt, p)) || !(r->dsp = icopy(sdsp, p)) || !(r->cnt2 = icopy(rcnt, p)) ||
         !(r->dsp2 = icopy(rdsp, p)))
@@ -1479,7 +1481,7 @@ static int neighbor_any(const void *sendbuf, const int *scnt, const int *sdsp, v
   q->recvbuf = recvbuf;
   q->nslots = indeg;
   ad__pack(sendbuf, sext, q->sv);
-  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, AD__M_NEIGHBOR, x.c, nin, nout) : NULL;
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, ad__coll_kind(AD__M_NEIGHBOR), x.c, nin, nout) : NULL;
   if (r) {
     r->peer = outdeg;
     r->rpeer = indeg;
@@ -2522,7 +2524,7 @@ static int order_fail(ad_tape *t, const char *why) {
   return AD_ERR_MPI;
 }
 
-int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
+static int coll_reverse(ad_tape *t, ad__mrec *r) {
   ad__corder *o = ad__coll_order(t, r->c);
   if (r->kind == AD__M_ICOLL_DONE) {
     ad__mrec *s = r->link;
@@ -2538,7 +2540,6 @@ int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
     o->ready[o->nready++] = r;
     return pump(t, o);
   }
-  if (r->kind == AD__M_CANCELLED) return AD_OK;
   if (r->nb) {
     if (!r->link) return order_fail(t, "recorded on this tape was never completed (wait or test) while recording");
     if (!o || r->seq < 0 || r->seq >= o->n || !o->started[r->seq])
@@ -2554,8 +2555,7 @@ int ad__coll_reverse(ad_tape *t, ad__mrec *r) {
   return rc == AD_OK && o ? pump(t, o) : rc;
 }
 
-int ad__coll_forward(ad_tape *t, ad__mrec *r) {
-  if (r->kind == AD__M_CANCELLED) return AD_OK;
+static int coll_tangent(ad_tape *t, ad__mrec *r) {
   if (r->kind == AD__M_ICOLL_DONE) {
     ad__mrec *s = r->link;
     if (!s) return order_fail(t, "completed on this tape but its start is gone (ad_tape_reset_to?)");
@@ -2569,4 +2569,34 @@ int ad__coll_forward(ad_tape *t, ad__mrec *r) {
   }
   if (rc != AD_OK || r->nb) return rc;
   return fwd_finish(t, r);
+}
+
+/* A nonblocking collective's start leaves a request in p2p.c's slots that
+ * points back at it. */
+static void coll_lost(const ad__mrec *r) {
+  if (r->nb) ad__p2p_forget(r);
+}
+
+/* The collective record kinds: every one but the completion of a
+ * nonblocking collective is numbered on its (tape, communicator). */
+static const ad__mkind kinds[] = {
+    {AD__M_BARRIER, 1, coll_reverse, coll_tangent, coll_lost, NULL},
+    {AD__M_BCAST, 1, coll_reverse, coll_tangent, coll_lost, NULL},
+    {AD__M_REDUCE, 1, coll_reverse, coll_tangent, coll_lost, NULL},
+    {AD__M_ALLREDUCE, 1, coll_reverse, coll_tangent, coll_lost, NULL},
+    {AD__M_GATHERV, 1, coll_reverse, coll_tangent, coll_lost, NULL},
+    {AD__M_SCATTERV, 1, coll_reverse, coll_tangent, coll_lost, NULL},
+    {AD__M_ALLGATHERV, 1, coll_reverse, coll_tangent, coll_lost, NULL},
+    {AD__M_ALLTOALLV, 1, coll_reverse, coll_tangent, coll_lost, NULL},
+    {AD__M_RSB, 1, coll_reverse, coll_tangent, coll_lost, NULL},
+    {AD__M_SCAN, 1, coll_reverse, coll_tangent, coll_lost, NULL},
+    {AD__M_EXSCAN, 1, coll_reverse, coll_tangent, coll_lost, NULL},
+    {AD__M_ICOLL_DONE, 0, coll_reverse, coll_tangent, coll_lost, NULL},
+    {AD__M_NEIGHBOR, 1, coll_reverse, coll_tangent, coll_lost, NULL},
+};
+
+const ad__mkind *ad__coll_kind(int kind) {
+  for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+    if (kinds[i].kind == kind) return &kinds[i];
+  return NULL;
 }

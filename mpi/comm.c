@@ -19,6 +19,10 @@ static MPI_Datatype real_type = MPI_DATATYPE_NULL;
 static int comm_keyval = MPI_KEYVAL_INVALID;
 static int self_keyval = MPI_KEYVAL_INVALID;
 static ad__comm *comms;
+/* The chapters that joined (see ad__mpi_chapter_join). They stay joined
+ * across MPI_Finalize: their hooks find nothing to do until they hold state
+ * again. */
+static ad__mpi_chapter *chapters;
 static double timeout_s = 60.0;
 /* A sweep timed out, or left a send or collective pending, since the last
  * taint(): MPI may still pair what it left with a later operation. */
@@ -144,12 +148,35 @@ static int self_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
     free(c);
   }
   comms = NULL;
-  ad__p2p_finalize();
-  ad__reduce_ext_finalize();
+  for (ad__mpi_chapter *ch = chapters; ch; ch = ch->next)
+    if (ch->finalize) ch->finalize();
   if (real_type != MPI_DATATYPE_NULL) MPI_Type_free(&real_type);
   if (comm_keyval != MPI_KEYVAL_INVALID) MPI_Comm_free_keyval(&comm_keyval);
   initialized = 0;
   return MPI_SUCCESS;
+}
+
+void ad__mpi_chapter_join(ad__mpi_chapter *ch) {
+  if (ch->joined) return;
+  ch->joined = 1;
+  ch->next = chapters;
+  chapters = ch;
+}
+
+int ad__mpi_chapters_barrier(int after) {
+  int rc = MPI_SUCCESS;
+  for (ad__mpi_chapter *ch = chapters; ch; ch = ch->next) {
+    int e = ch->barrier ? ch->barrier(after) : MPI_SUCCESS;
+    if (rc == MPI_SUCCESS) rc = e;
+  }
+  return rc;
+}
+
+/* The chapters' sweep checks: 1 as soon as one says t cannot be swept. */
+static int chapters_sweep_check(ad_tape *t) {
+  for (ad__mpi_chapter *ch = chapters; ch; ch = ch->next)
+    if (ch->sweep_check && ch->sweep_check(t)) return 1;
+  return 0;
 }
 
 static int world_rank;
@@ -894,7 +921,7 @@ static int ctx_sweep_begin(ad_tape *t, void *ctx, int reverse, int err) {
   int peer_status = AD_OK, peer_rank = -1;
   /* One-sided operations of an epoch that was not closed on this tape are
    * missing from it: the partners learn of it through the handshake. */
-  if (err == AD_OK && ad__rma_sweep_check(t)) err = ad__driver_check(t);
+  if (err == AD_OK && chapters_sweep_check(t)) err = ad__driver_check(t);
   if (err == AD_OK && chans_number(t, x)) err = ad__driver_check(t);
   if (untrusted(x)) {
     tell_partners(x, err != AD_OK ? err : AD_ERR_MPI);
@@ -1347,8 +1374,8 @@ static void mrec_destroy(void *data) {
   ad__mrec *r = data;
   /* A sweep that failed half-way left a receive behind: cancel it before
    * its buffer goes. */
-  int coll = (r->kind >= AD__M_BARRIER && r->kind <= AD__M_EXSCAN) || r->kind == AD__M_NEIGHBOR, was = left_pending;
-  if (!ad__mpi_abandon(&r->sreq, !coll)) { /* a collective MPI may still use: its communicator is retired */
+  int was = left_pending;
+  if (!ad__mpi_abandon(&r->sreq, !r->ops->coll)) { /* a collective MPI may still use: its communicator is retired */
     r->c->tainted = 1;
     left_pending = was;
     ad__mpi_keep(r->sbuf);
@@ -1357,7 +1384,7 @@ static void mrec_destroy(void *data) {
     r->sbuf = r->sbuf2 = NULL;
     r->keep = NULL;
   }
-  if (r->kind == AD__M_ISEND || r->kind == AD__M_IRECV || r->nb) ad__p2p_forget(r);
+  if (r->ops->lost) r->ops->lost(r);
   if (r->link) r->link->link = NULL;
   free(r->sbuf);
   free(r->sbuf2);
@@ -1369,39 +1396,29 @@ static void mrec_destroy(void *data) {
   free(r->dsp);
   free(r->cnt2);
   free(r->dsp2);
-  ad__rma_free(r->rma);
+  if (r->ops->free) r->ops->free(r);
   free(r);
 }
 
-static int mrec_reverse(ad_tape *t, void *data) {
-  ad__mrec *r = data;
+/* A sweep's action of record r: its kind's reverse or tangent action, on a
+ * communicator that still exists. */
+static int mrec_sweep(ad_tape *t, ad__mrec *r, int reverse) {
   if (r->c->freed) {
     ad__pending(t, AD_ERR_MPI, "a communicator recorded on this tape was freed before the sweep");
     return AD_ERR_MPI;
   }
-  int rc = ad__rma_reverse(t, r);
-  if (rc == -1) rc = ad__p2p_reverse(t, r);
-  return rc == -1 ? ad__coll_reverse(t, r) : rc;
+  return reverse ? r->ops->reverse(t, r) : r->ops->tangent(t, r);
 }
-
-static int mrec_forward(ad_tape *t, void *data) {
-  ad__mrec *r = data;
-  if (r->c->freed) {
-    ad__pending(t, AD_ERR_MPI, "a communicator recorded on this tape was freed before the sweep");
-    return AD_ERR_MPI;
-  }
-  int rc = ad__rma_forward(t, r);
-  if (rc == -1) rc = ad__p2p_forward(t, r);
-  return rc == -1 ? ad__coll_forward(t, r) : rc;
-}
+static int mrec_reverse(ad_tape *t, void *data) { return mrec_sweep(t, data, 1); }
+static int mrec_forward(ad_tape *t, void *data) { return mrec_sweep(t, data, 0); }
 
 static const ad__record_ops mrec_ops = {"MPI communication", mrec_reverse, mrec_forward, mrec_destroy,
                                         ad__mrec_describe};
 
-ad__mrec *ad__mrec_push(ad_tape *t, int kind, ad__comm *c, int nin, int nout) {
+ad__mrec *ad__mrec_push(ad_tape *t, const ad__mkind *kind, ad__comm *c, int nin, int nout) {
   ad__mrec *r = calloc(1, sizeof *r);
   if (r) {
-    r->kind = kind;
+    ad__mrec_rekind(r, kind);
     r->c = c;
     r->sreq = MPI_REQUEST_NULL;
     r->nin = nin;
@@ -1414,8 +1431,7 @@ ad__mrec *ad__mrec_push(ad_tape *t, int kind, ad__comm *c, int nin, int nout) {
     ad__fail(t, AD_ERR_NOMEM, "no memory for an MPI communication record");
     return NULL;
   }
-  if (((kind >= AD__M_BARRIER && kind <= AD__M_EXSCAN) || kind == AD__M_NEIGHBOR) &&
-      (r->seq = ad__coll_number(t, c)) < 0) {
+  if (kind->coll && (r->seq = ad__coll_number(t, c)) < 0) {
     mrec_destroy(r);
     return NULL;
   }
@@ -1423,6 +1439,11 @@ ad__mrec *ad__mrec_push(ad_tape *t, int kind, ad__comm *c, int nin, int nout) {
   if (ad__record_push(t, &mrec_ops, r, bytes) != AD_OK) return NULL;
   ad__mpi_counters.records++;
   return r;
+}
+
+void ad__mrec_rekind(ad__mrec *r, const ad__mkind *kind) {
+  r->kind = kind->kind;
+  r->ops = kind;
 }
 
 int ad__mpi_comm_transposed(ad__comm *c, MPI_Comm *out) {

@@ -77,7 +77,7 @@ static int sweep_recv(ad_tape *t, const ad__mrec *r, double *buf, int n, int pee
 
 static double *scratch(int n) { return malloc((size_t)(n > 0 ? n : 1) * sizeof(double)); }
 
-int ad__p2p_reverse(ad_tape *t, ad__mrec *r) {
+static int p2p_reverse(ad_tape *t, ad__mrec *r) {
   int rc = AD_OK;
   double *buf;
   uint64_t *bytes = &ad__mpi_counters.adjoint_bytes;
@@ -144,12 +144,12 @@ int ad__p2p_reverse(ad_tape *t, ad__mrec *r) {
     }
     free(buf);
     return rc;
-  default:
-    return -1;
+  default: /* AD__M_CANCELLED: a receive that never was */
+    return AD_OK;
   }
 }
 
-int ad__p2p_forward(ad_tape *t, ad__mrec *r) {
+static int p2p_tangent(ad_tape *t, ad__mrec *r) {
   int rc = AD_OK;
   double *buf;
   uint64_t *bytes = &ad__mpi_counters.tangent_bytes;
@@ -206,9 +206,29 @@ int ad__p2p_forward(ad_tape *t, ad__mrec *r) {
     }
     free(buf);
     return rc;
-  default:
-    return -1;
+  default: /* AD__M_CANCELLED: a receive that never was */
+    return AD_OK;
   }
+}
+
+/* The point-to-point record kinds. Nonblocking starts leave a request in a
+ * slot that points back at them (see ad__p2p_forget); a cancelled receive's
+ * start becomes AD__M_CANCELLED, with no action. */
+static const ad__mkind kinds[] = {
+    {AD__M_SEND, 0, p2p_reverse, p2p_tangent, NULL, NULL},
+    {AD__M_RECV, 0, p2p_reverse, p2p_tangent, NULL, NULL},
+    {AD__M_ISEND, 0, p2p_reverse, p2p_tangent, ad__p2p_forget, NULL},
+    {AD__M_ISEND_DONE, 0, p2p_reverse, p2p_tangent, NULL, NULL},
+    {AD__M_IRECV, 0, p2p_reverse, p2p_tangent, ad__p2p_forget, NULL},
+    {AD__M_IRECV_DONE, 0, p2p_reverse, p2p_tangent, NULL, NULL},
+    {AD__M_SENDRECV, 0, p2p_reverse, p2p_tangent, NULL, NULL},
+    {AD__M_CANCELLED, 0, p2p_reverse, p2p_tangent, NULL, NULL},
+};
+
+const ad__mkind *ad__p2p_kind(int kind) {
+  for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+    if (kinds[i].kind == kind) return &kinds[i];
+  return NULL;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -234,7 +254,7 @@ static int send_any(send_fn fn, const char *name, const void *buf, int count, MP
   if (dest != MPI_PROC_NULL) {
     int k = ad__send_seq(c, dest, tag);
     ad__mpi_note_peer(seen, c, dest, 0, tag, count, k);
-    ad__mrec *r = t ? ad__mrec_push(t, AD__M_SEND, c, count, 0) : NULL;
+    ad__mrec *r = t ? ad__mrec_push(t, ad__p2p_kind(AD__M_SEND), c, count, 0) : NULL;
     if (r) {
       r->peer = dest;
       r->tag = tag;
@@ -272,7 +292,7 @@ static void recv_finish(ad__comm *c, ad_tape *t, ad_tape *seen, uint64_t post, c
                         const double *v, int n, int kind, ad__mrec **rec) {
   int k = ad__recv_complete(c, post, st->MPI_SOURCE, st->MPI_TAG);
   ad__mpi_note_peer(seen, c, st->MPI_SOURCE, 1, st->MPI_TAG, n, k);
-  ad__mrec *r = t ? ad__mrec_push(t, kind, c, 0, n) : NULL;
+  ad__mrec *r = t ? ad__mrec_push(t, ad__p2p_kind(kind), c, 0, n) : NULL;
   if (r) {
     r->peer = st->MPI_SOURCE;
     r->tag = st->MPI_TAG;
@@ -357,8 +377,9 @@ int ad_mpi_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, i
   int k = active_send ? ad__send_seq(c, dest, sendtag) : 0;
   uint64_t post = active_recv ? ad__recv_post(c, source, recvtag) : 0;
   if (active_send) ad__mpi_note_peer(seen, c, dest, 0, sendtag, sendcount, k);
-  ad__mrec *r =
-      t && (active_send || active_recv) ? ad__mrec_push(t, AD__M_SENDRECV, c, active_send ? sendcount : 0, 0) : NULL;
+  ad__mrec *r = t && (active_send || active_recv)
+                    ? ad__mrec_push(t, ad__p2p_kind(AD__M_SENDRECV), c, active_send ? sendcount : 0, 0)
+                    : NULL;
   if (r) {
     r->peer = active_send ? dest : -1;
     r->tag = sendtag;
@@ -456,11 +477,14 @@ typedef struct rslot {
 } rslot;
 
 static rslot *slots;
+static void p2p_finalize(void);
+static ad__mpi_chapter chapter = {NULL, NULL, p2p_finalize, NULL, 0};
 static int nslots, capslots, free_slot = -1, norphans;
 
 static void orphans_poll(void);
 
 static int slot_new(void) {
+  ad__mpi_chapter_join(&chapter); /* the slots are freed at MPI_Finalize */
   orphans_poll();
   int s = free_slot;
   if (s >= 0) {
@@ -496,7 +520,7 @@ void ad__p2p_forget(const ad__mrec *r) {
 
 /* At MPI_Finalize: the table. The buffer of a request never completed may
  * still be MPI's, so it is kept (reachable) rather than freed. */
-void ad__p2p_finalize(void) {
+static void p2p_finalize(void) {
   for (int s = 0; s < nslots; s++) {
     if (!slots[s].live) continue;
     ad__mpi_keep(slots[s].v);
@@ -669,7 +693,7 @@ static void send_start(rslot *q, const ad_real *buf, int dest, int tag, const ch
   if (dest == MPI_PROC_NULL) return;
   int k = ad__send_seq(q->c, dest, tag);
   ad__mpi_note_peer(seen, q->c, dest, 0, tag, q->count, k);
-  ad__mrec *r = t ? ad__mrec_push(t, AD__M_ISEND, q->c, q->count, 0) : NULL;
+  ad__mrec *r = t ? ad__mrec_push(t, ad__p2p_kind(AD__M_ISEND), q->c, q->count, 0) : NULL;
   if (r) {
     r->peer = dest;
     r->tag = tag;
@@ -689,7 +713,7 @@ static void recv_start(int s, int source, int tag, int posted) {
   ad_tape *seen, *t = ad__mpi_tape(&seen);
   if (!posted) q->post = ad__recv_post(q->c, source, tag);
   ad__recv_attach(q->c, q->post, s, q->gen);
-  ad__mrec *r = t ? ad__mrec_push(t, AD__M_IRECV, q->c, 0, 0) : NULL;
+  ad__mrec *r = t ? ad__mrec_push(t, ad__p2p_kind(AD__M_IRECV), q->c, 0, 0) : NULL;
   if (r) {
     q->tape = t;
     q->epoch = t->rec.epoch;
@@ -736,7 +760,7 @@ static void pp2p_complete(void *ctx, ad_tape *t, ad_tape *seen, ad__mrec *start,
 }
 
 static void pp2p_failed(void *ctx, int rc) {
-  if (rc == MPI_ERR_PENDING) return; /* MPI_Finalize: the inner slot is kept by ad__p2p_finalize */
+  if (rc == MPI_ERR_PENDING) return; /* MPI_Finalize: the inner slot is kept by p2p_finalize */
   int s = pp2p_inner(ctx);
   MPI_Status st;
   memset(&st, 0, sizeof st);
@@ -989,7 +1013,7 @@ static void slot_deliver(int s, const MPI_Status *st) {
       q->start->link = d;
     }
   } else if (recorded) {
-    ad__mrec *d = ad__mrec_push(t, AD__M_ISEND_DONE, q->c, 0, 0);
+    ad__mrec *d = ad__mrec_push(t, ad__p2p_kind(AD__M_ISEND_DONE), q->c, 0, 0);
     if (d) {
       d->link = q->start;
       q->start->link = d;
@@ -1315,7 +1339,7 @@ int ad_mpi_cancel(ad_mpi_request *request) {
   if (cancelled) {
     q->cancelled = 1;
     ad__recv_complete(q->c, q->post, -2, -2);
-    if (q->start) q->start->kind = AD__M_CANCELLED;
+    if (q->start) ad__mrec_rekind(q->start, ad__p2p_kind(AD__M_CANCELLED));
     q->start = NULL;
   }
   return MPI_SUCCESS;

@@ -139,6 +139,13 @@ typedef struct psync {
 static win *wins;
 static int win_keyval = MPI_KEYVAL_INVALID;
 
+/* Joined when the first window is made: every sweep checks the epochs
+ * recorded on its tape, and ad_mpi_barrier synchronises the windows. */
+static int rma_sweep_check(ad_tape *t);
+static int rma_barrier(int after);
+static ad__mpi_chapter chapter = {rma_sweep_check, rma_barrier, NULL, NULL, 0};
+static const ad__mkind *rma_kind(int kind);
+
 /* The record of a fence: the epoch it closed, from both sides. Origin
  * accesses are sorted by target, target accesses by origin (in the order
  * each origin made them), so both ends of a pair list the same accesses in
@@ -182,7 +189,7 @@ typedef struct rma_rec {
 
 static void passive_free(void *data);
 
-void ad__rma_free(void *data) {
+static void rma_free(void *data) {
   if (!data) return;
   if (*(int *)data >= RMA_PBEGIN) {
     passive_free(data);
@@ -262,7 +269,7 @@ static win *lookup(MPI_Win w) {
 
 static int passive_sweep_check(ad_tape *t);
 
-int ad__rma_sweep_check(ad_tape *t) {
+static int rma_sweep_check(ad_tape *t) {
   if (passive_sweep_check(t)) return 1;
   for (token *k = notes; k; k = k->next) {
     if (k->tape != t || k->state == NOTE_RECORDED) continue;
@@ -394,6 +401,7 @@ static int win_make(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI
   rc = finish(MPI_Ibarrier(c->priv, &req), &req);
   if (rc != MPI_SUCCESS) ad__mpi_forward_error(seen, rc, fn);
   if (t && !pw_make(t, w)) ad__fail(t, AD_ERR_NOMEM, "%s: no memory for the window's record", fn);
+  ad__mpi_chapter_join(&chapter);
   w->next = wins;
   wins = w;
   if (allocate) *(ad_real **)baseptr = ubase;
@@ -552,7 +560,7 @@ static int rma_access(const ad_real *origin, ad_real *result, ad_real **dst, int
   }
   if (t && !w->tok) {
     token *k = calloc(1, sizeof *k);
-    ad__mrec *r = k ? ad__mrec_push(t, AD__M_RMA_OPEN, w->c, 0, 0) : NULL;
+    ad__mrec *r = k ? ad__mrec_push(t, rma_kind(AD__M_RMA_OPEN), w->c, 0, 0) : NULL;
     if (!r) {
       free(k);
       return refuse(seen, MPI_ERR_NO_MEM, "%s: no memory", fn);
@@ -858,7 +866,7 @@ static rma_rec *rec_make(const win *w, const int *tl, const int *tl_origin, int 
 fail:
   free(oc);
   free(tc);
-  ad__rma_free(x);
+  rma_free(x);
   return NULL;
 }
 
@@ -1041,11 +1049,11 @@ int ad_mpi_win_fence(int assert, MPI_Win mwin) {
   rma_rec *x = NULL;
   if (rt && v[1]) {
     x = rec_make(w, tl, tl_origin, nt);
-    ad__mrec *r = x ? ad__mrec_push(rt, AD__M_RMA_FENCE, w->c, 0, 0) : NULL;
+    ad__mrec *r = x ? ad__mrec_push(rt, rma_kind(AD__M_RMA_FENCE), w->c, 0, 0) : NULL;
     if (r)
       r->rma = x;
     else {
-      if (x) ad__rma_free(x);
+      if (x) rma_free(x);
       x = NULL;
       if (!r) code = MPI_ERR_NO_MEM;
       snprintf(why, sizeof why, "no memory for the epoch's record");
@@ -1303,7 +1311,7 @@ static void passive_free(void *data) {
 }
 
 static int pw_push(ad_tape *t, int kind, win *w, phead *h) {
-  ad__mrec *r = ad__mrec_push(t, kind, w->c, 0, 0);
+  ad__mrec *r = ad__mrec_push(t, rma_kind(kind), w->c, 0, 0);
   if (!r) return 0;
   r->rma = h;
   w->pw->refs++;
@@ -1785,7 +1793,7 @@ static int passive_sweep_check(ad_tape *t) {
   return 0;
 }
 
-int ad__rma_barrier(int after) {
+static int rma_barrier(int after) {
   int rc = MPI_SUCCESS;
   for (win *w = wins; w; w = w->next) {
     if (w->mode == MODE_FENCE) continue;
@@ -2030,15 +2038,27 @@ static int passive_sweep(ad_tape *t, ad__mrec *r, int reverse) {
   }
 }
 
-int ad__rma_reverse(ad_tape *t, ad__mrec *r) {
+static int rma_reverse(ad_tape *t, ad__mrec *r) {
   if (r->kind == AD__M_RMA_FENCE) return rma_sweep(t, r, 1);
   if (r->kind == AD__M_RMA_OPEN) return AD_OK; /* the sweep's start checked its note */
-  if (r->kind >= AD__M_RMA_PBEGIN && r->kind <= AD__M_RMA_SYNC) return passive_sweep(t, r, 1);
-  return -1;
+  return passive_sweep(t, r, 1);
 }
-int ad__rma_forward(ad_tape *t, ad__mrec *r) {
+static int rma_tangent(ad_tape *t, ad__mrec *r) {
   if (r->kind == AD__M_RMA_FENCE) return rma_sweep(t, r, 0);
   if (r->kind == AD__M_RMA_OPEN) return AD_OK;
-  if (r->kind >= AD__M_RMA_PBEGIN && r->kind <= AD__M_RMA_SYNC) return passive_sweep(t, r, 0);
-  return -1;
+  return passive_sweep(t, r, 0);
 }
+
+static void rma_free_record(ad__mrec *r) { rma_free(r->rma); }
+
+/* The one-sided record kinds: each keeps its epoch's description in r->rma. */
+static const ad__mkind kinds[] = {
+    {AD__M_RMA_FENCE, 0, rma_reverse, rma_tangent, NULL, rma_free_record},
+    {AD__M_RMA_OPEN, 0, rma_reverse, rma_tangent, NULL, rma_free_record},
+    {AD__M_RMA_PBEGIN, 0, rma_reverse, rma_tangent, NULL, rma_free_record},
+    {AD__M_RMA_PEND, 0, rma_reverse, rma_tangent, NULL, rma_free_record},
+    {AD__M_RMA_BATCH, 0, rma_reverse, rma_tangent, NULL, rma_free_record},
+    {AD__M_RMA_SYNC, 0, rma_reverse, rma_tangent, NULL, rma_free_record},
+};
+
+static const ad__mkind *rma_kind(int kind) { return &kinds[kind - AD__M_RMA_FENCE]; }

@@ -614,7 +614,7 @@ static void mixed_send_note(ad__comm *c, ad_tape *t, ad_tape *seen, const char *
   if (dest == MPI_PROC_NULL) return;
   int k = ad__send_seq(c, dest, tag);
   ad__mpi_note_peer(seen, c, dest, 0, tag, m->nact, k);
-  ad__mrec *r = t ? ad__mrec_push(t, AD__M_SEND, c, m->nact, 0) : NULL;
+  ad__mrec *r = t ? ad__mrec_push(t, ad__p2p_kind(AD__M_SEND), c, m->nact, 0) : NULL;
   if (r) {
     r->peer = dest;
     r->tag = tag;
@@ -643,7 +643,7 @@ static int mixed_recv_done(ad__comm *c, ad_tape *t, ad_tape *seen, const char *f
   int n = mixed_unpack(d, buf, count, m->wire, got, m->v);
   int k = ad__recv_complete(c, post, st->MPI_SOURCE, st->MPI_TAG);
   ad__mpi_note_peer(seen, c, st->MPI_SOURCE, 1, st->MPI_TAG, n, k);
-  ad__mrec *r = t ? ad__mrec_push(t, AD__M_RECV, c, 0, n) : NULL;
+  ad__mrec *r = t ? ad__mrec_push(t, ad__p2p_kind(AD__M_RECV), c, 0, n) : NULL;
   if (r) {
     r->peer = st->MPI_SOURCE;
     r->tag = st->MPI_TAG;
@@ -747,7 +747,7 @@ static int mixed_bcast(const ad__dtype *d, void *buffer, int count, int root, MP
   mbuf m;
   int rc = mbuf_open(&m, fn, d, count);
   if (rc == 0) {
-    ad__mrec *r = t ? ad__mrec_push(t, AD__M_BCAST, c, me ? m.nact : 0, 0) : NULL;
+    ad__mrec *r = t ? ad__mrec_push(t, ad__coll_kind(AD__M_BCAST), c, me ? m.nact : 0, 0) : NULL;
     if (r) r->root = root;
     if (me) {
       mixed_pack(d, buffer, count, m.wire, m.act);
@@ -799,7 +799,7 @@ static void nbrecv_complete(void *ctx, ad_tape *t, ad_tape *seen, ad__mrec *star
   }
   int k = ad__recv_complete(q->c, q->post, st->MPI_SOURCE, st->MPI_TAG);
   ad__mpi_note_peer(seen, q->c, st->MPI_SOURCE, 1, st->MPI_TAG, n, k);
-  ad__mrec *r = t && start ? ad__mrec_push(t, AD__M_IRECV_DONE, q->c, 0, n) : NULL;
+  ad__mrec *r = t && start ? ad__mrec_push(t, ad__p2p_kind(AD__M_IRECV_DONE), q->c, 0, n) : NULL;
   if (r) {
     r->peer = st->MPI_SOURCE;
     r->tag = st->MPI_TAG;
@@ -871,7 +871,7 @@ static int dt_irecv_any(const char *fn, void *buf, int count, MPI_Datatype type,
   q->ubuf = buf;
   q->count = count;
   q->post = post;
-  ad__mrec *r = t ? ad__mrec_push(t, AD__M_IRECV, c, 0, 0) : NULL;
+  ad__mrec *r = t ? ad__mrec_push(t, ad__p2p_kind(AD__M_IRECV), c, 0, 0) : NULL;
   MPI_Request mq = MPI_REQUEST_NULL;
   MPI_Datatype wt = d->npass ? MPI_BYTE : MPI_DOUBLE;
   int wn = d->npass ? (int)q->m.bytes : q->m.nact;
@@ -936,7 +936,7 @@ int ad__dt_mrecv(void *buf, int count, MPI_Datatype type, ad_mpi_message *messag
 static void nbsend_complete(void *ctx, ad_tape *t, ad_tape *seen, ad__mrec *start, const MPI_Status *st) {
   (void)seen;
   (void)st;
-  ad__mrec *d = t && start ? ad__mrec_push(t, AD__M_ISEND_DONE, start->c, 0, 0) : NULL;
+  ad__mrec *d = t && start ? ad__mrec_push(t, ad__p2p_kind(AD__M_ISEND_DONE), start->c, 0, 0) : NULL;
   if (d) {
     d->link = start;
     start->link = d;
@@ -968,7 +968,7 @@ static int mixed_isend(ad__dt_mpi_isend_fn mpifn, const char *fn, const ad__dtyp
   if (dest != MPI_PROC_NULL) {
     int k = ad__send_seq(c, dest, tag);
     ad__mpi_note_peer(seen, c, dest, 0, tag, m.nact, k);
-    r = t ? ad__mrec_push(t, AD__M_ISEND, c, m.nact, 0) : NULL;
+    r = t ? ad__mrec_push(t, ad__p2p_kind(AD__M_ISEND), c, m.nact, 0) : NULL;
     if (r) {
       r->peer = dest;
       r->tag = tag;
