@@ -672,113 +672,88 @@ static int reduce_guard(const char *fn, const void *sendbuf, const void *recvbuf
   return ad__mpi_guard_agree(fn, comm, rc);
 }
 
+/* MPI's own reduction on passive data: dt as for ad__dt_reduce (0 reduce,
+ * 1 allreduce, 4 reduce_scatter_block, 5 reduce_scatter), nonblocking if
+ * req. */
+static int reduce_passive(int dt, const void *sendbuf, void *recvbuf, int count, const int *counts, MPI_Datatype type,
+                          MPI_Op op, int root, MPI_Comm comm, ad_mpi_request *req) {
+  MPI_Request mq;
+  int rc;
+  switch (dt) {
+  case 0:
+    if (!req) return MPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
+    rc = MPI_Ireduce(sendbuf, recvbuf, count, type, op, root, comm, &mq);
+    break;
+  case 1:
+    if (!req) return MPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
+    rc = MPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, &mq);
+    break;
+  case 4:
+    if (!req) return MPI_Reduce_scatter_block(sendbuf, recvbuf, count, type, op, comm);
+    rc = MPI_Ireduce_scatter_block(sendbuf, recvbuf, count, type, op, comm, &mq);
+    break;
+  default:
+    if (!req) return MPI_Reduce_scatter(sendbuf, recvbuf, counts, type, op, comm);
+    rc = MPI_Ireduce_scatter(sendbuf, recvbuf, counts, type, op, comm, &mq);
+    break;
+  }
+  return passive_req(rc, &mq, req);
+}
+
+/* Every reduction wrapper, blocking (req NULL) or not: a derived type or a
+ * user operation goes to types.c or reduce_ext.c, passive data to MPI, and
+ * AD_MPI_REAL to reduce_any. dt as for reduce_passive. */
+static int reduce_front(int dt, const void *sendbuf, void *recvbuf, int count, const int *counts, MPI_Datatype type,
+                        MPI_Op op, int root, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
+  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
+    return ad__dt_reduce(dt, sendbuf, recvbuf, count, counts, type, op, root, comm, req);
+  int e_ = ad__types_refuse(fn, 1, type);
+  if (e_ == MPI_SUCCESS && !is_real(type)) {
+    int n = dt == 5 ? (counts ? total(counts, comm_size(comm)) : 0) : count;
+    e_ = reduce_guard(fn, sendbuf, recvbuf, n, type, comm);
+  }
+  if (e_ != MPI_SUCCESS) return e_;
+  if (!is_real(type)) return reduce_passive(dt, sendbuf, recvbuf, count, counts, type, op, root, comm, req);
+  int kind = dt == 0 ? AD__M_REDUCE : dt == 1 ? AD__M_ALLREDUCE : AD__M_RSB;
+  return reduce_any(sendbuf, recvbuf, count, counts, op, root, comm, kind, req, fn);
+}
+
 int ad_mpi_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                   MPI_Comm comm) {
-  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
-    return ad__dt_reduce(0, sendbuf, recvbuf, count, NULL, type, op, root, comm, NULL);
-  int e_ = ad__types_refuse("ad_mpi_reduce", 1, type);
-  if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard("ad_mpi_reduce", sendbuf, recvbuf, count, type, comm);
-  if (e_ != MPI_SUCCESS) return e_;
-  if (!is_real(type)) return MPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
-  return reduce_any(sendbuf, recvbuf, count, NULL, op, root, comm, AD__M_REDUCE, NULL, "ad_mpi_reduce");
+  return reduce_front(0, sendbuf, recvbuf, count, NULL, type, op, root, comm, NULL, "ad_mpi_reduce");
 }
-
 int ad_mpi_ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,
                    ad_mpi_request *request) {
-  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
-    return ad__dt_reduce(0, sendbuf, recvbuf, count, NULL, type, op, root, comm, request);
-  int e_ = ad__types_refuse("ad_mpi_ireduce", 1, type);
-  if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard("ad_mpi_ireduce", sendbuf, recvbuf, count, type, comm);
-  if (e_ != MPI_SUCCESS) return e_;
-  if (!is_real(type)) {
-    MPI_Request mq;
-    return passive_req(MPI_Ireduce(sendbuf, recvbuf, count, type, op, root, comm, &mq), &mq, request);
-  }
-  return reduce_any(sendbuf, recvbuf, count, NULL, op, root, comm, AD__M_REDUCE, request, "ad_mpi_ireduce");
+  return reduce_front(0, sendbuf, recvbuf, count, NULL, type, op, root, comm, request, "ad_mpi_ireduce");
 }
-
 int ad_mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
-    return ad__dt_reduce(1, sendbuf, recvbuf, count, NULL, type, op, 0, comm, NULL);
-  int e_ = ad__types_refuse("ad_mpi_allreduce", 1, type);
-  if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard("ad_mpi_allreduce", sendbuf, recvbuf, count, type, comm);
-  if (e_ != MPI_SUCCESS) return e_;
-  if (!is_real(type)) return MPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
-  return reduce_any(sendbuf, recvbuf, count, NULL, op, 0, comm, AD__M_ALLREDUCE, NULL, "ad_mpi_allreduce");
+  return reduce_front(1, sendbuf, recvbuf, count, NULL, type, op, 0, comm, NULL, "ad_mpi_allreduce");
 }
-
 int ad_mpi_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                       ad_mpi_request *request) {
-  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
-    return ad__dt_reduce(1, sendbuf, recvbuf, count, NULL, type, op, 0, comm, request);
-  int e_ = ad__types_refuse("ad_mpi_iallreduce", 1, type);
-  if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard("ad_mpi_iallreduce", sendbuf, recvbuf, count, type, comm);
-  if (e_ != MPI_SUCCESS) return e_;
-  if (!is_real(type)) {
-    MPI_Request mq;
-    return passive_req(MPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, &mq), &mq, request);
-  }
-  return reduce_any(sendbuf, recvbuf, count, NULL, op, 0, comm, AD__M_ALLREDUCE, request, "ad_mpi_iallreduce");
+  return reduce_front(1, sendbuf, recvbuf, count, NULL, type, op, 0, comm, request, "ad_mpi_iallreduce");
 }
-
 int ad_mpi_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
                                 MPI_Comm comm) {
-  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
-    return ad__dt_reduce(4, sendbuf, recvbuf, recvcount, NULL, type, op, 0, comm, NULL);
-  int e_ = ad__types_refuse("ad_mpi_reduce_scatter_block", 1, type);
-  if (e_ == MPI_SUCCESS && !is_real(type))
-    e_ = reduce_guard("ad_mpi_reduce_scatter_block", sendbuf, recvbuf, recvcount, type, comm);
-  if (e_ != MPI_SUCCESS) return e_;
-  if (!is_real(type)) return MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
-  return reduce_any(sendbuf, recvbuf, recvcount, NULL, op, 0, comm, AD__M_RSB, NULL, "ad_mpi_reduce_scatter_block");
+  return reduce_front(4, sendbuf, recvbuf, recvcount, NULL, type, op, 0, comm, NULL, "ad_mpi_reduce_scatter_block");
 }
-
 int ad_mpi_ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
                                  MPI_Comm comm, ad_mpi_request *request) {
-  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
-    return ad__dt_reduce(4, sendbuf, recvbuf, recvcount, NULL, type, op, 0, comm, request);
-  int e_ = ad__types_refuse("ad_mpi_ireduce_scatter_block", 1, type);
-  if (e_ == MPI_SUCCESS && !is_real(type))
-    e_ = reduce_guard("ad_mpi_ireduce_scatter_block", sendbuf, recvbuf, recvcount, type, comm);
-  if (e_ != MPI_SUCCESS) return e_;
-  if (!is_real(type)) {
-    MPI_Request mq;
-    return passive_req(MPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm, &mq), &mq, request);
-  }
-  return reduce_any(sendbuf, recvbuf, recvcount, NULL, op, 0, comm, AD__M_RSB, request, "ad_mpi_ireduce_scatter_block");
+  return reduce_front(4, sendbuf, recvbuf, recvcount, NULL, type, op, 0, comm, request, "ad_mpi_ireduce_scatter_block");
 }
-
 int ad_mpi_reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
                           MPI_Comm comm) {
-  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
-    return ad__dt_reduce(5, sendbuf, recvbuf, 0, recvcounts, type, op, 0, comm, NULL);
-  int e_ = ad__types_refuse("ad_mpi_reduce_scatter", 1, type);
-  if (e_ == MPI_SUCCESS && !is_real(type))
-    e_ = reduce_guard("ad_mpi_reduce_scatter", sendbuf, recvbuf, recvcounts ? total(recvcounts, comm_size(comm)) : 0,
-                      type, comm);
-  if (e_ != MPI_SUCCESS) return e_;
-  if (!is_real(type)) return MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
-  return reduce_any(sendbuf, recvbuf, 0, recvcounts, op, 0, comm, AD__M_RSB, NULL, "ad_mpi_reduce_scatter");
+  return reduce_front(5, sendbuf, recvbuf, 0, recvcounts, type, op, 0, comm, NULL, "ad_mpi_reduce_scatter");
 }
-
 int ad_mpi_ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
                            MPI_Comm comm, ad_mpi_request *request) {
-  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
-    return ad__dt_reduce(5, sendbuf, recvbuf, 0, recvcounts, type, op, 0, comm, request);
-  int e_ = ad__types_refuse("ad_mpi_ireduce_scatter", 1, type);
-  if (e_ == MPI_SUCCESS && !is_real(type))
-    e_ = reduce_guard("ad_mpi_ireduce_scatter", sendbuf, recvbuf, recvcounts ? total(recvcounts, comm_size(comm)) : 0,
-                      type, comm);
-  if (e_ != MPI_SUCCESS) return e_;
-  if (!is_real(type)) {
-    MPI_Request mq;
-    return passive_req(MPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm, &mq), &mq, request);
-  }
-  return reduce_any(sendbuf, recvbuf, 0, recvcounts, op, 0, comm, AD__M_RSB, request, "ad_mpi_ireduce_scatter");
+  return reduce_front(5, sendbuf, recvbuf, 0, recvcounts, type, op, 0, comm, request, "ad_mpi_ireduce_scatter");
 }
 
 static int scan_any(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, int ex,
                     ad_mpi_request *req, const char *fn) {
+  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
+    return ad__dt_reduce(ex ? 3 : 2, sendbuf, recvbuf, count, NULL, type, op, 0, comm, req);
   int e_ = ad__types_refuse(fn, 1, type);
   if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard(fn, sendbuf, recvbuf, count, type, comm);
   if (e_ != MPI_SUCCESS) return e_;
@@ -825,25 +800,17 @@ static int scan_any(const void *sendbuf, void *recvbuf, int count, MPI_Datatype 
 }
 
 int ad_mpi_scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
-    return ad__dt_reduce(2, sendbuf, recvbuf, count, NULL, type, op, 0, comm, NULL);
   return scan_any(sendbuf, recvbuf, count, type, op, comm, 0, NULL, "ad_mpi_scan");
 }
 int ad_mpi_exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
-    return ad__dt_reduce(3, sendbuf, recvbuf, count, NULL, type, op, 0, comm, NULL);
   return scan_any(sendbuf, recvbuf, count, type, op, comm, 1, NULL, "ad_mpi_exscan");
 }
 int ad_mpi_iscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                  ad_mpi_request *request) {
-  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
-    return ad__dt_reduce(2, sendbuf, recvbuf, count, NULL, type, op, 0, comm, request);
   return scan_any(sendbuf, recvbuf, count, type, op, comm, 0, request, "ad_mpi_iscan");
 }
 int ad_mpi_iexscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                    ad_mpi_request *request) {
-  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
-    return ad__dt_reduce(3, sendbuf, recvbuf, count, NULL, type, op, 0, comm, request);
   return scan_any(sendbuf, recvbuf, count, type, op, comm, 1, request, "ad_mpi_iexscan");
 }
 
@@ -923,33 +890,38 @@ static int gather_check(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
   return both_real(&chk, sendtype, recvtype, use_send, rank == root, fn) ? MPI_SUCCESS : MPI_ERR_TYPE;
 }
 
-int ad_mpi_gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
-                   const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
+/* Gatherv and igatherv (req). */
+static int gatherv_front(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                         const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm,
+                         ad_mpi_request *req, const char *fn) {
   if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__dt_gatherv(1, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, root, comm, NULL);
-  int active, rc = gather_check(sendbuf, sendcount, sendtype, recvtype, root, comm, "ad_mpi_gatherv", &active);
-  if (rc != MPI_SUCCESS) return rc;
-  if (!active) return MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
-  return gatherv_any(sendbuf, sendcount, recvbuf, recvcounts, displs, root, comm, NULL, "ad_mpi_gatherv");
-}
-
-int ad_mpi_igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
-                    const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *request) {
-  if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__dt_gatherv(1, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, root, comm,
-                          request);
-  int active, rc = gather_check(sendbuf, sendcount, sendtype, recvtype, root, comm, "ad_mpi_igatherv", &active);
+    return ad__dt_gatherv(1, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, root, comm, req);
+  int active, rc = gather_check(sendbuf, sendcount, sendtype, recvtype, root, comm, fn, &active);
   if (rc != MPI_SUCCESS) return rc;
   if (!active) {
+    if (!req) return MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
     MPI_Request mq;
     rc = MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, &mq);
-    return passive_req(rc, &mq, request);
+    return passive_req(rc, &mq, req);
   }
-  return gatherv_any(sendbuf, sendcount, recvbuf, recvcounts, displs, root, comm, request, "ad_mpi_igatherv");
+  return gatherv_any(sendbuf, sendcount, recvbuf, recvcounts, displs, root, comm, req, fn);
+}
+
+int ad_mpi_gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                   const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  return gatherv_front(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, NULL,
+                       "ad_mpi_gatherv");
+}
+int ad_mpi_igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                    const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *request) {
+  return gatherv_front(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request,
+                       "ad_mpi_igatherv");
 }
 
 static int gather_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                       MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_gatherv(0, sendbuf, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, root, comm, req);
   int active, rc = gather_check(sendbuf, sendcount, sendtype, recvtype, root, comm, fn, &active);
   if (rc != MPI_SUCCESS) return rc;
   if (!active) {
@@ -969,15 +941,10 @@ static int gather_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 
 int ad_mpi_gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                   MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__dt_gatherv(0, sendbuf, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, root, comm, NULL);
   return gather_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, NULL, "ad_mpi_gather");
 }
 int ad_mpi_igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                    MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *request) {
-  if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__dt_gatherv(0, sendbuf, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, root, comm,
-                          request);
   return gather_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, "ad_mpi_igather");
 }
 
@@ -1052,36 +1019,39 @@ static int scatter_check(const void *sendbuf, int sendcount, const int *sendcoun
   return both_real(&chk, sendtype, recvtype, rank == root, use_recv, fn) ? MPI_SUCCESS : MPI_ERR_TYPE;
 }
 
-int ad_mpi_scatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
-                    void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+/* Scatterv and iscatterv (req). */
+static int scatterv_front(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+                          void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                          ad_mpi_request *req, const char *fn) {
   if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__dt_scatterv(1, sendbuf, sendcounts, displs, 0, sendtype, recvbuf, recvcount, recvtype, root, comm, NULL);
-  int active, rc = scatter_check(sendbuf, 0, sendcounts, displs, sendtype, recvbuf, recvtype, root, comm,
-                                 "ad_mpi_scatterv", &active);
+    return ad__dt_scatterv(1, sendbuf, sendcounts, displs, 0, sendtype, recvbuf, recvcount, recvtype, root, comm, req);
+  int active, rc = scatter_check(sendbuf, 0, sendcounts, displs, sendtype, recvbuf, recvtype, root, comm, fn, &active);
   if (rc != MPI_SUCCESS) return rc;
-  if (!active) return MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
-  return scatterv_any(sendbuf, sendcounts, displs, recvbuf, recvcount, root, comm, NULL, "ad_mpi_scatterv");
+  if (!active) {
+    if (!req) return MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    MPI_Request mq;
+    rc = MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, &mq);
+    return passive_req(rc, &mq, req);
+  }
+  return scatterv_any(sendbuf, sendcounts, displs, recvbuf, recvcount, root, comm, req, fn);
 }
 
+int ad_mpi_scatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+                    void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  return scatterv_front(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, NULL,
+                        "ad_mpi_scatterv");
+}
 int ad_mpi_iscatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
                      void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
                      ad_mpi_request *request) {
-  if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__dt_scatterv(1, sendbuf, sendcounts, displs, 0, sendtype, recvbuf, recvcount, recvtype, root, comm,
-                           request);
-  int active, rc = scatter_check(sendbuf, 0, sendcounts, displs, sendtype, recvbuf, recvtype, root, comm,
-                                 "ad_mpi_iscatterv", &active);
-  if (rc != MPI_SUCCESS) return rc;
-  if (!active) {
-    MPI_Request mq;
-    rc = MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, &mq);
-    return passive_req(rc, &mq, request);
-  }
-  return scatterv_any(sendbuf, sendcounts, displs, recvbuf, recvcount, root, comm, request, "ad_mpi_iscatterv");
+  return scatterv_front(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request,
+                        "ad_mpi_iscatterv");
 }
 
 static int scatter_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                        MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_scatterv(0, sendbuf, NULL, NULL, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, req);
   int active, rc = scatter_check(sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, recvtype, root, comm, fn, &active);
   if (rc != MPI_SUCCESS) return rc;
   if (!active) {
@@ -1101,15 +1071,10 @@ static int scatter_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtype
 
 int ad_mpi_scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                    MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__dt_scatterv(0, sendbuf, NULL, NULL, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, NULL);
   return scatter_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, NULL, "ad_mpi_scatter");
 }
 int ad_mpi_iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                     MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *request) {
-  if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__dt_scatterv(0, sendbuf, NULL, NULL, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm,
-                           request);
   return scatter_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request,
                      "ad_mpi_iscatter");
 }
@@ -1163,36 +1128,39 @@ static int all_check(const void *sendbuf, MPI_Datatype sendtype, MPI_Datatype re
   return both_real(&chk, sendtype, recvtype, use_send, 1, fn) ? MPI_SUCCESS : MPI_ERR_TYPE;
 }
 
-int ad_mpi_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
-                      const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
+/* Allgatherv and iallgatherv (req). */
+static int allgatherv_front(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                            const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm,
+                            ad_mpi_request *req, const char *fn) {
   if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__dt_allgatherv(1, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, comm, NULL);
-  int active, rc = all_check(sendbuf, sendtype, recvtype, "ad_mpi_allgatherv", &active);
-  if (rc == MPI_SUCCESS && !active)
-    rc = send_guard("ad_mpi_allgatherv", comm, sendbuf, sendcount, 0, NULL, NULL, sendtype);
-  if (rc != MPI_SUCCESS) return rc;
-  if (!active) return MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
-  return allgatherv_any(sendbuf, sendcount, recvbuf, recvcounts, displs, comm, NULL, "ad_mpi_allgatherv");
-}
-
-int ad_mpi_iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
-                       const int displs[], MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request) {
-  if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__dt_allgatherv(1, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, comm, request);
-  int active, rc = all_check(sendbuf, sendtype, recvtype, "ad_mpi_iallgatherv", &active);
-  if (rc == MPI_SUCCESS && !active)
-    rc = send_guard("ad_mpi_iallgatherv", comm, sendbuf, sendcount, 0, NULL, NULL, sendtype);
+    return ad__dt_allgatherv(1, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, comm, req);
+  int active, rc = all_check(sendbuf, sendtype, recvtype, fn, &active);
+  if (rc == MPI_SUCCESS && !active) rc = send_guard(fn, comm, sendbuf, sendcount, 0, NULL, NULL, sendtype);
   if (rc != MPI_SUCCESS) return rc;
   if (!active) {
+    if (!req) return MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     MPI_Request mq;
     rc = MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, &mq);
-    return passive_req(rc, &mq, request);
+    return passive_req(rc, &mq, req);
   }
-  return allgatherv_any(sendbuf, sendcount, recvbuf, recvcounts, displs, comm, request, "ad_mpi_iallgatherv");
+  return allgatherv_any(sendbuf, sendcount, recvbuf, recvcounts, displs, comm, req, fn);
+}
+
+int ad_mpi_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                      const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
+  return allgatherv_front(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, NULL,
+                          "ad_mpi_allgatherv");
+}
+int ad_mpi_iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                       const int displs[], MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request) {
+  return allgatherv_front(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request,
+                          "ad_mpi_iallgatherv");
 }
 
 static int allgather_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                          MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_allgatherv(0, sendbuf, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, comm, req);
   int active, rc = all_check(sendbuf, sendtype, recvtype, fn, &active);
   if (rc == MPI_SUCCESS && !active) rc = send_guard(fn, comm, sendbuf, sendcount, 0, NULL, NULL, sendtype);
   if (rc != MPI_SUCCESS) return rc;
@@ -1212,14 +1180,10 @@ static int allgather_reg(const void *sendbuf, int sendcount, MPI_Datatype sendty
 
 int ad_mpi_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                      MPI_Datatype recvtype, MPI_Comm comm) {
-  if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__dt_allgatherv(0, sendbuf, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, comm, NULL);
   return allgather_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, NULL, "ad_mpi_allgather");
 }
 int ad_mpi_iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                       MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request) {
-  if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__dt_allgatherv(0, sendbuf, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, comm, request);
   return allgather_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, "ad_mpi_iallgather");
 }
 
@@ -1259,40 +1223,44 @@ static int alltoallv_any(const void *sendbuf, const int *scnt, const int *sdsp, 
   return pend_go(q, rc, mq, req);
 }
 
-int ad_mpi_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
-                     void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
+/* Alltoallv and ialltoallv (req). */
+static int alltoallv_front(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                           void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
+                           MPI_Comm comm, ad_mpi_request *req, const char *fn) {
   if (ad__dtype_any(2, sendtype, recvtype))
     return ad__dt_alltoallv(1, sendbuf, sendcounts, sdispls, 0, sendtype, recvbuf, recvcounts, rdispls, 0, recvtype,
-                            comm, NULL);
-  int active, rc = all_check(sendbuf, sendtype, recvtype, "ad_mpi_alltoallv", &active);
+                            comm, req);
+  int active, rc = all_check(sendbuf, sendtype, recvtype, fn, &active);
   if (rc == MPI_SUCCESS && !active)
-    rc = send_guard("ad_mpi_alltoallv", comm, sendbuf, 0, comm_size(comm), sendcounts, sdispls, sendtype);
+    rc = send_guard(fn, comm, sendbuf, 0, comm_size(comm), sendcounts, sdispls, sendtype);
   if (rc != MPI_SUCCESS) return rc;
-  if (!active)
-    return MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
-  return alltoallv_any(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, comm, NULL, "ad_mpi_alltoallv");
+  if (!active) {
+    if (!req)
+      return MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
+    MPI_Request mq;
+    rc = MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, &mq);
+    return passive_req(rc, &mq, req);
+  }
+  return alltoallv_any(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, comm, req, fn);
 }
 
+int ad_mpi_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                     void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
+  return alltoallv_front(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, NULL,
+                         "ad_mpi_alltoallv");
+}
 int ad_mpi_ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
                       void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
                       ad_mpi_request *request) {
-  if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__dt_alltoallv(1, sendbuf, sendcounts, sdispls, 0, sendtype, recvbuf, recvcounts, rdispls, 0, recvtype,
-                            comm, request);
-  int active, rc = all_check(sendbuf, sendtype, recvtype, "ad_mpi_ialltoallv", &active);
-  if (rc == MPI_SUCCESS && !active)
-    rc = send_guard("ad_mpi_ialltoallv", comm, sendbuf, 0, comm_size(comm), sendcounts, sdispls, sendtype);
-  if (rc != MPI_SUCCESS) return rc;
-  if (!active) {
-    MPI_Request mq;
-    rc = MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, &mq);
-    return passive_req(rc, &mq, request);
-  }
-  return alltoallv_any(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, comm, request, "ad_mpi_ialltoallv");
+  return alltoallv_front(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request,
+                         "ad_mpi_ialltoallv");
 }
 
 static int alltoall_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                         MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_alltoallv(0, sendbuf, NULL, NULL, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, comm,
+                            req);
   int active, rc = all_check(sendbuf, sendtype, recvtype, fn, &active);
   if (rc == MPI_SUCCESS && !active)
     rc = send_guard(fn, comm, sendbuf, blocks_of(sendcount, comm_size(comm)), 0, NULL, NULL, sendtype);
@@ -1317,16 +1285,10 @@ static int alltoall_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
 
 int ad_mpi_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                     MPI_Datatype recvtype, MPI_Comm comm) {
-  if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__dt_alltoallv(0, sendbuf, NULL, NULL, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, comm,
-                            NULL);
   return alltoall_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, NULL, "ad_mpi_alltoall");
 }
 int ad_mpi_ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                      MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request) {
-  if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__dt_alltoallv(0, sendbuf, NULL, NULL, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, comm,
-                            request);
   return alltoall_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, "ad_mpi_ialltoall");
 }
 
@@ -2595,8 +2557,4 @@ static const ad__mkind kinds[] = {
     {AD__M_NEIGHBOR, 1, coll_reverse, coll_tangent, coll_lost, NULL},
 };
 
-const ad__mkind *ad__coll_kind(int kind) {
-  for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
-    if (kinds[i].kind == kind) return &kinds[i];
-  return NULL;
-}
+const ad__mkind *ad__coll_kind(int kind) { return ad__mkind_find(kinds, sizeof kinds / sizeof *kinds, kind); }

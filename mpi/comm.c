@@ -1441,6 +1441,12 @@ ad__mrec *ad__mrec_push(ad_tape *t, const ad__mkind *kind, ad__comm *c, int nin,
   return r;
 }
 
+const ad__mkind *ad__mkind_find(const ad__mkind *tab, size_t n, int kind) {
+  for (size_t i = 0; i < n; i++)
+    if (tab[i].kind == kind) return &tab[i];
+  return NULL;
+}
+
 void ad__mrec_rekind(ad__mrec *r, const ad__mkind *kind) {
   r->kind = kind->kind;
   r->ops = kind;

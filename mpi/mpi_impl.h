@@ -412,6 +412,8 @@ typedef struct ad__mkind {
 /* A new record of `kind` on t with room for nin/nout handles (NULL, and a
  * sticky error, on failure). */
 ad__mrec *ad__mrec_push(ad_tape *t, const ad__mkind *kind, ad__comm *c, int nin, int nout);
+/* The entry of `kind` in a chapter's table of n entries (NULL if none). */
+const ad__mkind *ad__mkind_find(const ad__mkind *tab, size_t n, int kind);
 /* A record's kind changes (a cancelled receive's start). */
 void ad__mrec_rekind(ad__mrec *r, const ad__mkind *kind);
 /* The entries of the point-to-point (p2p.c) and collective (coll.c) kinds,

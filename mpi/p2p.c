@@ -225,11 +225,7 @@ static const ad__mkind kinds[] = {
     {AD__M_CANCELLED, 0, p2p_reverse, p2p_tangent, NULL, NULL},
 };
 
-const ad__mkind *ad__p2p_kind(int kind) {
-  for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
-    if (kinds[i].kind == kind) return &kinds[i];
-  return NULL;
-}
+const ad__mkind *ad__p2p_kind(int kind) { return ad__mkind_find(kinds, sizeof kinds / sizeof *kinds, kind); }
 
 /* ------------------------------------------------------------------------ */
 /* Blocking wrappers                                                         */
@@ -267,23 +263,6 @@ static int send_any(send_fn fn, const char *name, const void *buf, int count, MP
   if (rc != MPI_SUCCESS) return ad__mpi_forward_error(seen, rc, name);
   if (dest != MPI_PROC_NULL) ad__mpi_counters.forward_bytes += (uint64_t)count * sizeof(double);
   return MPI_SUCCESS;
-}
-
-int ad_mpi_send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  if (ad__dtype_any(1, type)) return ad__dt_send(ad_mpi_send, "ad_mpi_send", buf, count, type, dest, tag, comm);
-  return send_any(MPI_Send, "ad_mpi_send", buf, count, type, dest, tag, comm);
-}
-int ad_mpi_ssend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  if (ad__dtype_any(1, type)) return ad__dt_send(ad_mpi_ssend, "ad_mpi_ssend", buf, count, type, dest, tag, comm);
-  return send_any(MPI_Ssend, "ad_mpi_ssend", buf, count, type, dest, tag, comm);
-}
-int ad_mpi_bsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  if (ad__dtype_any(1, type)) return ad__dt_send(ad_mpi_bsend, "ad_mpi_bsend", buf, count, type, dest, tag, comm);
-  return send_any(MPI_Bsend, "ad_mpi_bsend", buf, count, type, dest, tag, comm);
-}
-int ad_mpi_rsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  if (ad__dtype_any(1, type)) return ad__dt_send(ad_mpi_rsend, "ad_mpi_rsend", buf, count, type, dest, tag, comm);
-  return send_any(MPI_Rsend, "ad_mpi_rsend", buf, count, type, dest, tag, comm);
 }
 
 /* Finish an active receive of n values from (asrc, atag): sequence it, and
@@ -824,6 +803,41 @@ static int pp2p_init(ad__dt_mpi_isend_fn mpifn, ad__dt_isend_fn fn, const char *
   return MPI_SUCCESS;
 }
 
+/* Slot s of a new request on active data: its communicator, the user's
+ * buffer, partner and tag, and room for the values. MPI_SUCCESS, or an
+ * error with the slot freed. */
+static int slot_activate(int s, MPI_Comm comm, void *buf, int count, int peer, int tag, int is_recv) {
+  int err;
+  ad__comm *c = ad__mpi_comm(comm, &err);
+  if (!c) {
+    slot_free(s);
+    return err;
+  }
+  rslot *q = &slots[s];
+  q->active = 1;
+  q->is_recv = is_recv;
+  q->c = c;
+  q->count = count;
+  q->ubuf = buf;
+  q->peer = peer;
+  q->tag = tag;
+  if (!(q->v = scratch(count))) {
+    slot_free(s);
+    return MPI_ERR_NO_MEM;
+  }
+  return MPI_SUCCESS;
+}
+
+/* A new request in slot s once MPI's call returned rc: the user's, or freed. */
+static int slot_hand(ad_mpi_request *request, int s, int rc) {
+  if (rc != MPI_SUCCESS) {
+    slot_free(s);
+    return rc;
+  }
+  req_set(request, s);
+  return MPI_SUCCESS;
+}
+
 /* MPI_Isend, MPI_Issend, MPI_Ibsend, MPI_Irsend, and the persistent
  * MPI_Send_init family, which has the same arguments. */
 typedef int (*nbsend_fn)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
@@ -843,24 +857,10 @@ static int isend_any(nbsend_fn fn, const char *name, int pers, const void *buf, 
   if (!is_real(type)) {
     rc = fn(buf, count, type, dest, tag, comm, &q->mpi);
   } else {
-    int err;
-    ad__comm *c = ad__mpi_comm(comm, &err);
-    if (!c) {
-      slot_free(s);
-      return err;
-    }
+    if ((rc = slot_activate(s, comm, (void *)buf, count, dest, tag, 0)) != MPI_SUCCESS) return rc;
+    q = &slots[s];
     ad_tape *seen;
     ad__mpi_tape(&seen);
-    q->active = 1;
-    q->c = c;
-    q->count = count;
-    q->ubuf = (ad_real *)buf;
-    q->peer = dest;
-    q->tag = tag;
-    if (!(q->v = scratch(count))) {
-      slot_free(s);
-      return MPI_ERR_NO_MEM;
-    }
     if (!pers) send_start(q, buf, dest, tag, name);
     rc = fn(q->v, count, MPI_DOUBLE, dest, tag, comm, &q->mpi);
     if (rc != MPI_SUCCESS)
@@ -868,66 +868,47 @@ static int isend_any(nbsend_fn fn, const char *name, int pers, const void *buf, 
     else if (!pers && dest != MPI_PROC_NULL)
       ad__mpi_counters.forward_bytes += (uint64_t)count * sizeof(double);
   }
-  if (rc != MPI_SUCCESS) {
-    slot_free(s);
-    return rc;
+  return slot_hand(request, s, rc);
+}
+
+/* The send modes: every mode has a blocking, a nonblocking and a persistent
+ * wrapper, made here from one list of the MPI calls they forward to. A
+ * datatype built from AD_MPI_REAL goes to types.c, which sends the gathered
+ * elements through the mode's wrapper on AD_MPI_REAL (for a persistent send,
+ * at each start, through the nonblocking one). */
+#define SEND_MODES(X)                                                                                                  \
+  X(send, isend, send_init, MPI_Send, MPI_Isend, MPI_Send_init)                                                        \
+  X(ssend, issend, ssend_init, MPI_Ssend, MPI_Issend, MPI_Ssend_init)                                                  \
+  X(bsend, ibsend, bsend_init, MPI_Bsend, MPI_Ibsend, MPI_Bsend_init)                                                  \
+  X(rsend, irsend, rsend_init, MPI_Rsend, MPI_Irsend, MPI_Rsend_init)
+
+#define SEND_WRAPPERS(b, nb, pers, mpi_b, mpi_nb, mpi_pers)                                                            \
+  int ad_mpi_##b(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {                    \
+    if (ad__dtype_any(1, type)) return ad__dt_send(ad_mpi_##b, "ad_mpi_" #b, buf, count, type, dest, tag, comm);       \
+    return send_any(mpi_b, "ad_mpi_" #b, buf, count, type, dest, tag, comm);                                           \
+  }                                                                                                                    \
+  int ad_mpi_##nb(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,                     \
+                  ad_mpi_request *request) {                                                                           \
+    if (ad__dtype_any(1, type))                                                                                        \
+      return ad__dt_isend(mpi_nb, ad_mpi_##nb, "ad_mpi_" #nb, buf, count, type, dest, tag, comm, request);             \
+    return isend_any(mpi_nb, "ad_mpi_" #nb, 0, buf, count, type, dest, tag, comm, request);                            \
+  }                                                                                                                    \
+  int ad_mpi_##pers(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,                   \
+                    ad_mpi_request *request) {                                                                         \
+    if (ad__dtype_any(1, type))                                                                                        \
+      return pp2p_init(mpi_nb, ad_mpi_##nb, "ad_mpi_" #pers, buf, count, type, dest, tag, comm, request);              \
+    return isend_any(mpi_pers, "ad_mpi_" #pers, 1, buf, count, type, dest, tag, comm, request);                        \
   }
-  req_set(request, s);
-  return MPI_SUCCESS;
-}
 
-int ad_mpi_isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                 ad_mpi_request *request) {
-  if (ad__dtype_any(1, type))
-    return ad__dt_isend(MPI_Isend, ad_mpi_isend, "ad_mpi_isend", buf, count, type, dest, tag, comm, request);
-  return isend_any(MPI_Isend, "ad_mpi_isend", 0, buf, count, type, dest, tag, comm, request);
-}
-int ad_mpi_issend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                  ad_mpi_request *request) {
-  if (ad__dtype_any(1, type))
-    return ad__dt_isend(MPI_Issend, ad_mpi_issend, "ad_mpi_issend", buf, count, type, dest, tag, comm, request);
-  return isend_any(MPI_Issend, "ad_mpi_issend", 0, buf, count, type, dest, tag, comm, request);
-}
-int ad_mpi_ibsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                  ad_mpi_request *request) {
-  if (ad__dtype_any(1, type))
-    return ad__dt_isend(MPI_Ibsend, ad_mpi_ibsend, "ad_mpi_ibsend", buf, count, type, dest, tag, comm, request);
-  return isend_any(MPI_Ibsend, "ad_mpi_ibsend", 0, buf, count, type, dest, tag, comm, request);
-}
-int ad_mpi_irsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                  ad_mpi_request *request) {
-  if (ad__dtype_any(1, type))
-    return ad__dt_isend(MPI_Irsend, ad_mpi_irsend, "ad_mpi_irsend", buf, count, type, dest, tag, comm, request);
-  return isend_any(MPI_Irsend, "ad_mpi_irsend", 0, buf, count, type, dest, tag, comm, request);
-}
-int ad_mpi_send_init(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                     ad_mpi_request *request) {
-  if (ad__dtype_any(1, type))
-    return pp2p_init(MPI_Isend, ad_mpi_isend, "ad_mpi_send_init", buf, count, type, dest, tag, comm, request);
-  return isend_any(MPI_Send_init, "ad_mpi_send_init", 1, buf, count, type, dest, tag, comm, request);
-}
-int ad_mpi_ssend_init(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                      ad_mpi_request *request) {
-  if (ad__dtype_any(1, type))
-    return pp2p_init(MPI_Issend, ad_mpi_issend, "ad_mpi_ssend_init", buf, count, type, dest, tag, comm, request);
-  return isend_any(MPI_Ssend_init, "ad_mpi_ssend_init", 1, buf, count, type, dest, tag, comm, request);
-}
-int ad_mpi_bsend_init(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                      ad_mpi_request *request) {
-  if (ad__dtype_any(1, type))
-    return pp2p_init(MPI_Ibsend, ad_mpi_ibsend, "ad_mpi_bsend_init", buf, count, type, dest, tag, comm, request);
-  return isend_any(MPI_Bsend_init, "ad_mpi_bsend_init", 1, buf, count, type, dest, tag, comm, request);
-}
-int ad_mpi_rsend_init(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                      ad_mpi_request *request) {
-  if (ad__dtype_any(1, type))
-    return pp2p_init(MPI_Irsend, ad_mpi_irsend, "ad_mpi_rsend_init", buf, count, type, dest, tag, comm, request);
-  return isend_any(MPI_Rsend_init, "ad_mpi_rsend_init", 1, buf, count, type, dest, tag, comm, request);
-}
+SEND_MODES(SEND_WRAPPERS)
 
-/* A nonblocking receive (pers 0) or a persistent receive's set-up (1). */
+/* A nonblocking receive (pers 0) or a persistent receive's set-up (1): the
+ * two receive forms that leave a request. */
 static int irecv_any(const char *name, int pers, void *buf, int count, MPI_Datatype type, int source, int tag,
                      MPI_Comm comm, ad_mpi_request *request) {
+  if (ad__dtype_any(1, type))
+    return pers ? pp2p_init(NULL, NULL, name, buf, count, type, source, tag, comm, request)
+                : ad__dt_irecv(buf, count, type, source, tag, comm, request);
   int rc = ad__types_refuse(name, 1, type);
   if (rc != MPI_SUCCESS) return rc;
   if (count < 0) return MPI_ERR_COUNT;
@@ -940,50 +921,27 @@ static int irecv_any(const char *name, int pers, void *buf, int count, MPI_Datat
     rc = pers ? MPI_Recv_init(buf, count, mt, source, tag, comm, &q->mpi)
               : MPI_Irecv(buf, count, mt, source, tag, comm, &q->mpi);
   } else {
-    int err;
-    ad__comm *c = ad__mpi_comm(comm, &err);
-    if (!c) {
-      slot_free(s);
-      return err;
-    }
+    if ((rc = slot_activate(s, comm, buf, count, source, tag, 1)) != MPI_SUCCESS) return rc;
+    q = &slots[s];
     ad_tape *seen;
     ad__mpi_tape(&seen);
-    q->active = 1;
-    q->is_recv = 1;
-    q->c = c;
-    q->ubuf = buf;
-    q->count = count;
-    q->peer = source;
-    q->tag = tag;
-    if (!(q->v = scratch(count))) {
-      slot_free(s);
-      return MPI_ERR_NO_MEM;
-    }
     if (pers) {
       rc = MPI_Recv_init(q->v, count, MPI_DOUBLE, source, tag, comm, &q->mpi);
     } else {
       recv_start(s, source, tag, 0);
       rc = MPI_Irecv(q->v, count, MPI_DOUBLE, source, tag, comm, &q->mpi);
-      if (rc != MPI_SUCCESS) ad__recv_complete(c, q->post, -2, -2);
+      if (rc != MPI_SUCCESS) ad__recv_complete(q->c, q->post, -2, -2);
     }
     if (rc != MPI_SUCCESS) ad__mpi_forward_error(seen, rc, name);
   }
-  if (rc != MPI_SUCCESS) {
-    slot_free(s);
-    return rc;
-  }
-  req_set(request, s);
-  return MPI_SUCCESS;
+  return slot_hand(request, s, rc);
 }
 
 int ad_mpi_irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, ad_mpi_request *request) {
-  if (ad__dtype_any(1, type)) return ad__dt_irecv(buf, count, type, source, tag, comm, request);
   return irecv_any("ad_mpi_irecv", 0, buf, count, type, source, tag, comm, request);
 }
 int ad_mpi_recv_init(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                      ad_mpi_request *request) {
-  if (ad__dtype_any(1, type))
-    return pp2p_init(NULL, NULL, "ad_mpi_recv_init", buf, count, type, source, tag, comm, request);
   return irecv_any("ad_mpi_recv_init", 1, buf, count, type, source, tag, comm, request);
 }
 

@@ -2061,4 +2061,4 @@ static const ad__mkind kinds[] = {
     {AD__M_RMA_SYNC, 0, rma_reverse, rma_tangent, NULL, rma_free_record},
 };
 
-static const ad__mkind *rma_kind(int kind) { return &kinds[kind - AD__M_RMA_FENCE]; }
+static const ad__mkind *rma_kind(int kind) { return ad__mkind_find(kinds, sizeof kinds / sizeof *kinds, kind); }
