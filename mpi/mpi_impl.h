@@ -23,6 +23,8 @@ int *ad__kmap_slot(ad__kmap *m, uint64_t key);
 /* The value of key; NULL if it has none. */
 const int *ad__kmap_find(const ad__kmap *m, uint64_t key);
 void ad__kmap_free(ad__kmap *m);
+/* The key of (peer, tag). */
+uint64_t ad__kmap_key(int peer, int tag);
 
 /* An active receive in posting order, kept until everything posted before
  * it has completed (see ad__recv_complete). */
@@ -61,6 +63,14 @@ typedef struct ad__comm {
 
 /* Layer set-up on first use; returns MPI_SUCCESS or an MPI error code. */
 int ad__mpi_setup(void);
+/* A sweep timed out, or left a send or collective pending, since the last
+ * taint (handshake.c): MPI may still pair what it left with a later
+ * operation. */
+extern int ad__mpi_left_pending;
+/* The tag of the sweep handshake on the private communicators, the one
+ * below it the agreement's, and the sweep messages' tags below those: 0 ..
+ * ad__mpi_sweep_tags - 1 (comm.c). */
+extern int ad__mpi_handshake_tag, ad__mpi_sweep_tags;
 /* Info for a user communicator, created (and its duplicate started) on
  * first use. NULL on failure (message in *err). */
 ad__comm *ad__mpi_comm(MPI_Comm comm, int *err);
@@ -81,6 +91,11 @@ int ad__mpi_comm_transposed(ad__comm *c, MPI_Comm *out);
  * no leftovers; recordings made before are refused. MPI_SUCCESS or MPI's
  * error. */
 int ad__mpi_comm_renew(ad_tape *seen, ad__comm *c);
+/* A collective wrapper on active data over comm enters: its communicator's
+ * record (*c), the recording tape (*t, NULL if none) and the current one
+ * (*seen), renewed (above) and noted (ad__mpi_note_coll). MPI_SUCCESS or
+ * MPI's error. */
+int ad__mpi_coll_enter(MPI_Comm comm, ad__comm **c, ad_tape **t, ad_tape **seen);
 /* Wait for the private duplicate (used before sweep traffic); a failure is
  * left on t (if not NULL) as a pending error with its message. */
 int ad__mpi_comm_ready(ad_tape *t, ad__comm *c);
@@ -419,6 +434,11 @@ void ad__mrec_rekind(ad__mrec *r, const ad__mkind *kind);
 /* The entries of the point-to-point (p2p.c) and collective (coll.c) kinds,
  * for types.c and reduce_ext.c, which record them too. */
 const ad__mkind *ad__p2p_kind(int kind);
+/* An active receive of n values (post) completed with status st: its
+ * sequence number noted, and its record of `kind` pushed on t (if not NULL)
+ * with room for the handles of what arrived (p2p.c). */
+ad__mrec *ad__p2p_recv_record(ad__comm *c, ad_tape *t, ad_tape *seen, uint64_t post, const MPI_Status *st, int n,
+                              int kind);
 const ad__mkind *ad__coll_kind(int kind);
 
 /* What a chapter does beyond its records, joined to comm.c's list the first
@@ -437,6 +457,9 @@ typedef struct ad__mpi_chapter {
 void ad__mpi_chapter_join(ad__mpi_chapter *ch);
 /* The joined chapters' barrier steps: the first error, or MPI_SUCCESS. */
 int ad__mpi_chapters_barrier(int after);
+/* The joined chapters' sweep checks: 1 as soon as one says t cannot be
+ * swept (handshake.c, at a sweep's start). */
+int ad__mpi_chapters_sweep_check(ad_tape *t);
 /* A record is going away with a request of p2p.c's slots possibly pending
  * that it started (the `lost` action of the kinds that start requests). */
 void ad__p2p_forget(const ad__mrec *r);

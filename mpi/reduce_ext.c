@@ -332,12 +332,10 @@ static int same(double a, double b) { return a == b || (isnan(a) && isnan(b)); }
 int ad__loc_reduce(int all, const void *sendbuf, void *recvbuf, int count, MPI_Op op, int root, MPI_Comm comm) {
   const char *fn = all ? "ad_mpi_allreduce" : "ad_mpi_reduce";
   if (count < 0) return MPI_ERR_COUNT;
-  int err;
-  ad__comm *c = ad__mpi_comm(comm, &err);
-  if (!c) return err;
-  ad_tape *seen, *t = ad__mpi_tape(&seen);
-  if ((err = ad__mpi_comm_renew(seen, c)) != MPI_SUCCESS) return err;
-  ad__mpi_note_coll(seen, c);
+  ad__comm *c;
+  ad_tape *seen, *t;
+  int err = ad__mpi_coll_enter(comm, &c, &t, &seen);
+  if (err != MPI_SUCCESS) return err;
   int me = c->rank, p = c->size, gets = all || me == root;
   const ad_real_int *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
   struct pair {
