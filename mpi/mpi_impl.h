@@ -439,6 +439,10 @@ const ad__mkind *ad__p2p_kind(int kind);
  * with room for the handles of what arrived (p2p.c). */
 ad__mrec *ad__p2p_recv_record(ad__comm *c, ad_tape *t, ad_tape *seen, uint64_t post, const MPI_Status *st, int n,
                               int kind);
+/* An active receive (post) failed with MPI's error rc: a truncated message
+ * is counted in its stream and its sender noted, anything else took no
+ * message (p2p.c). */
+void ad__p2p_recv_failed(ad__comm *c, ad_tape *seen, uint64_t post, int rc, const MPI_Status *st);
 const ad__mkind *ad__coll_kind(int kind);
 
 /* What a chapter does beyond its records, joined to comm.c's list the first

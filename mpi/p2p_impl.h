@@ -57,7 +57,6 @@ void ad__req_slot_failed(int s, int rc, const MPI_Status *st);
 
 /* p2p.c */
 int ad__p2p_received(const MPI_Status *st);
-void ad__p2p_recv_failed(ad__comm *c, ad_tape *seen, uint64_t post, int rc, const MPI_Status *st);
 void ad__p2p_recv_finish(ad__comm *c, ad_tape *t, ad_tape *seen, uint64_t post, const MPI_Status *st, ad_real *buf,
                          const double *v, int n, int kind, ad__mrec **rec);
 void ad__p2p_recv_start(int s, int source, int tag, int posted);

@@ -110,14 +110,7 @@ static void mixed_send_note(ad__comm *c, ad_tape *t, ad_tape *seen, const char *
 static int mixed_recv_done(ad__comm *c, ad_tape *t, ad_tape *seen, const char *fn, const ad__dtype *d, void *buf,
                            int count, uint64_t post, int rc, const MPI_Status *st, mbuf *m) {
   if (rc != MPI_SUCCESS) {
-    int cls = MPI_ERR_OTHER;
-    MPI_Error_class(rc, &cls);
-    if (cls == MPI_ERR_TRUNCATE && st->MPI_SOURCE >= 0) {
-      ad__recv_complete(c, post, st->MPI_SOURCE, st->MPI_TAG);
-      ad__mpi_note_peer(seen, c, st->MPI_SOURCE, 1, st->MPI_TAG, -1, -1);
-    } else {
-      ad__recv_complete(c, post, -2, -2);
-    }
+    ad__p2p_recv_failed(c, seen, post, rc, st);
     return ad__mpi_forward_error(seen, rc, fn);
   }
   int got = 0;
