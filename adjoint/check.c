@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check_impl.h"
+#include "check_hooks.h"
 #include "tape_impl.h"
 
 void ad_check_options_default(ad_check_options *o) {

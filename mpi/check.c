@@ -3,7 +3,7 @@
  * communicator. Inputs are numbered globally in rank order, outputs are sums
  * over the ranks, and only rank 0 prints. */
 #include "mpi_impl.h"
-#include "../adjoint/check_impl.h"
+#include "check_hooks.h"
 
 static void sum_comm(void *ctx, double *v, size_t k) {
   MPI_Allreduce(MPI_IN_PLACE, v, (int)k, MPI_DOUBLE, MPI_SUM, *(MPI_Comm *)ctx);

@@ -23,6 +23,8 @@ int *ad__kmap_slot(ad__kmap *m, uint64_t key);
 /* The value of key; NULL if it has none. */
 const int *ad__kmap_find(const ad__kmap *m, uint64_t key);
 void ad__kmap_free(ad__kmap *m);
+/* The key of (peer, tag). */
+uint64_t ad__kmap_key(int peer, int tag);
 
 /* An active receive in posting order, kept until everything posted before
  * it has completed (see ad__recv_complete). */
@@ -61,6 +63,14 @@ typedef struct ad__comm {
 
 /* Layer set-up on first use; returns MPI_SUCCESS or an MPI error code. */
 int ad__mpi_setup(void);
+/* A sweep timed out, or left a send or collective pending, since the last
+ * taint (handshake.c): MPI may still pair what it left with a later
+ * operation. */
+extern int ad__mpi_left_pending;
+/* The tag of the sweep handshake on the private communicators, the one
+ * below it the agreement's, and the sweep messages' tags below those: 0 ..
+ * ad__mpi_sweep_tags - 1 (comm.c). */
+extern int ad__mpi_handshake_tag, ad__mpi_sweep_tags;
 /* Info for a user communicator, created (and its duplicate started) on
  * first use. NULL on failure (message in *err). */
 ad__comm *ad__mpi_comm(MPI_Comm comm, int *err);
@@ -81,6 +91,11 @@ int ad__mpi_comm_transposed(ad__comm *c, MPI_Comm *out);
  * no leftovers; recordings made before are refused. MPI_SUCCESS or MPI's
  * error. */
 int ad__mpi_comm_renew(ad_tape *seen, ad__comm *c);
+/* A collective wrapper on active data over comm enters: its communicator's
+ * record (*c), the recording tape (*t, NULL if none) and the current one
+ * (*seen), renewed (above) and noted (ad__mpi_note_coll). MPI_SUCCESS or
+ * MPI's error. */
+int ad__mpi_coll_enter(MPI_Comm comm, ad__comm **c, ad_tape **t, ad_tape **seen);
 /* Wait for the private duplicate (used before sweep traffic); a failure is
  * left on t (if not NULL) as a pending error with its message. */
 int ad__mpi_comm_ready(ad_tape *t, ad__comm *c);
@@ -324,7 +339,6 @@ long ad__dtype_offsets(const char *fn, MPI_Datatype t, int count, MPI_Aint **off
 /* How far the elements of the last item of t reach beyond its extent. */
 MPI_Aint ad__dtype_tail(MPI_Datatype t);
 int ad__loc_reduce(int all, const void *sendbuf, void *recvbuf, int count, MPI_Op op, int root, MPI_Comm comm);
-void ad__reduce_ext_finalize(void);
 
 extern ad_mpi_stats ad__mpi_counters;
 
@@ -350,7 +364,8 @@ typedef struct ad__mrec {
   int seq, nb;
   double *sbuf2;
   int *keep;
-  void *rma; /* one-sided epochs: their description (rma.c) */
+  void *rma;                   /* one-sided epochs: their description (rma.c) */
+  const struct ad__mkind *ops; /* the kind's entry (see ad__mkind) */
 } ad__mrec;
 
 enum {
@@ -387,18 +402,71 @@ enum {
   AD__M_RMA_SYNC        /* a rank's synchronisation of its part of a window */
 };
 
+/* A record kind and its actions: one entry in the chapter that records it
+ * (p2p.c, coll.c, rma.c; types.c and reduce_ext.c record the kinds of the
+ * first two). comm.c runs every record's actions through its entry, as the
+ * tape runs its statement kinds, and knows no kind by name: a new kind is a
+ * new entry. */
+typedef struct ad__mkind {
+  int kind; /* AD__M_*, for ad_tape_dump and the chapter's own switches */
+  /* Numbered among the collectives of (tape, communicator) when pushed
+   * (see ad__corder); a sweep operation it leaves pending cannot be
+   * cancelled, so its buffers are kept and its communicator retired. */
+  int coll;
+  /* The reverse (adjoint) and tangent (ad_forward) sweep actions. */
+  int (*reverse)(ad_tape *t, ad__mrec *r);
+  int (*tangent)(ad_tape *t, ad__mrec *r);
+  /* The record goes away (ad_tape_reset_to, a reset, the tape's end) while
+   * a request it started may be pending: the request must not link to it.
+   * NULL: the kind starts no request. */
+  void (*lost)(const ad__mrec *r);
+  /* Free what the chapter hung on the record (r->rma); NULL: nothing. */
+  void (*free)(ad__mrec *r);
+} ad__mkind;
+
 /* A new record of `kind` on t with room for nin/nout handles (NULL, and a
  * sticky error, on failure). */
-ad__mrec *ad__mrec_push(ad_tape *t, int kind, ad__comm *c, int nin, int nout);
-/* Sweep actions of point-to-point records (p2p.c) and collectives (coll.c);
- * -1 if the kind is not theirs. */
-int ad__p2p_reverse(ad_tape *t, ad__mrec *r);
-/* A record is going away (ad_tape_reset_to, a reset, the tape's end): a
- * request still pending that it started must not link to it. */
+ad__mrec *ad__mrec_push(ad_tape *t, const ad__mkind *kind, ad__comm *c, int nin, int nout);
+/* The entry of `kind` in a chapter's table of n entries (NULL if none). */
+const ad__mkind *ad__mkind_find(const ad__mkind *tab, size_t n, int kind);
+/* A record's kind changes (a cancelled receive's start). */
+void ad__mrec_rekind(ad__mrec *r, const ad__mkind *kind);
+/* The entries of the point-to-point (p2p.c) and collective (coll.c) kinds,
+ * for types.c and reduce_ext.c, which record them too. */
+const ad__mkind *ad__p2p_kind(int kind);
+/* An active receive of n values (post) completed with status st: its
+ * sequence number noted, and its record of `kind` pushed on t (if not NULL)
+ * with room for the handles of what arrived (p2p.c). */
+ad__mrec *ad__p2p_recv_record(ad__comm *c, ad_tape *t, ad_tape *seen, uint64_t post, const MPI_Status *st, int n,
+                              int kind);
+/* An active receive (post) failed with MPI's error rc: a truncated message
+ * is counted in its stream and its sender noted, anything else took no
+ * message (p2p.c). */
+void ad__p2p_recv_failed(ad__comm *c, ad_tape *seen, uint64_t post, int rc, const MPI_Status *st);
+const ad__mkind *ad__coll_kind(int kind);
+
+/* What a chapter does beyond its records, joined to comm.c's list the first
+ * time the chapter holds state (ad__mpi_chapter_join; joining twice is a
+ * no-op): a check at every sweep's start (1, with a sticky error on t, if t
+ * cannot be swept), a step of ad_mpi_barrier before MPI's barrier (after 0)
+ * and after it (1) returning MPI_SUCCESS or MPI's error, and a clean-up at
+ * MPI_Finalize. Any may be NULL. */
+typedef struct ad__mpi_chapter {
+  int (*sweep_check)(ad_tape *t);
+  int (*barrier)(int after);
+  void (*finalize)(void);
+  struct ad__mpi_chapter *next; /* comm.c's */
+  int joined;
+} ad__mpi_chapter;
+void ad__mpi_chapter_join(ad__mpi_chapter *ch);
+/* The joined chapters' barrier steps: the first error, or MPI_SUCCESS. */
+int ad__mpi_chapters_barrier(int after);
+/* The joined chapters' sweep checks: 1 as soon as one says t cannot be
+ * swept (handshake.c, at a sweep's start). */
+int ad__mpi_chapters_sweep_check(ad_tape *t);
+/* A record is going away with a request of p2p.c's slots possibly pending
+ * that it started (the `lost` action of the kinds that start requests). */
 void ad__p2p_forget(const ad__mrec *r);
-void ad__p2p_finalize(void);
-int ad__p2p_forward(ad_tape *t, ad__mrec *r);
-int ad__coll_reverse(ad_tape *t, ad__mrec *r);
 /* Requests of other kinds than point to point (nonblocking collectives)
  * live in p2p.c's slots too, so that every completion call takes them. At
  * completion, `complete` delivers the results and pushes the completion
@@ -431,23 +499,6 @@ int ad__req_then(const ad_mpi_request *request, void (*fn)(void *ctx, int ok), v
  * nonblocking twin it runs (coll.c): actions given to ad__req_then on it
  * run when the persistent request completes. */
 #define AD__SLOT_STARTING (-2)
-int ad__coll_forward(ad_tape *t, ad__mrec *r);
-/* One-sided communication (rma.c): sweep actions of its records (-1 if the
- * kind is not theirs), freeing what a record's `rma` holds, and the check at
- * a sweep's start that every epoch with operations recorded on t was closed
- * on t (1, with a sticky error on t, if not). */
-int ad__rma_reverse(ad_tape *t, ad__mrec *r);
-int ad__rma_forward(ad_tape *t, ad__mrec *r);
-void ad__rma_free(void *data);
-int ad__rma_sweep_check(ad_tape *t);
-/* At ad_mpi_barrier: every window of ad_real used in passive-target epochs
- * synchronises this rank's part (as ad_mpi_win_sync), so that a program
- * written for MPI's unified memory model (store or flush, barrier, read)
- * reads what was stored or completed before the barrier. Called twice:
- * before MPI's barrier (after 0) to publish this rank's stores, also on
- * windows that saw no passive-target call yet, and after it (after 1) to
- * take in what other ranks completed. */
-int ad__rma_barrier(int after);
 /* The record's line for ad_tape_dump (describe.c). */
 int ad__mrec_describe(const void *data, char *buf, size_t size);
 

@@ -32,9 +32,14 @@
 
 static MPI_Datatype real_int_type = MPI_DATATYPE_NULL;
 
+/* Joined when the first type or operation is made, freed at MPI_Finalize. */
+static void reduce_ext_finalize(void);
+static ad__mpi_chapter chapter = {NULL, NULL, reduce_ext_finalize, NULL, 0};
+
 MPI_Datatype ad_mpi_real_int_datatype(void) {
   if (real_int_type != MPI_DATATYPE_NULL) return real_int_type;
   if (ad__mpi_setup() != MPI_SUCCESS) return MPI_DATATYPE_NULL;
+  ad__mpi_chapter_join(&chapter);
   int bl[2] = {1, 1};
   MPI_Aint dsp[2] = {(MPI_Aint)offsetof(ad_real_int, value), (MPI_Aint)offsetof(ad_real_int, index)};
   MPI_Datatype ty[2] = {AD_MPI_REAL, MPI_INT}, s;
@@ -71,6 +76,7 @@ int ad_mpi_op_create(MPI_User_function *function, int commute, MPI_Op *op) {
   if (!function || !op) return MPI_ERR_ARG;
   int rc = ad__mpi_setup();
   if (rc != MPI_SUCCESS) return rc;
+  ad__mpi_chapter_join(&chapter);
   if (nuops == capuops) {
     int nc = capuops ? 2 * capuops : 8;
     uop *n = realloc(uops, (size_t)nc * sizeof *n);
@@ -98,7 +104,7 @@ int ad_mpi_op_free(MPI_Op *op) {
   return MPI_Op_free(op);
 }
 
-void ad__reduce_ext_finalize(void) {
+static void reduce_ext_finalize(void) {
   if (real_int_type != MPI_DATATYPE_NULL) MPI_Type_free(&real_int_type);
   free(uops);
   uops = NULL;
@@ -326,12 +332,10 @@ static int same(double a, double b) { return a == b || (isnan(a) && isnan(b)); }
 int ad__loc_reduce(int all, const void *sendbuf, void *recvbuf, int count, MPI_Op op, int root, MPI_Comm comm) {
   const char *fn = all ? "ad_mpi_allreduce" : "ad_mpi_reduce";
   if (count < 0) return MPI_ERR_COUNT;
-  int err;
-  ad__comm *c = ad__mpi_comm(comm, &err);
-  if (!c) return err;
-  ad_tape *seen, *t = ad__mpi_tape(&seen);
-  if ((err = ad__mpi_comm_renew(seen, c)) != MPI_SUCCESS) return err;
-  ad__mpi_note_coll(seen, c);
+  ad__comm *c;
+  ad_tape *seen, *t;
+  int err = ad__mpi_coll_enter(comm, &c, &t, &seen);
+  if (err != MPI_SUCCESS) return err;
   int me = c->rank, p = c->size, gets = all || me == root;
   const ad_real_int *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
   struct pair {
@@ -357,7 +361,8 @@ int ad__loc_reduce(int all, const void *sendbuf, void *recvbuf, int count, MPI_O
   }
   if (rc == MPI_SUCCESS) {
     for (int k = 0; k < count; k++) w[k] = owner[k] == me ? 1.0 : 0.0;
-    ad__mrec *r = t ? ad__mrec_push(t, all ? AD__M_ALLREDUCE : AD__M_REDUCE, c, count, gets ? count : 0) : NULL;
+    ad__mrec *r =
+        t ? ad__mrec_push(t, ad__coll_kind(all ? AD__M_ALLREDUCE : AD__M_REDUCE), c, count, gets ? count : 0) : NULL;
     if (r) {
       r->root = root;
       r->op = op == MPI_MINLOC ? 2 : 3;

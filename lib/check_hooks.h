@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Private: the gradient checker's core, shared by ad_check_gradient and the
- * MPI layer's ad_mpi_check_gradient. Not installed. */
-#ifndef ARIADNE_CHECK_IMPL_H
-#define ARIADNE_CHECK_IMPL_H
+/* Private: the gradient checker's hooks. The checker (adjoint/check.c) is
+ * written once for a set of ranks and reaches the other ranks only through
+ * the environment below; ad_check_gradient fills it for one process, the MPI
+ * layer (mpi/check.c) for the ranks of a communicator. Declared here, below
+ * both, so that the MPI layer depends on lib/ only, as for the loop hooks
+ * (ad__loop_comm_ops). Not installed. */
+#ifndef ARIADNE_CHECK_HOOKS_H
+#define ARIADNE_CHECK_HOOKS_H
 
 #include <ariadne_tools.h>
 

@@ -1,0 +1,324 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Rooted collectives: barrier, bcast, gather(v) and scatter(v), blocking and
+ * nonblocking. Their records and sweep actions are coll.c's. */
+#include <math.h>
+
+#include "coll_impl.h"
+
+/* ------------------------------------------------------------------------ */
+/* Barrier, Bcast                                                            */
+/* ------------------------------------------------------------------------ */
+
+static int barrier_any(MPI_Comm comm, ad_mpi_request *req, const char *fn) {
+  coll x;
+  int rc = ad__coll_begin(&x, comm);
+  if (rc != MPI_SUCCESS) return rc;
+  pend *q = ad__coll_pend_new(&x, AD__M_BARRIER, fn);
+  if (!q) return MPI_ERR_NO_MEM;
+  if (x.t) q->r = ad__mrec_push(x.t, ad__coll_kind(AD__M_BARRIER), x.c, 0, 0);
+  MPI_Request mq = MPI_REQUEST_NULL;
+  rc = req ? MPI_Ibarrier(comm, &mq) : MPI_Barrier(comm);
+  return ad__coll_pend_go(q, rc, mq, req);
+}
+
+/* Windows of ad_real publish this rank's stores before the barrier and take
+ * in what other ranks completed before it after (see ad__mpi_chapters_barrier). */
+int ad_mpi_barrier(MPI_Comm comm) {
+  int prc = ad__mpi_chapters_barrier(0);
+  int rc = barrier_any(comm, NULL, "ad_mpi_barrier");
+  if (rc != MPI_SUCCESS) return rc;
+  rc = ad__mpi_chapters_barrier(1);
+  return prc != MPI_SUCCESS ? prc : rc;
+}
+int ad_mpi_ibarrier(MPI_Comm comm, ad_mpi_request *request) { return barrier_any(comm, request, "ad_mpi_ibarrier"); }
+
+static int bcast_any(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm, ad_mpi_request *req,
+                     const char *fn) {
+  int e_ = ad__types_refuse(fn, 1, type);
+  if (e_ != MPI_SUCCESS) return e_;
+  if (!is_real(type)) {
+    /* Only the root's buffer is sent: the other ranks learn its verdict in
+     * check mode. */
+    e_ = ad__coll_send_guard(fn, comm, is_root(root, comm) ? buffer : NULL, count, 0, NULL, NULL, type);
+    if (e_ != MPI_SUCCESS) return e_;
+    if (!req) return MPI_Bcast(buffer, count, type, root, comm);
+    MPI_Request mq;
+    return ad__coll_passive_req(MPI_Ibcast(buffer, count, type, root, comm, &mq), &mq, req);
+  }
+  if (count < 0) return MPI_ERR_COUNT;
+  coll x;
+  int rc = ad__coll_begin(&x, comm);
+  if (rc != MPI_SUCCESS) return rc;
+  int me = x.c->rank == root;
+  pend *q = ad__coll_pend_new(&x, AD__M_BCAST, fn);
+  if (!q || !(q->rv = dbuf((size_t)count))) {
+    ad__coll_pend_free(q);
+    return MPI_ERR_NO_MEM;
+  }
+  q->recvbuf = buffer;
+  q->n = count;
+  q->gets = !me;
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, ad__coll_kind(AD__M_BCAST), x.c, me ? count : 0, 0) : NULL;
+  if (r) r->root = root;
+  if (me) {
+    ad__pack(buffer, count, q->rv);
+    if (r) ad__handles(x.t, buffer, count, r->in, fn);
+  }
+  MPI_Request mq = MPI_REQUEST_NULL;
+  rc = req ? MPI_Ibcast(q->rv, count, MPI_DOUBLE, root, comm, &mq) : MPI_Bcast(q->rv, count, MPI_DOUBLE, root, comm);
+  ad__mpi_counters.forward_bytes += ad__coll_payload(AD__M_BCAST, 0, x.c->rank, x.c->size, root, count, NULL, NULL);
+  return ad__coll_pend_go(q, rc, mq, req);
+}
+
+int ad_mpi_bcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  if (ad__dtype_any(1, type)) return ad__dt_bcast(buffer, count, type, root, comm);
+  return bcast_any(buffer, count, type, root, comm, NULL, "ad_mpi_bcast");
+}
+int ad_mpi_ibcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm, ad_mpi_request *request) {
+  if (ad__dtype_any(1, type)) return ad__dt_ibcast(buffer, count, type, root, comm, request);
+  return bcast_any(buffer, count, type, root, comm, request, "ad_mpi_ibcast");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Gather, scatter, allgather, alltoall                                      */
+/* ------------------------------------------------------------------------ */
+
+static int gatherv_any(const void *sendbuf, int sendcount, void *recvbuf, const int *recvcounts, const int *displs,
+                       int root, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
+  coll x;
+  int rc = ad__coll_begin(&x, comm);
+  if (rc != MPI_SUCCESS) return rc;
+  int p = x.c->size, me = x.c->rank == root, inplace = me && sendbuf == MPI_IN_PLACE;
+  int nin = inplace ? recvcounts[root] : sendcount;
+  const ad_real *src = inplace ? (const ad_real *)recvbuf + displs[root] : sendbuf;
+  int ext = me ? extent(recvcounts, displs, p) : 0, tot = me ? total(recvcounts, p) : 0;
+  pend *q = ad__coll_pend_new(&x, AD__M_GATHERV, fn);
+  if (!q || !(q->sv = dbuf((size_t)nin)) || !(q->rv = dbuf((size_t)ext)) ||
+      (me && (!(q->cnt = icopy(recvcounts, p)) || !(q->dsp = icopy(displs, p))))) {
+    ad__coll_pend_free(q);
+    return MPI_ERR_NO_MEM;
+  }
+  q->recvbuf = recvbuf;
+  ad__pack(src, nin, q->sv);
+  if (inplace) memcpy(q->rv + displs[root], q->sv, (size_t)nin * sizeof(double));
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, ad__coll_kind(AD__M_GATHERV), x.c, nin, tot) : NULL;
+  if (r) {
+    r->root = root;
+    r->inplace = inplace;
+    ad__handles(x.t, src, nin, r->in, fn);
+    if (me && (!(r->cnt = icopy(recvcounts, p)) || !(r->dsp = icopy(displs, p))))
+      ad__fail(x.t, AD_ERR_NOMEM, "%s: no memory", fn);
+  }
+  const void *sb = inplace ? MPI_IN_PLACE : q->sv;
+  MPI_Request mq = MPI_REQUEST_NULL;
+  rc = req ? MPI_Igatherv(sb, sendcount, MPI_DOUBLE, q->rv, q->cnt, q->dsp, MPI_DOUBLE, root, comm, &mq)
+           : MPI_Gatherv(sb, sendcount, MPI_DOUBLE, q->rv, recvcounts, displs, MPI_DOUBLE, root, comm);
+  ad__mpi_counters.forward_bytes += ad__coll_payload(AD__M_GATHERV, 0, x.c->rank, p, root, nin, recvcounts, NULL);
+  return ad__coll_pend_go(q, rc, mq, req);
+}
+
+static int gather_check(const void *sendbuf, int sendcount, MPI_Datatype sendtype, MPI_Datatype recvtype, int root,
+                        MPI_Comm comm, const char *fn, int *active) {
+  int e_ = ad__types_refuse(fn, 2, sendtype, recvtype);
+  if (e_ != MPI_SUCCESS) return e_;
+  int rank;
+  MPI_Comm_rank(comm, &rank);
+  int use_send = !(rank == root && sendbuf == MPI_IN_PLACE);
+  *active = (use_send ? is_real(sendtype) : is_real(recvtype)) || (rank == root && is_real(recvtype));
+  /* An intercommunicator's root group (MPI_ROOT, MPI_PROC_NULL) sends nothing. */
+  int sends = use_send && root != MPI_ROOT && root != MPI_PROC_NULL;
+  if (!*active) return ad__coll_send_guard(fn, comm, sends ? sendbuf : NULL, sendcount, 0, NULL, NULL, sendtype);
+  coll chk = {0};
+  ad__mpi_tape(&chk.seen);
+  return ad__coll_both_real(&chk, sendtype, recvtype, use_send, rank == root, fn) ? MPI_SUCCESS : MPI_ERR_TYPE;
+}
+
+/* Gatherv and igatherv (req). */
+static int gatherv_front(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                         const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm,
+                         ad_mpi_request *req, const char *fn) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_gatherv(1, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, root, comm, req);
+  int active, rc = gather_check(sendbuf, sendcount, sendtype, recvtype, root, comm, fn, &active);
+  if (rc != MPI_SUCCESS) return rc;
+  if (!active) {
+    if (!req) return MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
+    MPI_Request mq;
+    rc = MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, &mq);
+    return ad__coll_passive_req(rc, &mq, req);
+  }
+  return gatherv_any(sendbuf, sendcount, recvbuf, recvcounts, displs, root, comm, req, fn);
+}
+
+int ad_mpi_gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                   const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  return gatherv_front(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, NULL,
+                       "ad_mpi_gatherv");
+}
+int ad_mpi_igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                    const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *request) {
+  return gatherv_front(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request,
+                       "ad_mpi_igatherv");
+}
+
+static int gather_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                      MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_gatherv(0, sendbuf, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, root, comm, req);
+  int active, rc = gather_check(sendbuf, sendcount, sendtype, recvtype, root, comm, fn, &active);
+  if (rc != MPI_SUCCESS) return rc;
+  if (!active) {
+    if (!req) return MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    MPI_Request mq;
+    rc = MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, &mq);
+    return ad__coll_passive_req(rc, &mq, req);
+  }
+  int size, *cnt, *dsp;
+  MPI_Comm_size(comm, &size);
+  if ((rc = ad__coll_regular(size, recvcount, &cnt, &dsp)) != MPI_SUCCESS) return rc;
+  rc = gatherv_any(sendbuf, sendcount, recvbuf, cnt, dsp, root, comm, req, fn);
+  free(cnt);
+  free(dsp);
+  return rc;
+}
+
+int ad_mpi_gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                  MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  return gather_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, NULL, "ad_mpi_gather");
+}
+int ad_mpi_igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                   MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *request) {
+  return gather_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, "ad_mpi_igather");
+}
+
+static int scatterv_any(const void *sendbuf, const int *sendcounts, const int *displs, void *recvbuf, int recvcount,
+                        int root, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
+  coll x;
+  int rc = ad__coll_begin(&x, comm);
+  if (rc != MPI_SUCCESS) return rc;
+  int p = x.c->size, me = x.c->rank == root, inplace = me && recvbuf == MPI_IN_PLACE;
+  int ext = me ? extent(sendcounts, displs, p) : 0;
+  int nin = 0;
+  pend *q = ad__coll_pend_new(&x, AD__M_SCATTERV, fn);
+  if (!q || !(q->sv = dbuf((size_t)ext)) || !(q->rv = dbuf((size_t)recvcount)) ||
+      (me && (!(q->a1 = icopy(sendcounts, p)) || !(q->a2 = icopy(displs, p))))) {
+    ad__coll_pend_free(q);
+    return MPI_ERR_NO_MEM;
+  }
+  int *cnt = NULL;
+  if (me) {
+    /* An in-place root keeps its own slot where it is, handles and all. */
+    if (!(cnt = icopy(sendcounts, p))) {
+      ad__coll_pend_free(q);
+      return MPI_ERR_NO_MEM;
+    }
+    if (inplace) cnt[root] = 0;
+    nin = total(cnt, p);
+  }
+  q->recvbuf = recvbuf;
+  q->n = recvcount;
+  q->gets = !inplace;
+  if (me) ad__pack(sendbuf, ext, q->sv);
+  ad__mrec *r = q->r =
+      x.t ? ad__mrec_push(x.t, ad__coll_kind(AD__M_SCATTERV), x.c, nin, inplace ? 0 : recvcount) : NULL;
+  if (r) {
+    r->root = root;
+    r->inplace = inplace;
+    r->count = recvcount;
+    if (me) {
+      r->cnt = cnt;
+      cnt = NULL;
+      if (!(r->dsp = icopy(displs, p)))
+        ad__fail(x.t, AD_ERR_NOMEM, "%s: no memory", fn);
+      else
+        ad__coll_slot_handles(x.t, sendbuf, r->cnt, r->dsp, p, r->in, fn);
+    }
+  }
+  free(cnt);
+  void *rb = inplace ? MPI_IN_PLACE : q->rv;
+  MPI_Request mq = MPI_REQUEST_NULL;
+  rc = req ? MPI_Iscatterv(q->sv, q->a1, q->a2, MPI_DOUBLE, rb, recvcount, MPI_DOUBLE, root, comm, &mq)
+           : MPI_Scatterv(q->sv, sendcounts, displs, MPI_DOUBLE, rb, recvcount, MPI_DOUBLE, root, comm);
+  ad__mpi_counters.forward_bytes +=
+      ad__coll_payload(AD__M_SCATTERV, 0, x.c->rank, p, root, recvcount, sendcounts, NULL);
+  return ad__coll_pend_go(q, rc, mq, req);
+}
+
+static int scatter_check(const void *sendbuf, int sendcount, const int *sendcounts, const int *displs,
+                         MPI_Datatype sendtype, void *recvbuf, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                         const char *fn, int *active) {
+  int e_ = ad__types_refuse(fn, 2, sendtype, recvtype);
+  if (e_ != MPI_SUCCESS) return e_;
+  int rank;
+  MPI_Comm_rank(comm, &rank);
+  int use_recv = !(rank == root && recvbuf == MPI_IN_PLACE);
+  *active = (use_recv ? is_real(recvtype) : is_real(sendtype)) || (rank == root && is_real(sendtype));
+  if (!*active) { /* only the root sends */
+    int p = comm_size(comm);
+    return ad__coll_send_guard(fn, comm, is_root(root, comm) ? sendbuf : NULL, blocks_of(sendcount, p), p, sendcounts,
+                               displs, sendtype);
+  }
+  coll chk = {0};
+  ad__mpi_tape(&chk.seen);
+  return ad__coll_both_real(&chk, sendtype, recvtype, rank == root, use_recv, fn) ? MPI_SUCCESS : MPI_ERR_TYPE;
+}
+
+/* Scatterv and iscatterv (req). */
+static int scatterv_front(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+                          void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                          ad_mpi_request *req, const char *fn) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_scatterv(1, sendbuf, sendcounts, displs, 0, sendtype, recvbuf, recvcount, recvtype, root, comm, req);
+  int active, rc = scatter_check(sendbuf, 0, sendcounts, displs, sendtype, recvbuf, recvtype, root, comm, fn, &active);
+  if (rc != MPI_SUCCESS) return rc;
+  if (!active) {
+    if (!req) return MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    MPI_Request mq;
+    rc = MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, &mq);
+    return ad__coll_passive_req(rc, &mq, req);
+  }
+  return scatterv_any(sendbuf, sendcounts, displs, recvbuf, recvcount, root, comm, req, fn);
+}
+
+int ad_mpi_scatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+                    void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  return scatterv_front(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, NULL,
+                        "ad_mpi_scatterv");
+}
+int ad_mpi_iscatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+                     void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                     ad_mpi_request *request) {
+  return scatterv_front(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request,
+                        "ad_mpi_iscatterv");
+}
+
+static int scatter_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                       MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
+  if (ad__dtype_any(2, sendtype, recvtype))
+    return ad__dt_scatterv(0, sendbuf, NULL, NULL, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, req);
+  int active, rc = scatter_check(sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, recvtype, root, comm, fn, &active);
+  if (rc != MPI_SUCCESS) return rc;
+  if (!active) {
+    if (!req) return MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    MPI_Request mq;
+    rc = MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, &mq);
+    return ad__coll_passive_req(rc, &mq, req);
+  }
+  int size, *cnt, *dsp;
+  MPI_Comm_size(comm, &size);
+  if ((rc = ad__coll_regular(size, sendcount, &cnt, &dsp)) != MPI_SUCCESS) return rc;
+  rc = scatterv_any(sendbuf, cnt, dsp, recvbuf, recvcount, root, comm, req, fn);
+  free(cnt);
+  free(dsp);
+  return rc;
+}
+
+int ad_mpi_scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                   MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  return scatter_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, NULL, "ad_mpi_scatter");
+}
+int ad_mpi_iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                    MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *request) {
+  return scatter_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request,
+                     "ad_mpi_iscatter");
+}
