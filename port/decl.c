@@ -198,7 +198,7 @@ static int for_header(pt_ctx *x, CXCursor c, unsigned *s1, unsigned *s2, unsigne
 
 /* --fused: `T v = rhs;` of an active scalar as `T v; { ... v = ad_custom(...); }`. */
 static int fuse_decl(pt_ctx *x, CXCursor ds, CXCursor v) {
-  if (clang_getCursorKind(v) != CXCursor_VarDecl || pt_in_macro(x, ds)) return 0;
+  if (clang_getCursorKind(v) != CXCursor_VarDecl || pt_in_macro(x, ds) || pt_port_own(v)) return 0;
   if (!pt_type_active(x, clang_getCursorType(v)) || clang_Cursor_getStorageClass(v) == CX_SC_Static ||
       pt_local_passive(x, v))
     return 0;
@@ -327,6 +327,7 @@ static void walk_stmt(pt_ctx *x, CXCursor c) {
 /* ------------------------------------------------------------------------ */
 
 static void port_var(pt_ctx *x, CXCursor v, int file_scope) {
+  if (pt_port_own(v)) return;
   if (pt_in_macro(x, v)) {
     if (pt_type_holds_active(x, clang_getCursorType(v)))
       pt_error(x, v, "declaration of active data inside a macro expansion; write it out");
@@ -407,6 +408,7 @@ static void port_var(pt_ctx *x, CXCursor v, int file_scope) {
 }
 
 static void port_function(pt_ctx *x, CXCursor f) {
+  if (pt_port_own(f)) return; /* a helper of a fused port: ported already */
   CXCursor *k;
   int n = pt_children(f, &k);
   unsigned body = pt_e(f);

@@ -95,6 +95,8 @@ CXCursor pt_last_expr(CXCursor c);
 CXCursor pt_strip(CXCursor c);
 int pt_same_expr(CXCursor a, CXCursor b);
 int pt_ported_function(pt_ctx *x, CXCursor fd);
+/* Is d a declaration the port itself writes (named ad__...)? It is left as it is. */
+int pt_port_own(CXCursor d);
 /* Is name one of the --active-type names? (Counts it as used by the inputs.) */
 int pt_active_name(pt_ctx *x, const char *name);
 int pt_math_twin(const char *name);

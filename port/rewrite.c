@@ -385,8 +385,19 @@ CXCursor pt_strip(CXCursor c) {
  * or named ported elsewhere (--ported). Its calls pass ad_real. A function
  * the inputs only declare (`extern double ext(double);`, a Fortran routine, a
  * library) keeps its double declaration: it links against double code. */
+/* The names the port writes itself (the fused port's helpers ad__f_* and the
+ * locals of its blocks, ad__a, ad__d, ad__v) start with ad__, a prefix C
+ * code outside Ariadne does not use: on the tool's own output they are code
+ * already ported, whose doubles are values and partials, not active data. */
+int pt_port_own(CXCursor d) {
+  CXString s = clang_getCursorSpelling(d);
+  int own = !strncmp(clang_getCString(s), "ad__", 4);
+  clang_disposeString(s);
+  return own;
+}
+
 int pt_ported_function(pt_ctx *x, CXCursor fd) {
-  if (clang_getCursorKind(fd) != CXCursor_FunctionDecl) return 0;
+  if (clang_getCursorKind(fd) != CXCursor_FunctionDecl || pt_port_own(fd)) return 0;
   CXCursor def = clang_getCursorDefinition(fd);
   if (!clang_Cursor_isNull(def) && pt_own_location(x, clang_getCursorLocation(def))) return 1;
   if (x->o->nported == 0) return 0;
@@ -452,12 +463,19 @@ int pt_act(pt_ctx *x, CXCursor c) {
     CXCursor d = clang_getCursorReferenced(c);
     enum CXCursorKind dk = clang_getCursorKind(d);
     if (dk == CXCursor_VarDecl || dk == CXCursor_ParmDecl || dk == CXCursor_FieldDecl)
-      return pt_type_active(x, clang_getCursorType(d)) && !pt_local_passive(x, d);
+      return pt_type_active(x, clang_getCursorType(d)) && !pt_local_passive(x, d) && !pt_port_own(d);
     return 0;
   }
   case CXCursor_MemberRefExpr:
-  case CXCursor_ArraySubscriptExpr:
+  case CXCursor_ArraySubscriptExpr: {
+    /* ad__d[i]: an element of the port's own arrays of partials is passive. */
+    CXCursor *kk;
+    int n = pt_children(c, &kk);
+    CXCursor base = n > 0 ? pt_strip(kk[0]) : clang_getNullCursor();
+    free(kk);
+    if (clang_getCursorKind(base) == CXCursor_DeclRefExpr && pt_port_own(clang_getCursorReferenced(base))) return 0;
     return pt_type_active(x, t);
+  }
   case CXCursor_ParenExpr: {
     CXCursor e = pt_last_expr(c);
     return !clang_Cursor_isNull(e) && pt_act(x, e);
@@ -1181,7 +1199,11 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
   int any_act = 0;
   for (int i = 0; i < na; i++) any_act |= pt_act(x, clang_Cursor_getArgument(c, (unsigned)i));
 
-  if (value_test(name) && !ported) {
+  if (!strncmp(name, "ad_", 3)) {
+    /* Ariadne's own functions (ad_custom, the fused port's ad__f_* helpers):
+     * the file is Ariadne code already, and the call stays as written. */
+    r = pt_splice(x, c, n, k, texts, 0);
+  } else if (value_test(name) && !ported) {
     for (int i = 0; i < na; i++)
       if (argk[i] >= 0) texts[argk[i]] = pt_emit_to(x, clang_Cursor_getArgument(c, (unsigned)i), 0);
     r = pt_splice(x, c, n, k, texts, 0);

@@ -83,6 +83,13 @@ check "--all-active compiles" compiles "$work/all_active/activity.c"
 check "fused" status_is 0 "$tool" --fused -o "$work/fused" "$src/corpus/heat2d.c" "$src/corpus/flux.c"
 check "fused heat2d compiles" compiles "$work/fused/heat2d.c"
 check "fused flux compiles" compiles "$work/fused/flux.c"
+# The fused port of the fused port is the fused port: its helpers (ad__f_*),
+# their doubles and the ad_custom calls are code already ported.
+check "fused: port of the port" status_is 0 "$tool" --fused -o "$work/fused2" "$work/fused/heat2d.c" "$work/fused/flux.c"
+check "fused heat2d unchanged" cmp -s "$work/fused/heat2d.c" "$work/fused2/heat2d.c"
+check "fused flux unchanged" cmp -s "$work/fused/flux.c" "$work/fused2/flux.c"
+check "fused activity: port of the port" status_is 0 "$tool" --fused -o "$work/activity_fused2" "$work/activity_fused/activity.c"
+check "fused activity.c unchanged" cmp -s "$work/activity_fused/activity.c" "$work/activity_fused2/activity.c"
 
 # --active-type, repeated: both typedefs become ad_real, plain double stays.
 cat >"$work/types.c" <<'EOT'
