@@ -717,6 +717,42 @@ int pt_near_complex(const char *p, size_t b, size_t e, size_t len) {
          (j + 7 <= len && !strncmp(p + j, "complex", 7) && !is_ident(p[j + 7]));
 }
 
+/* Which floating keyword the identifier p[i, j) stands for when it is an
+ * object-like macro that expands to exactly that keyword (`#define DTYPE
+ * double`): "double", "float", or NULL. Such a macro is the type it names,
+ * so a declaration spelled with it is retyped like one spelled `double`; the
+ * definition itself stays, for whatever keeps the type passive. Only an
+ * expansion in the file's own text counts (p must point into x->buf). */
+const char *pt_type_macro(pt_ctx *x, const char *p, size_t i, size_t j) {
+  if (!x->buf || p + i < x->buf || p + j > x->buf + x->len) return NULL;
+  unsigned b = (unsigned)(p + i - x->buf), e = (unsigned)(p + j - x->buf);
+  int lo = 0, hi = x->nmacros - 1;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    if (x->macros[mid].b < b)
+      lo = mid + 1;
+    else
+      hi = mid - 1;
+  }
+  if (lo >= x->nmacros || x->macros[lo].b != b || x->macros[lo].e != e) return NULL;
+  CXCursor def = clang_getCursorReferenced(x->macros[lo].cur);
+  if (clang_Cursor_isNull(def) || clang_Cursor_isMacroFunctionLike(def)) return NULL;
+  CXToken *t = NULL;
+  unsigned nt = 0;
+  clang_tokenize(x->tu, clang_getCursorExtent(def), &t, &nt);
+  const char *kw = NULL;
+  if (nt == 2) {
+    CXString sp = clang_getTokenSpelling(x->tu, t[1]);
+    if (!strcmp(clang_getCString(sp), "double"))
+      kw = "double";
+    else if (!strcmp(clang_getCString(sp), "float"))
+      kw = "float";
+    clang_disposeString(sp);
+  }
+  clang_disposeTokens(x->tu, t, nt);
+  return kw;
+}
+
 /* Copy text, replacing the keyword `double` by ad_real when double is active. */
 static void add_types(pt_ctx *x, port_str *s, const char *p, size_t n) {
   size_t i = 0;
@@ -741,7 +777,9 @@ static void add_types(pt_ctx *x, port_str *s, const char *p, size_t n) {
     } else if (is_ident(ch)) {
       size_t j = i;
       while (j < n && is_ident(p[j])) j++;
-      if (x->double_active && j - i == 6 && !strncmp(p + i, "double", 6) && (i == 0 || !is_ident(p[i - 1])) &&
+      const char *kw = j - i == 6 && !strncmp(p + i, "double", 6) ? "double" : NULL;
+      if (!kw && (i == 0 || !is_ident(p[i - 1]))) kw = pt_type_macro(x, p, i, j);
+      if (x->double_active && kw && !strcmp(kw, "double") && (i == 0 || !is_ident(p[i - 1])) &&
           !pt_near_complex(p, i, j, n))
         port_str_add(s, "ad_real");
       else
