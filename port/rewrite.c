@@ -575,6 +575,40 @@ static int signature_active(pt_ctx *x, CXCursor fd) {
   return 0;
 }
 
+/* Is c a cast of a passive value to an active type spelled otherwise than
+ * `double` (`(real_t)d`)? emit_cast writes it `(double)d`: the written cast
+ * would convert to the struct ad_real. */
+static int passive_to_active_cast(pt_ctx *x, CXCursor c) {
+  if (clang_getCursorKind(c) != CXCursor_CStyleCastExpr) return 0;
+  CXCursor e = pt_last_expr(c);
+  CXType t = clang_getCursorType(c);
+  if (clang_Cursor_isNull(e) || !pt_is_float(t) || !pt_type_active(x, t) || pt_act(x, e)) return 0;
+  CXString ts = clang_getTypeSpelling(t);
+  int is_double = !strcmp(clang_getCString(ts), "double");
+  clang_disposeString(ts);
+  return !is_double;
+}
+
+/* Where the cast c is written in a macro's argument, [*b, *e) the text of
+ * its `(type)`: then it can be rewritten there and the macro kept. */
+static int cast_in_argument(pt_ctx *x, CXCursor c, unsigned lo, unsigned hi, unsigned *b, unsigned *e) {
+  CXCursor op = pt_last_expr(c);
+  CXFile f1 = NULL, f2 = NULL;
+  clang_getSpellingLocation(clang_getRangeStart(clang_getCursorExtent(c)), &f1, NULL, NULL, b);
+  clang_getSpellingLocation(clang_getRangeStart(clang_getCursorExtent(op)), &f2, NULL, NULL, e);
+  if (!f1 || !f2 || !clang_File_isEqual(f1, x->file) || !clang_File_isEqual(f2, x->file)) return 0;
+  if (*b < lo || *e > hi || *b >= *e || x->buf[*b] != '(') return 0;
+  /* In an invocation's text (an argument), not in a #define's body. */
+  int in_call = 0;
+  for (int i = 0; i < x->nmacros && x->macros[i].b <= *b && !in_call; i++) in_call = x->macros[i].e > *b;
+  if (!in_call) return 0;
+  unsigned k = *e;
+  while (k > *b && isspace((unsigned char)x->buf[k - 1])) k--;
+  if (k <= *b + 1 || x->buf[k - 1] != ')') return 0;
+  *e = k;
+  return 1;
+}
+
 /* Does the expansion that c belongs to do active arithmetic, or call a
  * function of this file, so that it must be expanded to be ported? */
 static int macro_needs(pt_ctx *x, CXCursor c) {
@@ -613,6 +647,9 @@ static int macro_needs(pt_ctx *x, CXCursor c) {
   } else if (k == CXCursor_UnexposedExpr || k == CXCursor_CStyleCastExpr) {
     CXCursor e = pt_last_expr(c);
     if (!clang_Cursor_isNull(e) && pt_act(x, e) && !pt_act(x, c)) self = 1;
+    /* (real_t)d written in the macro's body: only expanded can it become (double)d. */
+    unsigned cb, ce;
+    if (passive_to_active_cast(x, c) && !cast_in_argument(x, c, 0, (unsigned)x->len, &cb, &ce)) self = 1;
   }
   if (self) return 1;
   CXCursor *kk;
@@ -671,6 +708,55 @@ static char *value_test_macro(pt_ctx *x, CXCursor c) {
   return NULL;
 }
 
+typedef struct cast_edits {
+  pt_ctx *x;
+  unsigned lo, hi;
+  unsigned at[2 * 32];
+  int n;
+} cast_edits;
+
+static enum CXChildVisitResult find_casts(CXCursor c, CXCursor parent, CXClientData d) {
+  (void)parent;
+  cast_edits *ce = d;
+  unsigned b, e;
+  if (passive_to_active_cast(ce->x, c) && ce->n < 32 && cast_in_argument(ce->x, c, ce->lo, ce->hi, &b, &e)) {
+    ce->at[2 * ce->n] = b;
+    ce->at[2 * ce->n + 1] = e;
+    ce->n++;
+  }
+  return CXChildVisit_Recurse;
+}
+
+/* The text of a macro invocation kept as written, each `(real_t)` cast of a
+ * passive value in its arguments written `(double)` (FZ_SQ((real_t)d)). */
+static char *passive_macro_text(pt_ctx *x, CXCursor c) {
+  cast_edits ce = {x, pt_b(c), pt_e(c), {0}, 0};
+  find_casts(c, clang_getNullCursor(), &ce);
+  clang_visitChildren(c, find_casts, &ce);
+  if (ce.n == 0) return pt_orig(x, c);
+  /* Children are visited in order, but a cast nested in another's operand
+   * comes after it: sort by start and skip overlaps. */
+  for (int i = 0; i < ce.n; i++)
+    for (int j = i + 1; j < ce.n; j++)
+      if (ce.at[2 * j] < ce.at[2 * i]) {
+        unsigned t0 = ce.at[2 * i], t1 = ce.at[2 * i + 1];
+        ce.at[2 * i] = ce.at[2 * j];
+        ce.at[2 * i + 1] = ce.at[2 * j + 1];
+        ce.at[2 * j] = t0;
+        ce.at[2 * j + 1] = t1;
+      }
+  port_str s = {0};
+  unsigned at = ce.lo;
+  for (int i = 0; i < ce.n; i++) {
+    if (ce.at[2 * i] < at) continue;
+    port_str_addn(&s, x->buf + at, ce.at[2 * i] - at);
+    port_str_add(&s, "(double)");
+    at = ce.at[2 * i + 1];
+  }
+  port_str_addn(&s, x->buf + at, ce.hi - at);
+  return port_str_take(&s);
+}
+
 static char *emit_macro(pt_ctx *x, CXCursor c) {
   char *vt = value_test_macro(x, c);
   if (vt) return vt;
@@ -693,8 +779,9 @@ static char *emit_macro(pt_ctx *x, CXCursor c) {
       }
     if (!found)
       pt_error(x, c, "active arithmetic in a macro expansion that cannot be located; expand the macro by hand");
+    return pt_orig(x, c);
   }
-  return pt_orig(x, c);
+  return passive_macro_text(x, c);
 }
 
 /* ------------------------------------------------------------------------ */
