@@ -757,10 +757,46 @@ static char *passive_macro_text(pt_ctx *x, CXCursor c) {
   return port_str_take(&s);
 }
 
+static int is_ident(char ch) { return isalnum((unsigned char)ch) || ch == '_'; }
+
+/* Does an invocation written in [lo, hi) pass the active type as an argument
+ * (`ALLOC(double, n)`, `ALLOC(DTYPE, n)` with double active)? Its body then
+ * casts or sizes with double where the data is ad_real: the invocation is
+ * expanded, and the types in it are ported like any others. */
+static int type_argument(pt_ctx *x, unsigned lo, unsigned hi) {
+  if (!x->double_active) return 0;
+  for (int i = 0; i < x->nmacros; i++) {
+    const pt_macro *m = &x->macros[i];
+    if (m->b < lo || m->e > hi || m->e > x->len) continue;
+    unsigned k = m->b;
+    while (k < m->e && is_ident(x->buf[k])) k++;
+    while (k < m->e && isspace((unsigned char)x->buf[k])) k++;
+    if (k >= m->e || x->buf[k] != '(') continue;
+    int depth = 0;
+    unsigned ab = k + 1;
+    for (unsigned j = k; j < m->e; j++) {
+      char ch = x->buf[j];
+      if (ch == '(' || ch == '[' || ch == '{') {
+        depth++;
+      } else if ((ch == ',' && depth == 1) || ((ch == ')' || ch == ']' || ch == '}') && --depth == 0)) {
+        unsigned b = ab, e = j;
+        while (b < e && isspace((unsigned char)x->buf[b])) b++;
+        while (e > b && isspace((unsigned char)x->buf[e - 1])) e--;
+        const char *kw = e - b == 6 && !strncmp(x->buf + b, "double", 6) ? "double" : pt_type_macro(x, x->buf, b, e);
+        if (kw && !strcmp(kw, "double")) return 1;
+        ab = j + 1;
+        if (depth == 0) break;
+      }
+    }
+  }
+  return 0;
+}
+
 static char *emit_macro(pt_ctx *x, CXCursor c) {
   char *vt = value_test_macro(x, c);
   if (vt) return vt;
-  if (!ariadne_macro(x, pt_off(clang_getCursorLocation(c))) && macro_needs(x, c)) {
+  if (!ariadne_macro(x, pt_off(clang_getCursorLocation(c))) &&
+      (macro_needs(x, c) || type_argument(x, pt_b(c), pt_e(c)))) {
     unsigned at = pt_off(clang_getCursorLocation(c));
     int found = 0;
     for (int i = 0; i < x->nmacros; i++)
@@ -788,7 +824,6 @@ static char *emit_macro(pt_ctx *x, CXCursor c) {
 /* Emission                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static int is_ident(char ch) { return isalnum((unsigned char)ch) || ch == '_'; }
 
 /* Is the `double` at [b, e) part of a complex type (`double _Complex`,
  * `_Complex double`, `complex double`)? Complex data stays passive. */

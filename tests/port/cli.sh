@@ -245,6 +245,29 @@ check "type macro: a passive local stays" grep -q "^  DTYPE scale = 0.5;" "$work
 check "type macro: compiles" compiles "$work/tmacro/out/t.c" -I"$work/tmacro/inc"
 check "type macro: port of the port" status_is 0 "$tool" -o "$work/tmacro/again" "$work/tmacro/out/t.c" -- -I"$work/tmacro/inc"
 check "type macro: unchanged" cmp -s "$work/tmacro/out/t.c" "$work/tmacro/again/t.c"
+# The active type passed to a macro (ALLOC(double, n), ALLOC(DTYPE, n)) would
+# size and cast ad_real data as double: the invocation is expanded and ported.
+cat >"$work/tmacro/alloc.c" <<'EOT'
+#include <stdlib.h>
+#define DTYPE double
+#define ALLOC(T, n) (T *)malloc((size_t)(n) * sizeof(T))
+DTYPE sum2(const DTYPE *x, int n) {
+  DTYPE *u = ALLOC(DTYPE, n);
+  double *v = ALLOC(double, n);
+  DTYPE s = 0;
+  for (int i = 0; i < n; i++) {
+    u[i] = x[i] * x[i];
+    v[i] = u[i];
+    s += v[i];
+  }
+  free(u);
+  free(v);
+  return s;
+}
+EOT
+check "a type passed to a macro" status_is 0 "$tool" -o "$work/tmacro/out" "$work/tmacro/alloc.c"
+check "its expansion sizes ad_real" test "$(grep -c 'ad_real \*)malloc((size_t)(n) \* sizeof(ad_real))' "$work/tmacro/out/alloc.c")" = 2
+check "alloc.c compiles" compiles "$work/tmacro/out/alloc.c"
 printf '#define REAL double\ntypedef REAL real_t;\nreal_t twice(real_t x, REAL c) { return c * x; }\n' >"$work/tmacro/r.c"
 check "typedef of a type macro" status_is 0 "$tool" --active-type real_t -o "$work/tmacro/out" "$work/tmacro/r.c"
 check "the typedef is ported" grep -q "^typedef ad_real real_t;" "$work/tmacro/out/r.c"
