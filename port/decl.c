@@ -74,10 +74,19 @@ static void retype(pt_ctx *x, unsigned b, unsigned e, int force) {
   const char *p = x->buf;
   size_t end = e < x->len ? e : x->len;
   for (size_t i = b, j; (i = next_ident(p, i, end, &j)) < end; i = j) {
-    if ((i == 0 || !is_ident(p[i - 1])) && j - i == 6 && !strncmp(p + i, "double", 6) &&
-        (x->double_active || force) && !pt_near_complex(p, (unsigned)i, (unsigned)j, x->len))
+    if (i > 0 && is_ident(p[i - 1])) continue;
+    /* The keyword, or a macro that names it (#define DTYPE double). */
+    const char *kw = NULL;
+    if (j - i == 6 && !strncmp(p + i, "double", 6))
+      kw = "double";
+    else if (j - i == 5 && !strncmp(p + i, "float", 5))
+      kw = "float";
+    else
+      kw = pt_type_macro(x, p, i, j);
+    if (!kw) continue;
+    if (!strcmp(kw, "double") && (x->double_active || force) && !pt_near_complex(p, (unsigned)i, (unsigned)j, x->len))
       pt_add_edit(x, (unsigned)i, (unsigned)j, port_strdup("ad_real"));
-    else if (force && j - i == 5 && !strncmp(p + i, "float", 5))
+    else if (force && !strcmp(kw, "float"))
       pt_add_edit(x, (unsigned)i, (unsigned)j, port_strdup("ad_real"));
   }
 }
@@ -198,7 +207,7 @@ static int for_header(pt_ctx *x, CXCursor c, unsigned *s1, unsigned *s2, unsigne
 
 /* --fused: `T v = rhs;` of an active scalar as `T v; { ... v = ad_custom(...); }`. */
 static int fuse_decl(pt_ctx *x, CXCursor ds, CXCursor v) {
-  if (clang_getCursorKind(v) != CXCursor_VarDecl || pt_in_macro(x, ds)) return 0;
+  if (clang_getCursorKind(v) != CXCursor_VarDecl || pt_in_macro(x, ds) || pt_port_own(v)) return 0;
   if (!pt_type_active(x, clang_getCursorType(v)) || clang_Cursor_getStorageClass(v) == CX_SC_Static ||
       pt_local_passive(x, v))
     return 0;
@@ -327,6 +336,7 @@ static void walk_stmt(pt_ctx *x, CXCursor c) {
 /* ------------------------------------------------------------------------ */
 
 static void port_var(pt_ctx *x, CXCursor v, int file_scope) {
+  if (pt_port_own(v)) return;
   if (pt_in_macro(x, v)) {
     if (pt_type_holds_active(x, clang_getCursorType(v)))
       pt_error(x, v, "declaration of active data inside a macro expansion; write it out");
@@ -407,6 +417,7 @@ static void port_var(pt_ctx *x, CXCursor v, int file_scope) {
 }
 
 static void port_function(pt_ctx *x, CXCursor f) {
+  if (pt_port_own(f)) return; /* a helper of a fused port: ported already */
   CXCursor *k;
   int n = pt_children(f, &k);
   unsigned body = pt_e(f);
@@ -442,6 +453,18 @@ static void port_function(pt_ctx *x, CXCursor f) {
     x->fn_ret = saved;
   }
   free(k);
+}
+
+/* Is name[0, n) a macro that names double (#define DTYPE double), as one of
+ * its expansions in the file shows? For a macro's body, where no expansion is. */
+static int type_macro_named(pt_ctx *x, const char *name, size_t n) {
+  for (int i = 0; i < x->nmacros; i++) {
+    const pt_macro *m = &x->macros[i];
+    if (m->e - m->b != n || strncmp(x->buf + m->b, name, n)) continue;
+    const char *kw = pt_type_macro(x, x->buf, m->b, m->e);
+    return kw && !strcmp(kw, "double");
+  }
+  return 0;
 }
 
 static void port_decl(pt_ctx *x, CXCursor c, int file_scope) {
@@ -484,7 +507,8 @@ static void port_decl(pt_ctx *x, CXCursor c, int file_scope) {
     break;
   }
   case CXCursor_MacroDefinition: {
-    /* sizeof(double) in a macro body becomes sizeof(ad_real). */
+    /* sizeof(double) in a macro body becomes sizeof(ad_real), as does
+     * sizeof(DTYPE) of a macro that names double. */
     if (!x->double_active) break;
     unsigned b = pt_b(c), e = pt_e(c);
     for (unsigned i = b; i + 6 <= e; i++) {
@@ -494,8 +518,10 @@ static void port_decl(pt_ctx *x, CXCursor c, int file_scope) {
       if (j < e && x->buf[j] == '(') {
         j++;
         while (j < e && isspace((unsigned char)x->buf[j])) j++;
-        if (j + 6 <= e && !strncmp(x->buf + j, "double", 6) && !is_ident(x->buf[j + 6]))
-          pt_add_edit(x, j, j + 6, port_strdup("ad_real"));
+        unsigned w = j;
+        while (w < e && is_ident(x->buf[w])) w++;
+        if ((w - j == 6 && !strncmp(x->buf + j, "double", 6)) || type_macro_named(x, x->buf + j, w - j))
+          pt_add_edit(x, j, w, port_strdup("ad_real"));
       }
     }
     break;

@@ -490,9 +490,10 @@ int main(int argc, char **argv) {
     if (strcmp(o.active[i], "double") && !port_active_type_seen(i)) {
       fprintf(stderr,
               "ariadne-port: error: --active-type %s: no type of that name is used by the inputs, so nothing of "
-              "it was ported; name a typedef of double (a macro such as #define %s double is no type: write "
-              "typedef double %s; instead)\n",
-              o.active[i], o.active[i], o.active[i]);
+              "it was ported; name a typedef of double (a macro such as #define %s double is no type: without "
+              "--active-type, double is active and the declarations spelled %s are ported; to make only those "
+              "active, write typedef double %s; instead)\n",
+              o.active[i], o.active[i], o.active[i], o.active[i]);
       status = 1;
     }
   if (fuse.file && fclose(fuse.file) != 0) {

@@ -95,6 +95,8 @@ CXCursor pt_last_expr(CXCursor c);
 CXCursor pt_strip(CXCursor c);
 int pt_same_expr(CXCursor a, CXCursor b);
 int pt_ported_function(pt_ctx *x, CXCursor fd);
+/* Is d a declaration the port itself writes (named ad__...)? It is left as it is. */
+int pt_port_own(CXCursor d);
 /* Is name one of the --active-type names? (Counts it as used by the inputs.) */
 int pt_active_name(pt_ctx *x, const char *name);
 int pt_math_twin(const char *name);
@@ -131,6 +133,9 @@ void pt_activity(pt_ctx *x, CXCursor body);
 void pt_activity_end(pt_ctx *x);
 int pt_local_passive(pt_ctx *x, CXCursor d);
 char *pt_retype_text(pt_ctx *x, const char *p, size_t n);
+/* The keyword ("double", "float") that the identifier p[i, j) of the file's
+ * text stands for, as an object-like macro expanding to it; NULL if none. */
+const char *pt_type_macro(pt_ctx *x, const char *p, size_t i, size_t j);
 int pt_near_complex(const char *p, size_t b, size_t e, size_t len);
 
 #endif

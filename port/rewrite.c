@@ -385,8 +385,19 @@ CXCursor pt_strip(CXCursor c) {
  * or named ported elsewhere (--ported). Its calls pass ad_real. A function
  * the inputs only declare (`extern double ext(double);`, a Fortran routine, a
  * library) keeps its double declaration: it links against double code. */
+/* The names the port writes itself (the fused port's helpers ad__f_* and the
+ * locals of its blocks, ad__a, ad__d, ad__v) start with ad__, a prefix C
+ * code outside Ariadne does not use: on the tool's own output they are code
+ * already ported, whose doubles are values and partials, not active data. */
+int pt_port_own(CXCursor d) {
+  CXString s = clang_getCursorSpelling(d);
+  int own = !strncmp(clang_getCString(s), "ad__", 4);
+  clang_disposeString(s);
+  return own;
+}
+
 int pt_ported_function(pt_ctx *x, CXCursor fd) {
-  if (clang_getCursorKind(fd) != CXCursor_FunctionDecl) return 0;
+  if (clang_getCursorKind(fd) != CXCursor_FunctionDecl || pt_port_own(fd)) return 0;
   CXCursor def = clang_getCursorDefinition(fd);
   if (!clang_Cursor_isNull(def) && pt_own_location(x, clang_getCursorLocation(def))) return 1;
   if (x->o->nported == 0) return 0;
@@ -452,12 +463,19 @@ int pt_act(pt_ctx *x, CXCursor c) {
     CXCursor d = clang_getCursorReferenced(c);
     enum CXCursorKind dk = clang_getCursorKind(d);
     if (dk == CXCursor_VarDecl || dk == CXCursor_ParmDecl || dk == CXCursor_FieldDecl)
-      return pt_type_active(x, clang_getCursorType(d)) && !pt_local_passive(x, d);
+      return pt_type_active(x, clang_getCursorType(d)) && !pt_local_passive(x, d) && !pt_port_own(d);
     return 0;
   }
   case CXCursor_MemberRefExpr:
-  case CXCursor_ArraySubscriptExpr:
+  case CXCursor_ArraySubscriptExpr: {
+    /* ad__d[i]: an element of the port's own arrays of partials is passive. */
+    CXCursor *kk;
+    int n = pt_children(c, &kk);
+    CXCursor base = n > 0 ? pt_strip(kk[0]) : clang_getNullCursor();
+    free(kk);
+    if (clang_getCursorKind(base) == CXCursor_DeclRefExpr && pt_port_own(clang_getCursorReferenced(base))) return 0;
     return pt_type_active(x, t);
+  }
   case CXCursor_ParenExpr: {
     CXCursor e = pt_last_expr(c);
     return !clang_Cursor_isNull(e) && pt_act(x, e);
@@ -557,6 +575,40 @@ static int signature_active(pt_ctx *x, CXCursor fd) {
   return 0;
 }
 
+/* Is c a cast of a passive value to an active type spelled otherwise than
+ * `double` (`(real_t)d`)? emit_cast writes it `(double)d`: the written cast
+ * would convert to the struct ad_real. */
+static int passive_to_active_cast(pt_ctx *x, CXCursor c) {
+  if (clang_getCursorKind(c) != CXCursor_CStyleCastExpr) return 0;
+  CXCursor e = pt_last_expr(c);
+  CXType t = clang_getCursorType(c);
+  if (clang_Cursor_isNull(e) || !pt_is_float(t) || !pt_type_active(x, t) || pt_act(x, e)) return 0;
+  CXString ts = clang_getTypeSpelling(t);
+  int is_double = !strcmp(clang_getCString(ts), "double");
+  clang_disposeString(ts);
+  return !is_double;
+}
+
+/* Where the cast c is written in a macro's argument, [*b, *e) the text of
+ * its `(type)`: then it can be rewritten there and the macro kept. */
+static int cast_in_argument(pt_ctx *x, CXCursor c, unsigned lo, unsigned hi, unsigned *b, unsigned *e) {
+  CXCursor op = pt_last_expr(c);
+  CXFile f1 = NULL, f2 = NULL;
+  clang_getSpellingLocation(clang_getRangeStart(clang_getCursorExtent(c)), &f1, NULL, NULL, b);
+  clang_getSpellingLocation(clang_getRangeStart(clang_getCursorExtent(op)), &f2, NULL, NULL, e);
+  if (!f1 || !f2 || !clang_File_isEqual(f1, x->file) || !clang_File_isEqual(f2, x->file)) return 0;
+  if (*b < lo || *e > hi || *b >= *e || x->buf[*b] != '(') return 0;
+  /* In an invocation's text (an argument), not in a #define's body. */
+  int in_call = 0;
+  for (int i = 0; i < x->nmacros && x->macros[i].b <= *b && !in_call; i++) in_call = x->macros[i].e > *b;
+  if (!in_call) return 0;
+  unsigned k = *e;
+  while (k > *b && isspace((unsigned char)x->buf[k - 1])) k--;
+  if (k <= *b + 1 || x->buf[k - 1] != ')') return 0;
+  *e = k;
+  return 1;
+}
+
 /* Does the expansion that c belongs to do active arithmetic, or call a
  * function of this file, so that it must be expanded to be ported? */
 static int macro_needs(pt_ctx *x, CXCursor c) {
@@ -595,6 +647,9 @@ static int macro_needs(pt_ctx *x, CXCursor c) {
   } else if (k == CXCursor_UnexposedExpr || k == CXCursor_CStyleCastExpr) {
     CXCursor e = pt_last_expr(c);
     if (!clang_Cursor_isNull(e) && pt_act(x, e) && !pt_act(x, c)) self = 1;
+    /* (real_t)d written in the macro's body: only expanded can it become (double)d. */
+    unsigned cb, ce;
+    if (passive_to_active_cast(x, c) && !cast_in_argument(x, c, 0, (unsigned)x->len, &cb, &ce)) self = 1;
   }
   if (self) return 1;
   CXCursor *kk;
@@ -653,10 +708,95 @@ static char *value_test_macro(pt_ctx *x, CXCursor c) {
   return NULL;
 }
 
+typedef struct cast_edits {
+  pt_ctx *x;
+  unsigned lo, hi;
+  unsigned at[2 * 32];
+  int n;
+} cast_edits;
+
+static enum CXChildVisitResult find_casts(CXCursor c, CXCursor parent, CXClientData d) {
+  (void)parent;
+  cast_edits *ce = d;
+  unsigned b, e;
+  if (passive_to_active_cast(ce->x, c) && ce->n < 32 && cast_in_argument(ce->x, c, ce->lo, ce->hi, &b, &e)) {
+    ce->at[2 * ce->n] = b;
+    ce->at[2 * ce->n + 1] = e;
+    ce->n++;
+  }
+  return CXChildVisit_Recurse;
+}
+
+/* The text of a macro invocation kept as written, each `(real_t)` cast of a
+ * passive value in its arguments written `(double)` (FZ_SQ((real_t)d)). */
+static char *passive_macro_text(pt_ctx *x, CXCursor c) {
+  cast_edits ce = {x, pt_b(c), pt_e(c), {0}, 0};
+  find_casts(c, clang_getNullCursor(), &ce);
+  clang_visitChildren(c, find_casts, &ce);
+  if (ce.n == 0) return pt_orig(x, c);
+  /* Children are visited in order, but a cast nested in another's operand
+   * comes after it: sort by start and skip overlaps. */
+  for (int i = 0; i < ce.n; i++)
+    for (int j = i + 1; j < ce.n; j++)
+      if (ce.at[2 * j] < ce.at[2 * i]) {
+        unsigned t0 = ce.at[2 * i], t1 = ce.at[2 * i + 1];
+        ce.at[2 * i] = ce.at[2 * j];
+        ce.at[2 * i + 1] = ce.at[2 * j + 1];
+        ce.at[2 * j] = t0;
+        ce.at[2 * j + 1] = t1;
+      }
+  port_str s = {0};
+  unsigned at = ce.lo;
+  for (int i = 0; i < ce.n; i++) {
+    if (ce.at[2 * i] < at) continue;
+    port_str_addn(&s, x->buf + at, ce.at[2 * i] - at);
+    port_str_add(&s, "(double)");
+    at = ce.at[2 * i + 1];
+  }
+  port_str_addn(&s, x->buf + at, ce.hi - at);
+  return port_str_take(&s);
+}
+
+static int is_ident(char ch) { return isalnum((unsigned char)ch) || ch == '_'; }
+
+/* Does an invocation written in [lo, hi) pass the active type as an argument
+ * (`ALLOC(double, n)`, `ALLOC(DTYPE, n)` with double active)? Its body then
+ * casts or sizes with double where the data is ad_real: the invocation is
+ * expanded, and the types in it are ported like any others. */
+static int type_argument(pt_ctx *x, unsigned lo, unsigned hi) {
+  if (!x->double_active) return 0;
+  for (int i = 0; i < x->nmacros; i++) {
+    const pt_macro *m = &x->macros[i];
+    if (m->b < lo || m->e > hi || m->e > x->len) continue;
+    unsigned k = m->b;
+    while (k < m->e && is_ident(x->buf[k])) k++;
+    while (k < m->e && isspace((unsigned char)x->buf[k])) k++;
+    if (k >= m->e || x->buf[k] != '(') continue;
+    int depth = 0;
+    unsigned ab = k + 1;
+    for (unsigned j = k; j < m->e; j++) {
+      char ch = x->buf[j];
+      if (ch == '(' || ch == '[' || ch == '{') {
+        depth++;
+      } else if ((ch == ',' && depth == 1) || ((ch == ')' || ch == ']' || ch == '}') && --depth == 0)) {
+        unsigned b = ab, e = j;
+        while (b < e && isspace((unsigned char)x->buf[b])) b++;
+        while (e > b && isspace((unsigned char)x->buf[e - 1])) e--;
+        const char *kw = e - b == 6 && !strncmp(x->buf + b, "double", 6) ? "double" : pt_type_macro(x, x->buf, b, e);
+        if (kw && !strcmp(kw, "double")) return 1;
+        ab = j + 1;
+        if (depth == 0) break;
+      }
+    }
+  }
+  return 0;
+}
+
 static char *emit_macro(pt_ctx *x, CXCursor c) {
   char *vt = value_test_macro(x, c);
   if (vt) return vt;
-  if (!ariadne_macro(x, pt_off(clang_getCursorLocation(c))) && macro_needs(x, c)) {
+  if (!ariadne_macro(x, pt_off(clang_getCursorLocation(c))) &&
+      (macro_needs(x, c) || type_argument(x, pt_b(c), pt_e(c)))) {
     unsigned at = pt_off(clang_getCursorLocation(c));
     int found = 0;
     for (int i = 0; i < x->nmacros; i++)
@@ -675,15 +815,15 @@ static char *emit_macro(pt_ctx *x, CXCursor c) {
       }
     if (!found)
       pt_error(x, c, "active arithmetic in a macro expansion that cannot be located; expand the macro by hand");
+    return pt_orig(x, c);
   }
-  return pt_orig(x, c);
+  return passive_macro_text(x, c);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Emission                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static int is_ident(char ch) { return isalnum((unsigned char)ch) || ch == '_'; }
 
 /* Is the `double` at [b, e) part of a complex type (`double _Complex`,
  * `_Complex double`, `complex double`)? Complex data stays passive. */
@@ -697,6 +837,42 @@ int pt_near_complex(const char *p, size_t b, size_t e, size_t len) {
   while (j < len && (p[j] == ' ' || p[j] == '\t')) j++;
   return (j + 8 <= len && !strncmp(p + j, "_Complex", 8) && !is_ident(p[j + 8])) ||
          (j + 7 <= len && !strncmp(p + j, "complex", 7) && !is_ident(p[j + 7]));
+}
+
+/* Which floating keyword the identifier p[i, j) stands for when it is an
+ * object-like macro that expands to exactly that keyword (`#define DTYPE
+ * double`): "double", "float", or NULL. Such a macro is the type it names,
+ * so a declaration spelled with it is retyped like one spelled `double`; the
+ * definition itself stays, for whatever keeps the type passive. Only an
+ * expansion in the file's own text counts (p must point into x->buf). */
+const char *pt_type_macro(pt_ctx *x, const char *p, size_t i, size_t j) {
+  if (!x->buf || p + i < x->buf || p + j > x->buf + x->len) return NULL;
+  unsigned b = (unsigned)(p + i - x->buf), e = (unsigned)(p + j - x->buf);
+  int lo = 0, hi = x->nmacros - 1;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    if (x->macros[mid].b < b)
+      lo = mid + 1;
+    else
+      hi = mid - 1;
+  }
+  if (lo >= x->nmacros || x->macros[lo].b != b || x->macros[lo].e != e) return NULL;
+  CXCursor def = clang_getCursorReferenced(x->macros[lo].cur);
+  if (clang_Cursor_isNull(def) || clang_Cursor_isMacroFunctionLike(def)) return NULL;
+  CXToken *t = NULL;
+  unsigned nt = 0;
+  clang_tokenize(x->tu, clang_getCursorExtent(def), &t, &nt);
+  const char *kw = NULL;
+  if (nt == 2) {
+    CXString sp = clang_getTokenSpelling(x->tu, t[1]);
+    if (!strcmp(clang_getCString(sp), "double"))
+      kw = "double";
+    else if (!strcmp(clang_getCString(sp), "float"))
+      kw = "float";
+    clang_disposeString(sp);
+  }
+  clang_disposeTokens(x->tu, t, nt);
+  return kw;
 }
 
 /* Copy text, replacing the keyword `double` by ad_real when double is active. */
@@ -723,7 +899,9 @@ static void add_types(pt_ctx *x, port_str *s, const char *p, size_t n) {
     } else if (is_ident(ch)) {
       size_t j = i;
       while (j < n && is_ident(p[j])) j++;
-      if (x->double_active && j - i == 6 && !strncmp(p + i, "double", 6) && (i == 0 || !is_ident(p[i - 1])) &&
+      const char *kw = j - i == 6 && !strncmp(p + i, "double", 6) ? "double" : NULL;
+      if (!kw && (i == 0 || !is_ident(p[i - 1]))) kw = pt_type_macro(x, p, i, j);
+      if (x->double_active && kw && !strcmp(kw, "double") && (i == 0 || !is_ident(p[i - 1])) &&
           !pt_near_complex(p, i, j, n))
         port_str_add(s, "ad_real");
       else
@@ -1181,7 +1359,11 @@ static char *emit_call(pt_ctx *x, CXCursor c) {
   int any_act = 0;
   for (int i = 0; i < na; i++) any_act |= pt_act(x, clang_Cursor_getArgument(c, (unsigned)i));
 
-  if (value_test(name) && !ported) {
+  if (!strncmp(name, "ad_", 3)) {
+    /* Ariadne's own functions (ad_custom, the fused port's ad__f_* helpers):
+     * the file is Ariadne code already, and the call stays as written. */
+    r = pt_splice(x, c, n, k, texts, 0);
+  } else if (value_test(name) && !ported) {
     for (int i = 0; i < na; i++)
       if (argk[i] >= 0) texts[argk[i]] = pt_emit_to(x, clang_Cursor_getArgument(c, (unsigned)i), 0);
     r = pt_splice(x, c, n, k, texts, 0);

@@ -83,6 +83,13 @@ check "--all-active compiles" compiles "$work/all_active/activity.c"
 check "fused" status_is 0 "$tool" --fused -o "$work/fused" "$src/corpus/heat2d.c" "$src/corpus/flux.c"
 check "fused heat2d compiles" compiles "$work/fused/heat2d.c"
 check "fused flux compiles" compiles "$work/fused/flux.c"
+# The fused port of the fused port is the fused port: its helpers (ad__f_*),
+# their doubles and the ad_custom calls are code already ported.
+check "fused: port of the port" status_is 0 "$tool" --fused -o "$work/fused2" "$work/fused/heat2d.c" "$work/fused/flux.c"
+check "fused heat2d unchanged" cmp -s "$work/fused/heat2d.c" "$work/fused2/heat2d.c"
+check "fused flux unchanged" cmp -s "$work/fused/flux.c" "$work/fused2/flux.c"
+check "fused activity: port of the port" status_is 0 "$tool" --fused -o "$work/activity_fused2" "$work/activity_fused/activity.c"
+check "fused activity.c unchanged" cmp -s "$work/activity_fused/activity.c" "$work/activity_fused2/activity.c"
 
 # --active-type, repeated: both typedefs become ad_real, plain double stays.
 cat >"$work/types.c" <<'EOT'
@@ -208,6 +215,78 @@ check "the caller is ported" grep -q "^ad_real f(ad_real x) {" "$work/declared/e
 printf '#define DTYPE double\nDTYPE twice(DTYPE x) { return 2.0 * x; }\n' >"$work/dtype.c"
 check "--active-type naming a macro" status_is 1 "$tool" --active-type DTYPE -o "$work/dtype" "$work/dtype.c"
 check "says no type of that name" grep -q "error: --active-type DTYPE: no type of that name is used by the inputs" "$work/err.txt"
+# A type macro names its type: with double active, every declaration spelled
+# with it that holds active data is ported there (the definition stays, for a
+# DTYPE no active value reaches), also when the macro comes from a header that
+# is not an input; with --active-type real_t, so is `typedef REAL real_t;`.
+mkdir -p "$work/tmacro/inc"
+printf '#define DTYPE double\n' >"$work/tmacro/inc/prec.h"
+cat >"$work/tmacro/t.c" <<'EOT'
+#include <stdlib.h>
+#include "prec.h"
+struct pt { DTYPE x; int id; };
+static DTYPE sq(DTYPE v) { return v * v; }
+DTYPE energy(const DTYPE *u, int n) {
+  DTYPE scale = 0.5;
+  DTYPE *w = (DTYPE *)malloc((size_t)n * sizeof(DTYPE));
+  struct pt p = {u[0], 1};
+  DTYPE e = sq(p.x) * (DTYPE)n;
+  for (int i = 0; i < n; i++) w[i] = scale * u[i];
+  for (int i = 0; i < n; i++) e += sq(w[i]);
+  free(w);
+  return e;
+}
+EOT
+check "type macro" status_is 0 "$tool" -o "$work/tmacro/out" "$work/tmacro/t.c" -- -I"$work/tmacro/inc"
+check "type macro: a field" grep -q "^  ad_real x;" "$work/tmacro/out/t.c"
+check "type macro: parameters and returns" grep -q "^static ad_real sq(ad_real v) {" "$work/tmacro/out/t.c"
+check "type macro: a pointer, a cast and sizeof" grep -q "^  ad_real \*w = (ad_real \*)malloc((size_t)n \* sizeof(ad_real));" "$work/tmacro/out/t.c"
+check "type macro: a passive local stays" grep -q "^  DTYPE scale = 0.5;" "$work/tmacro/out/t.c"
+check "type macro: compiles" compiles "$work/tmacro/out/t.c" -I"$work/tmacro/inc"
+check "type macro: port of the port" status_is 0 "$tool" -o "$work/tmacro/again" "$work/tmacro/out/t.c" -- -I"$work/tmacro/inc"
+check "type macro: unchanged" cmp -s "$work/tmacro/out/t.c" "$work/tmacro/again/t.c"
+# The active type passed to a macro (ALLOC(double, n), ALLOC(DTYPE, n)) would
+# size and cast ad_real data as double: the invocation is expanded and ported.
+cat >"$work/tmacro/alloc.c" <<'EOT'
+#include <stdlib.h>
+#define DTYPE double
+#define ALLOC(T, n) (T *)malloc((size_t)(n) * sizeof(T))
+DTYPE sum2(const DTYPE *x, int n) {
+  DTYPE *u = ALLOC(DTYPE, n);
+  double *v = ALLOC(double, n);
+  DTYPE s = 0;
+  for (int i = 0; i < n; i++) {
+    u[i] = x[i] * x[i];
+    v[i] = u[i];
+    s += v[i];
+  }
+  free(u);
+  free(v);
+  return s;
+}
+EOT
+check "a type passed to a macro" status_is 0 "$tool" -o "$work/tmacro/out" "$work/tmacro/alloc.c"
+check "its expansion sizes ad_real" test "$(grep -c 'ad_real \*)malloc((size_t)(n) \* sizeof(ad_real))' "$work/tmacro/out/alloc.c")" = 2
+check "alloc.c compiles" compiles "$work/tmacro/out/alloc.c"
+printf '#define REAL double\ntypedef REAL real_t;\nreal_t twice(real_t x, REAL c) { return c * x; }\n' >"$work/tmacro/r.c"
+check "typedef of a type macro" status_is 0 "$tool" --active-type real_t -o "$work/tmacro/out" "$work/tmacro/r.c"
+check "the typedef is ported" grep -q "^typedef ad_real real_t;" "$work/tmacro/out/r.c"
+check "a REAL parameter stays passive" grep -q "^real_t twice(real_t x, REAL c)" "$work/tmacro/out/r.c"
+check "r.c compiles" compiles "$work/tmacro/out/r.c"
+# (real_t)d of a passive double in a passive macro's argument is written
+# (double)d, the macro kept; a cast in the macro's body expands it.
+cat >"$work/tmacro/cast.c" <<'EOT'
+typedef double real_t;
+#define SQ(a) ((a) * (a))
+#define TWICE_R(a) ((real_t)(a) * 2.0)
+real_t f(real_t x, double d) {
+  double e = SQ((real_t)d);
+  return x * SQ((real_t)d) + SQ(x + (real_t)e) * TWICE_R(d);
+}
+EOT
+check "cast in a macro argument" status_is 0 "$tool" --active-type real_t -o "$work/tmacro/out" "$work/tmacro/cast.c"
+check "the macro is kept, the cast is (double)" grep -q "^  double e = SQ((double)d);" "$work/tmacro/out/cast.c"
+check "cast.c compiles" compiles "$work/tmacro/out/cast.c"
 printf 'typedef double real_t;\nreal_t twice(real_t x) { return 2.0 * x; }\n' >"$work/realt.c"
 check "--active-type naming a typedef" status_is 0 "$tool" --active-type real_t -o "$work/realt" "$work/realt.c"
 # Static functions of a project header: reported while the header is left

