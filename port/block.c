@@ -39,7 +39,8 @@ typedef struct btemp {
   int expected; /* active reads to be folded into generated statements */
   int handled;
   int generated;
-  int id; /* ad__t<id>_ names */
+  int taped; /* generated as an ordinary taped variable (fused.c chose it): its reads need nothing */
+  int id;    /* ad__t<id>_ names */
   int nargs;
   char **args; /* the captured operands, as the port writes them */
   char **keys; /* their epoch-qualified texts (NULL: never shared) */
@@ -223,6 +224,7 @@ int pt_block_end(pt_ctx *x) {
   int redo = 0;
   for (int i = 0; i < B.n; i++) {
     btemp *b = &B.t[i];
+    if (b->taped) continue;
     if (b->generated && b->handled == b->expected) {
       pt_fused_preaccumulated(x, b->decl, b->line, b->col, b->nargs, b->expected);
       continue;
@@ -275,6 +277,13 @@ void pt_block_operands(int i, int *id, int *nargs, char *const **args, char *con
 }
 
 void pt_block_handled(int i) { B.t[i].handled++; }
+
+int pt_block_reads(int i) { return B.t[i].expected; }
+
+void pt_block_taped(int i) {
+  B.t[i].generated = 1;
+  B.t[i].taped = 1;
+}
 
 void pt_block_name(int i, char *out, size_t n) {
   CXString s = clang_getCursorSpelling(B.t[i].decl);

@@ -265,6 +265,14 @@ static void emit_values(ftree *t, port_str *s, port_str *passive) {
       char name[256];
       pt_block_operands(f->arg, &id, &n, &args, &keys);
       pt_block_name(f->arg, name, sizeof name);
+      int seen = -1; /* the temporary read again: its value and partials are passed once */
+      for (int j = 0; j < i && seen < 0; j++)
+        if (t->n[j].kind == F_TEMP && t->n[j].arg == f->arg) seen = j;
+      if (seen >= 0) {
+        f->pbase = t->n[seen].pbase;
+        port_str_addf(s, "const double ad__v%d = ad__p[%d];\n", i, f->pbase);
+        break;
+      }
       port_str_addf(passive, "%s%s", np ? ", " : "", name);
       for (int j = 0; j < n; j++) port_str_addf(passive, ", ad__t%d_d[%d]", id, j);
       f->pbase = np;
@@ -809,6 +817,13 @@ char *pt_fused_return(pt_ctx *x, CXCursor ret, CXCursor value) {
   return port_strdup("");
 }
 
+/* A temporary computed from four or more operands of the block (no other
+ * temporary) and read by two or more statements is a narrow waist: taped once,
+ * it is one argument of each reader, where folding it in would give each
+ * reader all its operands (a face's interpolated states, read by every flux
+ * of the face). */
+static int worth_taping(const ftree *t, int ti) { return !t->ntemps && t->nargs >= 4 && pt_block_reads(ti) >= 2; }
+
 char *pt_fused_decl(pt_ctx *x, CXCursor declstmt, CXCursor var, CXCursor init, const char *decl_text) {
   int root;
   int ti = pt_block_temp(var);
@@ -816,6 +831,10 @@ char *pt_fused_decl(pt_ctx *x, CXCursor declstmt, CXCursor var, CXCursor init, c
   if (!t) return NULL;
   CXString sp = clang_getCursorSpelling(var);
   char *r;
+  if (ti >= 0 && worth_taping(t, ti)) {
+    pt_block_taped(ti);
+    ti = -1;
+  }
   if (ti >= 0) {
     r = generate_temp(x, t, root, ti, clang_getCString(sp));
   } else {

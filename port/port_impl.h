@@ -150,6 +150,8 @@ int pt_block_new_id(void);
 void pt_block_generated(int i, int id, int nargs, char **args, char **keys);
 void pt_block_operands(int i, int *id, int *nargs, char *const **args, char *const **keys);
 void pt_block_handled(int i);
+int pt_block_reads(int i);  /* the active reads the plan counted */
+void pt_block_taped(int i); /* generated as an ordinary taped variable after all */
 void pt_block_name(int i, char *out, size_t n);
 /* fused.c: count (and for --report, list) a preaccumulated temporary. */
 void pt_fused_preaccumulated(pt_ctx *x, CXCursor decl, unsigned line, unsigned col, int nargs, int reads);

@@ -6,7 +6,8 @@
  * (not a temporary), values that leave the block through a loop, temporaries
  * read on both sides of a branch, values used only in comparisons (a cutoff),
  * reads the fused form cannot fold (a conditional, a call of a ported
- * function, a cast, a macro), and more operands than one statement holds.
+ * function, a cast, a macro), more operands than one statement holds, and a
+ * file-scope constant that stays double.
  */
 #include <math.h>
 #include <stdio.h>
@@ -16,13 +17,15 @@
 int n_inputs = N;
 double x_start[N] = {0.7, 1.3, -0.4, 2.1, 0.9, -1.2, 0.35, 1.7, -0.8, 0.55, 1.05, -0.25};
 
+static const double kappa = 1.4; /* a constant: stays double in the port */
+
 static double twice(double v) { return 2.0 * v; }
 
 static double chain(const double *x) {
   double a = x[0] * x[1];
   double b = a + sin(x[2]);
   double c = b * b - a;
-  return a * b + c / (1.0 + x[3] * x[3]);
+  return a * b + c / (1.0 + x[3] * x[3]) + pow(1.0 + b * b, kappa);
 }
 
 /* A temporary computed from u[0] and u[1], then u[0] stored, then read
@@ -136,6 +139,17 @@ static double wide(const double *x) {
          v6 * v7 + v8 + v0 * v8;
 }
 
+/* A temporary of four operands read by several statements is taped once
+ * (each reader then takes it as one argument); it is still compared. */
+static double waist(double *u, const double *x) {
+  const double m = x[0] * x[1] + x[2] * x[3];
+  const double n = m * x[4];
+  if (m > 100.0) return 0.0;
+  u[0] = m * n;
+  u[1] = m + n * x[5];
+  return u[0] * u[1] + m;
+}
+
 double objective(double *x) {
   double u[6];
   for (int i = 0; i < 6; i++) u[i] = x[i] + 0.5 * x[i + 6];
@@ -147,6 +161,7 @@ double objective(double *x) {
   J += pairs(x);
   J += unfoldable(x, 1) + unfoldable(x, 0);
   J += 1e-3 * wide(x);
+  J += waist(u, x);
   for (int i = 0; i < 6; i++) J += 0.1 * u[i] * u[i];
   return J;
 }
