@@ -57,6 +57,7 @@ static struct {
   int ndemoted, capdemoted;
   unsigned long text_hash;
   size_t text_len;
+  int same_text; /* rounds over the same text so far */
 } B;
 
 static void temps_free(void) {
@@ -74,7 +75,12 @@ static void temps_free(void) {
 void pt_block_round(pt_ctx *x) {
   unsigned long h = 1469598103934665603ul;
   for (size_t i = 0; i < x->len; i++) h = (h ^ (unsigned char)x->buf[i]) * 1099511628211ul;
-  if (h != B.text_hash || x->len != B.text_len) B.ndemoted = 0; /* new text: offsets moved */
+  if (h != B.text_hash || x->len != B.text_len) {
+    B.ndemoted = 0; /* new text: offsets moved */
+    B.same_text = 0;
+  } else {
+    B.same_text++;
+  }
   B.text_hash = h;
   B.text_len = x->len;
   temps_free();
@@ -208,7 +214,10 @@ static void reads(pt_ctx *x, CXCursor c, int compared) {
 
 void pt_block_plan(pt_ctx *x, CXCursor body) {
   temps_free();
-  if (!x->o->fused) return;
+  /* Demotions come all at once after a round, so a second round nearly
+   * always suffices; should they keep coming, port_file's rounds (16) must
+   * not run out: the last ones preaccumulate nothing. */
+  if (!x->o->fused || B.same_text >= 8) return;
   collect(x, body);
   reads(x, body, 0);
   /* Those assigned, incremented or addressed were demoted by the scan. */
