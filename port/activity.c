@@ -18,6 +18,7 @@
  * active data anywhere inside. A candidate that gets an active value becomes
  * active, which may make others active: this repeats until nothing changes.
  * Since control flow is ignored, goto and branches cannot hide a store.
+ * File-scope `static const double` constants stay double too.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -215,7 +216,21 @@ void pt_activity_end(pt_ctx *x) {
   x->npassive = 0;
 }
 
+/* A file-scope `static const double` is a constant for the whole run (C
+ * initializes it with a constant expression and nothing may store into it):
+ * it stays double, so that no partial is computed for it in any expression
+ * that reads it (`c0 * pow(r * t, kappa)` would otherwise also compute
+ * log(r * t)). Only the file sees it, so every use is ported alike. */
+static int constant_global(pt_ctx *x, CXCursor d) {
+  if (x->o->all_active || !x->double_active || clang_getCursorKind(d) != CXCursor_VarDecl) return 0;
+  if (clang_Cursor_getStorageClass(d) != CX_SC_Static) return 0;
+  if (clang_getCursorKind(clang_getCursorSemanticParent(d)) != CXCursor_TranslationUnit) return 0;
+  CXType t = clang_getCursorType(d);
+  return t.kind == CXType_Double && clang_isConstQualifiedType(t);
+}
+
 int pt_local_passive(pt_ctx *x, CXCursor d) {
+  if (constant_global(x, d)) return 1;
   if (!x->npassive || clang_getCursorKind(d) != CXCursor_VarDecl) return 0;
   CXSourceLocation at = clang_getCursorLocation(d);
   for (int i = 0; i < x->npassive; i++)

@@ -174,10 +174,12 @@ static void port_var(pt_ctx *x, CXCursor v, int file_scope);
 static void port_decl(pt_ctx *x, CXCursor c, int file_scope);
 
 static void stmt_or_expr(pt_ctx *x, CXCursor c) {
+  pt_block_stmt(c, 0);
   if (clang_isExpression(clang_getCursorKind(c)))
     root(x, c, ROOT_STMT);
   else
     walk_stmt(x, c);
+  pt_block_stmt(c, 1);
 }
 
 /* The offsets of the two semicolons and the closing parenthesis of a for header. */
@@ -215,16 +217,7 @@ static int fuse_decl(pt_ctx *x, CXCursor ds, CXCursor v) {
   CXString sp = clang_getCursorSpelling(v);
   unsigned name_end = name + (unsigned)strlen(clang_getCString(sp));
   clang_disposeString(sp);
-  if (name_end > x->len || x->buf[name_end] == '[') return 0;
-  unsigned eq = name_end;
-  while (eq < x->len && (x->buf[eq] == ' ' || x->buf[eq] == '\t')) eq++;
-  if (eq >= x->len || x->buf[eq] != '=') return 0;
-  CXCursor *k;
-  int n = pt_children(v, &k);
-  CXCursor init = clang_getNullCursor();
-  for (int i = 0; i < n; i++)
-    if (clang_isExpression(clang_getCursorKind(k[i])) && pt_b(k[i]) > eq) init = k[i];
-  free(k);
+  CXCursor init = pt_block_init(x, v);
   if (clang_Cursor_isNull(init)) return 0;
   if (x->no_fuse) {
     pt_fused_skip(x, ds, init, 0, "a declaration in a for header");
@@ -446,7 +439,9 @@ static void port_function(pt_ctx *x, CXCursor f) {
     for (int i = 0; i < n; i++)
       if (clang_getCursorKind(k[i]) == CXCursor_CompoundStmt) {
         pt_activity(x, k[i]);
+        pt_block_plan(x, k[i]);
         walk_stmt(x, k[i]);
+        x->block_redo |= pt_block_end(x);
         pt_activity_end(x);
       }
     x->in_function = 0;
@@ -905,6 +900,7 @@ int port_file(const port_options *o, const char *unit, const char *path, const c
     }
     x.buf = text;
     x.len = len;
+    pt_block_round(&x);
     CXCursor tu = clang_getTranslationUnitCursor(x.tu);
     pt_mpi_prescan(&x, tu);
     x.mpi_requests |= o->mpi_requests;
@@ -923,6 +919,12 @@ int port_file(const port_options *o, const char *unit, const char *path, const c
     clang_visitChildren(tu, top_visit, &s);
 
     int result = x.errors;
+    if (x.block_redo && !x.errors && !x.nexpand) {
+      /* A temporary could not be preaccumulated everywhere it is read: the
+       * same text again, with it an ordinary variable. */
+      round_free(&x, &s);
+      continue;
+    }
     if (x.nexpand > 0 && !x.errors) {
       /* Expand the requested macros in place and parse again. */
       port_str nt = {0};

@@ -19,7 +19,9 @@
 
 #include "port_impl.h"
 
-enum { F_LEAF, F_PASSIVE, F_ADD, F_SUB, F_MUL, F_DIV, F_NEG, F_FN };
+/* F_TEMP: a preaccumulated temporary (block.c), a value whose partials with
+ * respect to its own operands come in with it. */
+enum { F_LEAF, F_PASSIVE, F_ADD, F_SUB, F_MUL, F_DIV, F_NEG, F_FN, F_TEMP };
 
 #define F_MAX_NODES 512
 
@@ -27,18 +29,21 @@ typedef struct fnode {
   int kind;
   char fn[16];
   int a, b;   /* children (-1 none) */
-  int arg;    /* F_LEAF: argument index */
+  int arg;    /* F_LEAF: argument index; F_TEMP: the temporary (block.c) */
   char *text; /* F_LEAF, F_PASSIVE: the expression */
+  int *targ;  /* F_TEMP: the argument index of each of the temporary's operands */
+  int pbase;  /* F_TEMP: where its value and partials start in ad__p */
+  int temp;   /* the temporary read here (F_TEMP, or a leaf that tapes it), else -1 */
 } fnode;
 
 typedef struct ftree {
   fnode n[F_MAX_NODES];
   int nn;
-  int leaf_of_arg[AD_STMT_MAX_ARGS_PORT];
   char *args[AD_STMT_MAX_ARGS_PORT];
-  int shareable[AD_STMT_MAX_ARGS_PORT];
+  char *keys[AD_STMT_MAX_ARGS_PORT]; /* the epoch and the text of a shareable operand (block.c), else NULL */
   int nargs;
-  int ops; /* active operations */
+  int ops;    /* active operations */
+  int ntemps; /* F_TEMP nodes */
   int fail;
   const char *why; /* the first reason it cannot be fused */
 } ftree;
@@ -57,26 +62,42 @@ static int node(ftree *t, int kind) {
   memset(f, 0, sizeof *f);
   f->kind = kind;
   f->a = f->b = -1;
+  f->temp = -1;
   return t->nn++;
 }
 
-static int leaf_text(ftree *t, char *text, int shareable) {
-  if (shareable)
+/* The argument with this key, added if new (key NULL: always new; both are
+ * taken); -1 when the statement is full. */
+static int arg_of(ftree *t, char *text, char *key) {
+  if (key)
     for (int k = 0; k < t->nargs; k++)
-      if (t->shareable[k] && !strcmp(t->args[k], text)) {
+      if (t->keys[k] && !strcmp(t->keys[k], key)) {
         free(text);
-        int i = node(t, F_LEAF);
-        t->n[i].arg = k;
-        return i;
+        free(key);
+        return k;
       }
   if (t->nargs >= AD_STMT_MAX_ARGS_PORT) {
     fail(t, "more than 63 distinct active operands");
     free(text);
-    return 0;
+    free(key);
+    return -1;
   }
-  int k = t->nargs++;
-  t->args[k] = text;
-  t->shareable[k] = shareable;
+  t->args[t->nargs] = text;
+  t->keys[t->nargs] = key;
+  return t->nargs++;
+}
+
+/* Reads of the same side-effect-free text share an argument while no store
+ * can come between them (block.c's epoch). */
+static char *operand_key(const char *text) {
+  port_str k = {0};
+  port_str_addf(&k, "%ld:%s", pt_block_epoch(), text);
+  return port_str_take(&k);
+}
+
+static int leaf_text(ftree *t, char *text, int shareable) {
+  int k = arg_of(t, text, shareable ? operand_key(text) : NULL);
+  if (k < 0) return 0;
   int i = node(t, F_LEAF);
   t->n[i].arg = k;
   return i;
@@ -96,6 +117,14 @@ static int fn_supported(const char *name, int nargs) {
 }
 
 static int build(pt_ctx *x, ftree *t, CXCursor c);
+
+/* Has the temporary's declaration been generated (its operands known)? */
+static int temp_ready(int ti) {
+  int id, n;
+  char *const *args, *const *keys;
+  pt_block_operands(ti, &id, &n, &args, &keys);
+  return n > 0;
+}
 
 static int build_passive(pt_ctx *x, ftree *t, CXCursor c) {
   int i = node(t, F_PASSIVE);
@@ -186,7 +215,18 @@ static int build(pt_ctx *x, ftree *t, CXCursor c) {
     /* A ported function's result: one operand, evaluated once. */
     return leaf_text(t, pt_emit(x, c, 0), 0);
   }
-  case CXCursor_DeclRefExpr:
+  case CXCursor_DeclRefExpr: {
+    int ti = pt_block_temp(clang_getCursorReferenced(c));
+    if (ti >= 0 && temp_ready(ti)) {
+      int i = node(t, F_TEMP);
+      if (t->fail) return 0;
+      t->n[i].arg = ti;
+      t->n[i].temp = ti;
+      t->ntemps++;
+      return i;
+    }
+  }
+    /* fall through */
   case CXCursor_MemberRefExpr:
   case CXCursor_ArraySubscriptExpr:
     return leaf_text(t, pt_emit(x, c, 0), !pt_side_effects(x, c));
@@ -204,15 +244,42 @@ static int is_active_node(const ftree *t, int i) { return i >= 0 && t->n[i].kind
 
 /* Value names: ad__v<i>. Emit the values in post-order (the tree's order is
  * already post-order: children are built before their parent). */
-static void emit_values(const ftree *t, port_str *s, port_str *passive) {
-  for (int k = 0; k < t->nargs; k++) port_str_addf(s, "const double ad__w%d = ad_value(ad__a[%d]);\n", k, k);
+static void emit_values(ftree *t, port_str *s, port_str *passive) {
+  /* The operands a temporary brings in are read only by the partials. */
+  for (int k = 0; k < t->nargs; k++) {
+    int read = 0;
+    for (int i = 0; i < t->nn && !read; i++) read = t->n[i].kind == F_LEAF && t->n[i].arg == k;
+    if (read) port_str_addf(s, "const double ad__w%d = ad_value(ad__a[%d]);\n", k, k);
+  }
   int np = 0;
   for (int i = 0; i < t->nn; i++) {
-    const fnode *f = &t->n[i];
+    fnode *f = &t->n[i];
     switch (f->kind) {
     case F_LEAF:
       port_str_addf(s, "const double ad__v%d = ad__w%d;\n", i, f->arg);
       break;
+    case F_TEMP: {
+      /* The statement passes the temporary's value and its partials. */
+      int id, n;
+      char *const *args, *const *keys;
+      char name[256];
+      pt_block_operands(f->arg, &id, &n, &args, &keys);
+      pt_block_name(f->arg, name, sizeof name);
+      int seen = -1; /* the temporary read again: its value and partials are passed once */
+      for (int j = 0; j < i && seen < 0; j++)
+        if (t->n[j].kind == F_TEMP && t->n[j].arg == f->arg) seen = j;
+      if (seen >= 0) {
+        f->pbase = t->n[seen].pbase;
+        port_str_addf(s, "const double ad__v%d = ad__p[%d];\n", i, f->pbase);
+        break;
+      }
+      port_str_addf(passive, "%s%s", np ? ", " : "", name);
+      for (int j = 0; j < n; j++) port_str_addf(passive, ", ad__t%d_d[%d]", id, j);
+      f->pbase = np;
+      port_str_addf(s, "const double ad__v%d = ad__p[%d];\n", i, np);
+      np += 1 + n;
+      break;
+    }
     case F_PASSIVE:
       /* The statement evaluates it and passes it in ad__p. */
       port_str_addf(passive, "%s(%s)", np ? ", " : "", f->text);
@@ -348,8 +415,7 @@ static void emit_reverse(const ftree *t, int root, port_str *s, port_str *contri
   port_str_addf(s, "const double ad__b%d = 1.0;\n", root);
   for (int i = root; i >= 0; i--) {
     const fnode *f = &t->n[i];
-    if (f->kind == F_PASSIVE) continue;
-    if (f->kind == F_LEAF) continue;
+    if (f->kind == F_PASSIVE || f->kind == F_LEAF || f->kind == F_TEMP) continue;
     int kids[2] = {f->a, f->b};
     for (int w = 0; w < 2; w++) {
       int c = kids[w];
@@ -363,7 +429,67 @@ static void emit_reverse(const ftree *t, int root, port_str *s, port_str *contri
     if (t->n[i].kind == F_LEAF) {
       port_str *p = &contrib[t->n[i].arg];
       port_str_addf(p, "%sad__b%d", p->n ? " + " : "", i);
+    } else if (t->n[i].kind == F_TEMP) {
+      /* The chain rule through the temporary: its partials, computed where it
+       * was declared, times its adjoint here. */
+      int id, n;
+      char *const *args, *const *keys;
+      pt_block_operands(t->n[i].arg, &id, &n, &args, &keys);
+      for (int j = 0; j < n; j++) {
+        port_str *p = &contrib[t->n[i].targ[j]];
+        port_str_addf(p, "%sad__b%d * ad__p[%d]", p->n ? " + " : "", i, t->n[i].pbase + 1 + j);
+      }
     }
+}
+
+/* The operands of each temporary become arguments of the statement, one per
+ * distinct operand. When they do not fit in one statement, each temporary is
+ * instead taped once, as one argument (its value with its partials). */
+static void flatten(ftree *t) {
+  if (!t->ntemps || t->fail) return;
+  int direct = t->nargs;
+  for (int i = 0; i < t->nn && !t->fail; i++) {
+    fnode *f = &t->n[i];
+    if (f->kind != F_TEMP) continue;
+    int id, n;
+    char *const *args, *const *keys;
+    pt_block_operands(f->arg, &id, &n, &args, &keys);
+    f->targ = malloc((size_t)n * sizeof *f->targ);
+    if (!f->targ) abort();
+    for (int j = 0; j < n && !t->fail; j++)
+      f->targ[j] = arg_of(t, port_strdup(args[j]), keys[j] ? port_strdup(keys[j]) : NULL);
+  }
+  if (!t->fail) return;
+  t->fail = 0;
+  t->why = NULL;
+  for (int k = direct; k < t->nargs; k++) {
+    free(t->args[k]);
+    free(t->keys[k]);
+  }
+  t->nargs = direct;
+  for (int i = 0; i < t->nn && !t->fail; i++) {
+    fnode *f = &t->n[i];
+    if (f->kind != F_TEMP) continue;
+    free(f->targ);
+    f->targ = NULL;
+    int id, n;
+    char *const *args, *const *keys;
+    char name[256];
+    pt_block_operands(f->arg, &id, &n, &args, &keys);
+    pt_block_name(f->arg, name, sizeof name);
+    port_str text = {0}, key = {0};
+    port_str_addf(&text, "ad_custom(%s, %d, ad__t%d_a, ad__t%d_d)", name, n, id, id);
+    port_str_addf(&key, "temporary %d", id);
+    int k = arg_of(t, port_str_take(&text), port_str_take(&key));
+    f->kind = F_LEAF;
+    f->arg = k < 0 ? 0 : k;
+  }
+}
+
+/* Count each read of a temporary in a statement that was generated. */
+static void temps_handled(const ftree *t) {
+  for (int i = 0; i < t->nn; i++)
+    if (t->n[i].temp >= 0) pt_block_handled(t->n[i].temp);
 }
 
 /* Nodes not reachable from the root (none in a tree) are fine; the adjoints
@@ -428,12 +554,19 @@ static int helper(pt_ctx *x, char *body) {
   return helpers.n++;
 }
 
-static char *generate(pt_ctx *x, ftree *t, int root, const char *assign_to, const char *prefix, const char *suffix) {
-  port_str h = {0}, passive = {0}, values = {0};
-  emit_values(t, &values, &passive);
-  if (!passive.n) port_str_add(&h, "(void)ad__p;\n");
+/* The helper that computes the value of t and its partials into ad__d; the
+ * passive values it reads (in ad__p) are listed in *passive. A passive build
+ * (ARIADNE_PASSIVE) skips the partials, so that it runs at the original's
+ * speed: the calls they make (pow, log) may set errno and would otherwise
+ * stay. */
+static int helper_of(pt_ctx *x, ftree *t, int root, port_str *passive) {
+  port_str h = {0}, values = {0};
+  emit_values(t, &values, passive);
+  port_str_add(&h, "(void)ad__a;\n");
+  if (!passive->n) port_str_add(&h, "(void)ad__p;\n");
   port_str_add(&h, values.s);
   free(values.s);
+  port_str_addf(&h, "#ifdef ARIADNE_PASSIVE\n(void)ad__d;\n#else\n");
   port_str contrib[AD_STMT_MAX_ARGS_PORT];
   memset(contrib, 0, sizeof contrib);
   emit_reverse(t, root, &h, contrib);
@@ -441,9 +574,13 @@ static char *generate(pt_ctx *x, ftree *t, int root, const char *assign_to, cons
     port_str_addf(&h, "ad__d[%d] = %s;\n", k, contrib[k].s ? contrib[k].s : "0.0");
     free(contrib[k].s);
   }
-  port_str_addf(&h, "return ad__v%d;\n", root);
-  int f = helper(x, port_str_take(&h));
+  port_str_addf(&h, "#endif\nreturn ad__v%d;\n", root);
+  return helper(x, port_str_take(&h));
+}
 
+static char *generate(pt_ctx *x, ftree *t, int root, const char *assign_to, const char *prefix, const char *suffix) {
+  port_str passive = {0};
+  int f = helper_of(x, t, root, &passive);
   port_str s = {0};
   port_str_add(&s, prefix);
   port_str_addf(&s, "{\nconst ad_real ad__a[%d] = {", t->nargs);
@@ -457,9 +594,47 @@ static char *generate(pt_ctx *x, ftree *t, int root, const char *assign_to, cons
   return port_str_take(&s);
 }
 
+/* A temporary's declaration (block.c): its operands captured, its value and
+ * partials computed, nothing taped. The names stay in the enclosing block,
+ * where the statements that read the temporary find them. */
+static char *generate_temp(pt_ctx *x, ftree *t, int root, int ti, const char *name) {
+  int id = pt_block_new_id();
+  port_str passive = {0};
+  int f = helper_of(x, t, root, &passive);
+  port_str s = {0};
+  port_str_addf(&s, "const ad_real ad__t%d_a[%d] = {", id, t->nargs);
+  for (int k = 0; k < t->nargs; k++) port_str_addf(&s, "%s%s", k ? ", " : "", t->args[k]);
+  port_str_add(&s, "};\n");
+  if (passive.n) port_str_addf(&s, "const double ad__t%d_p[] = {%s};\n", id, passive.s);
+  port_str_addf(&s, "double ad__t%d_d[%d];\n", id, t->nargs);
+  port_str_addf(&s, "const double %s = %s%d(ad__t%d_a, ", name, helper_prefix(x), f, id);
+  if (passive.n)
+    port_str_addf(&s, "ad__t%d_p, ad__t%d_d);", id, id);
+  else
+    port_str_addf(&s, "NULL, ad__t%d_d);", id);
+  free(passive.s);
+  /* The temporary's operands, as its readers name them. */
+  char **args = malloc((size_t)t->nargs * sizeof *args), **keys = malloc((size_t)t->nargs * sizeof *keys);
+  if (!args || !keys) abort();
+  for (int k = 0; k < t->nargs; k++) {
+    port_str a = {0};
+    port_str_addf(&a, "ad__t%d_a[%d]", id, k);
+    args[k] = port_str_take(&a);
+    keys[k] = t->keys[k] ? port_strdup(t->keys[k]) : NULL;
+  }
+  pt_block_generated(ti, id, t->nargs, args, keys);
+  return port_str_take(&s);
+}
+
 static void tree_free(ftree *t) {
-  for (int i = 0; i < t->nn; i++) free(t->n[i].text);
-  for (int k = 0; k < t->nargs; k++) free(t->args[k]);
+  for (int i = 0; i < t->nn; i++) {
+    free(t->n[i].text);
+    free(t->n[i].targ);
+  }
+  for (int k = 0; k < t->nargs; k++) {
+    free(t->args[k]);
+    free(t->keys[k]);
+  }
 }
 
 /* The active operations of c: what the per-operation port tapes. */
@@ -486,7 +661,7 @@ static void helpers_place(pt_ctx *x);
 /* What the current round of port_file found (a round that expands macros in
  * place is followed by another over the new text: only the last counts). */
 static struct {
-  long candidates, fused;
+  long candidates, fused, preaccumulated;
   port_str lines;
 } round_report;
 
@@ -502,6 +677,7 @@ void pt_fused_commit(pt_ctx *x) {
   if (r) {
     r->candidates += round_report.candidates;
     r->fused += round_report.fused;
+    r->preaccumulated += round_report.preaccumulated;
     if (r->file && round_report.lines.s) fputs(round_report.lines.s, r->file);
   }
   pt_fused_round();
@@ -527,14 +703,27 @@ static void outcome(pt_ctx *x, CXCursor stmt, int ops, const char *why) {
   free(text);
 }
 
+void pt_fused_preaccumulated(pt_ctx *x, CXCursor decl, unsigned line, unsigned col, int nargs, int reads) {
+  if (!x->o->fuse) return;
+  round_report.preaccumulated++;
+  char *name = pt_spelling(decl);
+  port_str_addf(&round_report.lines,
+                "%s:%u:%u: preaccumulated '%s': not taped; its partials with respect to %d operand%s folded into the "
+                "%d statement%s that read it\n",
+                x->path, line, col, name, nargs, nargs == 1 ? "" : "s", reads, reads == 1 ? "" : "s");
+  free(name);
+}
+
 void pt_fused_skip(pt_ctx *x, CXCursor stmt, CXCursor rhs, int compound, const char *why) {
   outcome(x, stmt, count_ops(x, rhs) + (compound != 0), why);
 }
 
 /* Build the tree of rhs (of lhs op= rhs when lhs is given); NULL if it is
  * not worth fusing or holds something the generator does not handle, with
- * the reason in *why when it is worth it. */
-static ftree *tree_of(pt_ctx *x, CXCursor lhs, const char *op, CXCursor rhs, int *root, const char **why) {
+ * the reason in *why when it is worth it. A tree that reads a temporary, or
+ * defines one (force), is always worth it: the temporary is taped nowhere
+ * else. */
+static ftree *tree_of(pt_ctx *x, CXCursor lhs, const char *op, CXCursor rhs, int force, int *root, const char **why) {
   *why = NULL;
   ftree *t = calloc(1, sizeof *t);
   if (!t) return NULL;
@@ -558,7 +747,8 @@ static ftree *tree_of(pt_ctx *x, CXCursor lhs, const char *op, CXCursor rhs, int
   } else {
     r = build(x, t, rhs);
   }
-  if (t->fail || t->ops < 2 || !is_active_node(t, r)) {
+  flatten(t);
+  if (t->fail || (t->ops < 2 && !t->ntemps && !force) || !is_active_node(t, r)) {
     *why = t->fail ? t->why : NULL;
     tree_free(t);
     free(t);
@@ -577,14 +767,14 @@ static unsigned semicolon_after(pt_ctx *x, unsigned end) {
 
 /* The tree of an assignment, or NULL with the assignment counted and, if it
  * was worth fusing, reported. */
-static ftree *fusable(pt_ctx *x, CXCursor stmt, CXCursor lhs, const char *op, CXCursor rhs, int *root,
+static ftree *fusable(pt_ctx *x, CXCursor stmt, CXCursor lhs, const char *op, CXCursor rhs, int force, int *root,
                       const char *why) {
   int compound = !clang_Cursor_isNull(lhs) && strcmp(op, "=");
   if (why) {
     pt_fused_skip(x, stmt, rhs, compound, why);
     return NULL;
   }
-  ftree *t = tree_of(x, lhs, op, rhs, root, &why);
+  ftree *t = tree_of(x, lhs, op, rhs, force, root, &why);
   if (!t && why) pt_fused_skip(x, stmt, rhs, compound, why);
   if (t) outcome(x, stmt, t->ops, NULL);
   return t;
@@ -599,13 +789,14 @@ char *pt_fused_assign(pt_ctx *x, CXCursor stmt, CXCursor lhs, const char *op, CX
                     : !semi                    ? "a statement whose ';' comes from a macro"
                                                : NULL;
   int root;
-  ftree *t = fusable(x, stmt, lhs, op, rhs, &root, why);
+  ftree *t = fusable(x, stmt, lhs, op, rhs, 0, &root, why);
   if (!t) return NULL;
   char *l = pt_emit(x, lhs, 0);
   char *assign = pt_cat(l, " = ", NULL);
   char *r = generate(x, t, root, assign, "", "");
   free(l);
   free(assign);
+  temps_handled(t);
   tree_free(t);
   free(t);
   pt_add_edit(x, pt_b(stmt), semi, r);
@@ -614,28 +805,47 @@ char *pt_fused_assign(pt_ctx *x, CXCursor stmt, CXCursor lhs, const char *op, CX
 
 char *pt_fused_return(pt_ctx *x, CXCursor ret, CXCursor value) {
   int root;
-  ftree *t = fusable(x, ret, clang_getNullCursor(), "=", value, &root, x->no_fuse ? in_for_header : NULL);
+  ftree *t = fusable(x, ret, clang_getNullCursor(), "=", value, 0, &root, x->no_fuse ? in_for_header : NULL);
   if (!t) return NULL;
   unsigned e = pt_e(ret);
   unsigned semi = semicolon_after(x, e);
   char *r = generate(x, t, root, "return ", "", "");
+  temps_handled(t);
   tree_free(t);
   free(t);
   pt_add_edit(x, pt_b(ret), semi ? semi : e, r);
   return port_strdup("");
 }
 
+/* A temporary computed from four or more operands of the block (no other
+ * temporary) and read by two or more statements is a narrow waist: taped once,
+ * it is one argument of each reader, where folding it in would give each
+ * reader all its operands (a face's interpolated states, read by every flux
+ * of the face). */
+static int worth_taping(const ftree *t, int ti) { return !t->ntemps && t->nargs >= 4 && pt_block_reads(ti) >= 2; }
+
 char *pt_fused_decl(pt_ctx *x, CXCursor declstmt, CXCursor var, CXCursor init, const char *decl_text) {
   int root;
-  ftree *t = fusable(x, declstmt, clang_getNullCursor(), "=", init, &root, x->no_fuse ? in_for_header : NULL);
+  int ti = pt_block_temp(var);
+  ftree *t = fusable(x, declstmt, clang_getNullCursor(), "=", init, ti >= 0, &root, x->no_fuse ? in_for_header : NULL);
   if (!t) return NULL;
   CXString sp = clang_getCursorSpelling(var);
-  char *assign = pt_cat(clang_getCString(sp), " = ", NULL);
+  char *r;
+  if (ti >= 0 && worth_taping(t, ti)) {
+    pt_block_taped(ti);
+    ti = -1;
+  }
+  if (ti >= 0) {
+    r = generate_temp(x, t, root, ti, clang_getCString(sp));
+  } else {
+    char *assign = pt_cat(clang_getCString(sp), " = ", NULL);
+    char *prefix = pt_cat(decl_text, ";\n", NULL);
+    r = generate(x, t, root, assign, prefix, "");
+    free(assign);
+    free(prefix);
+  }
   clang_disposeString(sp);
-  char *prefix = pt_cat(decl_text, ";\n", NULL);
-  char *r = generate(x, t, root, assign, prefix, "");
-  free(assign);
-  free(prefix);
+  temps_handled(t);
   tree_free(t);
   free(t);
   pt_add_edit(x, pt_b(declstmt), pt_e(declstmt), r);

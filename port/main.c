@@ -40,7 +40,8 @@ static void usage(FILE *f) {
              "                       (partials computed in the generated code): the fast build\n"
              "  --all-active         every double becomes ad_real, also the local doubles no active\n"
              "                       value reaches (timers, constants), which otherwise stay double\n"
-             "  --report FILE        with --fused: list each assignment left per operation, and why\n"
+             "  --report FILE        with --fused: list each assignment left per operation, and why, and the\n"
+             "                       temporaries preaccumulated\n"
              "  --suffix SUFFIX      append SUFFIX to the functions and globals the file defines, so that\n"
              "                       the primal and the port link into one program\n"
              "  -p BUILD-DIR         read each file's compiler flags from BUILD-DIR/compile_commands.json\n"
@@ -449,8 +450,11 @@ int main(int argc, char **argv) {
     int u = jobs[j].unit;
     if (unit_bad[u]) continue;
     char *out = NULL, *lines = NULL;
-    long cand0 = fuse.candidates, fused0 = fuse.fused;
+    long cand0 = fuse.candidates, fused0 = fuse.fused, pre0 = fuse.preaccumulated;
     int rc = port_file(&o, files[u], jobs[j].path, fargs[u], fnargs[u], &out, &lines);
+    if ((rc == 0 || (rc > 0 && o.keep_going)) && fuse.preaccumulated > pre0)
+      fprintf(stderr, "ariadne-port: %s: %ld local temporaries preaccumulated, not taped (%s)\n", jobs[j].path,
+              fuse.preaccumulated - pre0, report ? report : "--report FILE lists them");
     if ((rc == 0 || (rc > 0 && o.keep_going)) && fuse.candidates > cand0) {
       long n = fuse.candidates - cand0, k = fuse.fused - fused0;
       fprintf(stderr, "ariadne-port: %s: %ld of %ld assignments with two or more active operations fused",

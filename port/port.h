@@ -31,6 +31,7 @@ char *port_strndup(const char *s, size_t n);
 typedef struct port_fuse_report {
   FILE *file;
   long candidates, fused;
+  long preaccumulated; /* local temporaries not taped: their partials folded into their readers */
 } port_fuse_report;
 
 typedef struct port_options {

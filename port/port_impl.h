@@ -54,6 +54,7 @@ typedef struct pt_ctx {
   int nown;
   CXCursor *passive; /* the local doubles of the function being ported that stay double (activity.c) */
   int npassive;
+  int block_redo; /* a preaccumulated temporary was demoted: port the text again (block.c) */
 } pt_ctx;
 
 void pt_own_files(pt_ctx *x, const char *unit);
@@ -136,6 +137,29 @@ char *pt_retype_text(pt_ctx *x, const char *p, size_t n);
 /* The keyword ("double", "float") that the identifier p[i, j) of the file's
  * text stands for, as an object-like macro expanding to it; NULL if none. */
 const char *pt_type_macro(pt_ctx *x, const char *p, size_t i, size_t j);
+
+/* block.c (--fused): temporaries that are preaccumulated, not taped.
+ * pt_block_round starts a round of port_file; pt_block_plan finds a function
+ * body's temporaries (after pt_activity), pt_block_end checks that every
+ * active read of each was folded into a generated statement and returns
+ * nonzero when one was not (it is demoted: port the text again).
+ * pt_block_stmt(c, end) is called before and after each statement walked. */
+void pt_block_round(pt_ctx *x);
+void pt_block_plan(pt_ctx *x, CXCursor body);
+int pt_block_end(pt_ctx *x);
+void pt_block_stmt(CXCursor c, int end);
+CXCursor pt_block_init(pt_ctx *x, CXCursor v); /* `v = init` of a scalar declaration, or null */
+int pt_block_temp(CXCursor d);                /* the temporary declared by d, or -1 */
+long pt_block_epoch(void);
+int pt_block_new_id(void);
+void pt_block_generated(int i, int id, int nargs, char **args, char **keys);
+void pt_block_operands(int i, int *id, int *nargs, char *const **args, char *const **keys);
+void pt_block_handled(int i);
+int pt_block_reads(int i);  /* the active reads the plan counted */
+void pt_block_taped(int i); /* generated as an ordinary taped variable after all */
+void pt_block_name(int i, char *out, size_t n);
+/* fused.c: count (and for --report, list) a preaccumulated temporary. */
+void pt_fused_preaccumulated(pt_ctx *x, CXCursor decl, unsigned line, unsigned col, int nargs, int reads);
 int pt_near_complex(const char *p, size_t b, size_t e, size_t len);
 
 #endif

@@ -84,6 +84,45 @@ for mode in "" --fused; do
   [ "$(grep -c error: "$work/err.txt")" = 1 ] || fail "bump.c $mode: AT(v, k) += ... refused too: $(cat "$work/err.txt")"
 done
 
+# Temporaries are preaccumulated: not taped, listed by --report; a value
+# only compared (a cutoff) costs no tape; a variable assigned again is taped.
+cat >"$work/block.c" <<'EOT'
+double f(double *v, const double *x, double rc) {
+  double dx = x[0] - x[1];
+  double r2 = dx * dx + x[2] * x[2];
+  if (r2 > rc) return 0.0;
+  double inv = 1.0 / r2;
+  double s = x[3] * x[4];
+  s = s * x[5];
+  v[0] += dx * inv * s;
+  v[1] -= dx * inv;
+  return v[0] + v[1];
+}
+EOT
+"$tool" --fused --no-format --report "$work/block.txt" -o "$work/out" "$work/block.c" 2>"$work/err.txt" ||
+  fail "block.c: exit status $?"
+for t in 2:10:dx 3:10:r2 5:10:inv; do
+  grep -q "^$work/block.c:${t%:*}: preaccumulated '${t##*:}': not taped" "$work/block.txt" ||
+    fail "block.c: temporary ${t##*:} not listed: $(cat "$work/block.txt")"
+done
+grep -q "preaccumulated 's'" "$work/block.txt" && fail "block.c: s is assigned again, yet preaccumulated"
+grep -q "block.c: 3 local temporaries preaccumulated" "$work/err.txt" || fail "block.c: no summary: $(cat "$work/err.txt")"
+# v[0] and v[1] are one statement each over x[0], x[1], x[2] (and s, v[i]);
+# the temporaries none; s is taped per operation.
+[ "$(grep -c 'ad_custom(' "$work/out/block.c")" = 2 ] || fail "block.c: not 2 ad_custom statements: $(cat "$work/out/block.c")"
+grep -q "s = ad_mul(s, x\[5\]);" "$work/out/block.c" || fail "block.c: s not taped: $(cat "$work/out/block.c")"
+
+# A file-scope static const double stays double: no partial (here log(r * t))
+# is computed for it.
+cat >"$work/kappa.c" <<'EOT'
+#include <math.h>
+static const double kappa = 1.4;
+double f(double r, double t) { return 2.5 * pow(r * t, kappa) + r; }
+EOT
+"$tool" --fused --no-format -o "$work/out" "$work/kappa.c" 2>"$work/err.txt" || fail "kappa.c: exit status $?"
+grep -q "^static const double kappa = 1.4;" "$work/out/kappa.c" || fail "kappa.c: kappa retyped: $(cat "$work/out/kappa.c")"
+grep -q "log(" "$work/out/kappa.c" && fail "kappa.c: a partial with respect to the constant: $(cat "$work/out/kappa.c")"
+
 # --report needs --fused.
 "$tool" --report "$work/r.txt" -o "$work/out" "$work/mixed.c" 2>/dev/null
 [ $? = 2 ] || fail "--report without --fused is not a usage error"
