@@ -147,6 +147,10 @@ static int value_passive(scan *s, CXCursor c) {
     break;
   case CXCursor_CallExpr: {
     CXCursor fd = clang_getCursorReferenced(c);
+    /* The fused port's own helper gives a preaccumulated temporary's value,
+     * a double whose partials the port already passes on: on the tool's
+     * own output it stays the double it is. */
+    if (clang_getCursorKind(fd) == CXCursor_FunctionDecl && pt_port_own(fd)) return 1;
     if (clang_getCursorKind(fd) != CXCursor_FunctionDecl || pt_ported_function(x, fd)) return 0;
     break;
   }
