@@ -845,6 +845,50 @@ int pt_near_complex(const char *p, size_t b, size_t e, size_t len) {
  * so a declaration spelled with it is retyped like one spelled `double`; the
  * definition itself stays, for whatever keeps the type passive. Only an
  * expansion in the file's own text counts (p must point into x->buf). */
+/* The definition of the object-like macro NAME that the file defines last,
+ * or a null cursor. */
+typedef struct {
+  const char *name;
+  CXCursor def;
+} macro_find;
+
+static enum CXChildVisitResult find_macro_def(CXCursor c, CXCursor parent, CXClientData data) {
+  (void)parent;
+  macro_find *f = data;
+  if (clang_getCursorKind(c) != CXCursor_MacroDefinition) return CXChildVisit_Continue;
+  CXString s = clang_getCursorSpelling(c);
+  if (!strcmp(clang_getCString(s), f->name)) f->def = c;
+  clang_disposeString(s);
+  return CXChildVisit_Continue;
+}
+
+/* The keyword ("double", "float") an object-like macro's definition stands
+ * for, following a body that is the name of another such macro
+ * (`#define REAL DTYPE`), to a bounded depth; NULL if none. */
+static const char *macro_keyword(pt_ctx *x, CXCursor def, int depth) {
+  if (clang_Cursor_isNull(def) || clang_Cursor_isMacroFunctionLike(def) || depth > 8) return NULL;
+  CXToken *t = NULL;
+  unsigned nt = 0;
+  clang_tokenize(x->tu, clang_getCursorExtent(def), &t, &nt);
+  const char *kw = NULL;
+  if (nt == 2) {
+    CXString sp = clang_getTokenSpelling(x->tu, t[1]);
+    const char *body = clang_getCString(sp);
+    if (!strcmp(body, "double"))
+      kw = "double";
+    else if (!strcmp(body, "float"))
+      kw = "float";
+    else if (clang_getTokenKind(t[1]) == CXToken_Identifier) {
+      macro_find f = {body, clang_getNullCursor()};
+      clang_visitChildren(clang_getTranslationUnitCursor(x->tu), find_macro_def, &f);
+      kw = macro_keyword(x, f.def, depth + 1);
+    }
+    clang_disposeString(sp);
+  }
+  clang_disposeTokens(x->tu, t, nt);
+  return kw;
+}
+
 const char *pt_type_macro(pt_ctx *x, const char *p, size_t i, size_t j) {
   if (!x->buf || p + i < x->buf || p + j > x->buf + x->len) return NULL;
   unsigned b = (unsigned)(p + i - x->buf), e = (unsigned)(p + j - x->buf);
@@ -857,22 +901,7 @@ const char *pt_type_macro(pt_ctx *x, const char *p, size_t i, size_t j) {
       hi = mid - 1;
   }
   if (lo >= x->nmacros || x->macros[lo].b != b || x->macros[lo].e != e) return NULL;
-  CXCursor def = clang_getCursorReferenced(x->macros[lo].cur);
-  if (clang_Cursor_isNull(def) || clang_Cursor_isMacroFunctionLike(def)) return NULL;
-  CXToken *t = NULL;
-  unsigned nt = 0;
-  clang_tokenize(x->tu, clang_getCursorExtent(def), &t, &nt);
-  const char *kw = NULL;
-  if (nt == 2) {
-    CXString sp = clang_getTokenSpelling(x->tu, t[1]);
-    if (!strcmp(clang_getCString(sp), "double"))
-      kw = "double";
-    else if (!strcmp(clang_getCString(sp), "float"))
-      kw = "float";
-    clang_disposeString(sp);
-  }
-  clang_disposeTokens(x->tu, t, nt);
-  return kw;
+  return macro_keyword(x, clang_getCursorReferenced(x->macros[lo].cur), 0);
 }
 
 /* Copy text, replacing the keyword `double` by ad_real when double is active. */

@@ -245,6 +245,20 @@ check "type macro: a passive local stays" grep -q "^  DTYPE scale = 0.5;" "$work
 check "type macro: compiles" compiles "$work/tmacro/out/t.c" -I"$work/tmacro/inc"
 check "type macro: port of the port" status_is 0 "$tool" -o "$work/tmacro/again" "$work/tmacro/out/t.c" -- -I"$work/tmacro/inc"
 check "type macro: unchanged" cmp -s "$work/tmacro/out/t.c" "$work/tmacro/again/t.c"
+# A type macro that names another (#define REAL DTYPE) names the same type.
+cat >"$work/tmacro/chain.c" <<'EOT'
+#include <math.h>
+#define DTYPE double
+#define REAL DTYPE
+REAL f(const REAL *x, int n) {
+  REAL s = 0.0;
+  for (int i = 0; i < n; i++) s += sin(x[i]) * x[i];
+  return s;
+}
+EOT
+check "a macro naming a type macro" status_is 0 "$tool" -o "$work/tmacro/out" "$work/tmacro/chain.c"
+check "its declarations are ported" grep -q "^ad_real f(const ad_real \*x, int n) {" "$work/tmacro/out/chain.c"
+check "chain.c compiles" compiles "$work/tmacro/out/chain.c"
 # The active type passed to a macro (ALLOC(double, n), ALLOC(DTYPE, n)) would
 # size and cast ad_real data as double: the invocation is expanded and ported.
 cat >"$work/tmacro/alloc.c" <<'EOT'
