@@ -109,14 +109,18 @@ void kernels_lj_init(kernels_problem *p, double *x) {
 
 static double fv_weight(int k) { return 1.0 + 0.001 * (k % 97); }
 
+typedef void fv_step_fn(int nx, int ny, double dt, const double *q, double *fx, double *fy, double *qn);
+typedef double lj_forces_fn(int n, double box, int ncell, const int *head, const int *next, const int *cell_of,
+                            const double *x, double *f);
+
 /* J of the final state: a weighted sum of the conserved variables. */
-static double fv_primal(const kernels_problem *p, const double *q0, double *w) {
+static double fv_primal(const kernels_problem *p, const double *q0, double *w, fv_step_fn *step) {
   int nn = 4 * p->n * p->n;
   double *a = w, *b = w + nn, *fx = w + 2 * nn, *fy = w + 3 * nn;
   memcpy(a, q0, (size_t)nn * sizeof *a);
   memcpy(b, q0, (size_t)nn * sizeof *b);
   for (int t = 0; t < p->steps; t++) {
-    fv_step(p->n, p->n, p->dt, a, fx, fy, b);
+    step(p->n, p->n, p->dt, a, fx, fy, b);
     double *s = a;
     a = b;
     b = s;
@@ -128,13 +132,13 @@ static double fv_primal(const kernels_problem *p, const double *q0, double *w) {
 
 /* J: the energy and a weighted sum of the forces, over `steps` force
  * evaluations of a step that moves the atoms along the forces. */
-static double lj_primal(const kernels_problem *p, const double *x0, double *w) {
+static double lj_primal(const kernels_problem *p, const double *x0, double *w, lj_forces_fn *forces) {
   int n3 = 3 * p->n;
   double *x = w, *f = w + n3;
   memcpy(x, x0, (size_t)n3 * sizeof *x);
   double J = 0.0;
   for (int t = 0; t < p->steps; t++) {
-    J += lj_forces(p->n, p->box, p->ncell, p->head, p->next, p->cell_of, x, f);
+    J += forces(p->n, p->box, p->ncell, p->head, p->next, p->cell_of, x, f);
     for (int k = 0; k < n3; k++) x[k] += 1e-4 * f[k];
   }
   for (int k = 0; k < n3; k++) J += 1e-3 * fv_weight(k) * f[k];
@@ -142,36 +146,12 @@ static double lj_primal(const kernels_problem *p, const double *x0, double *w) {
 }
 
 static double primal(const kernels_problem *p, const double *in, double *w) {
-  return p->kind == KERNELS_FV ? fv_primal(p, in, w) : lj_primal(p, in, w);
+  return p->kind == KERNELS_FV ? fv_primal(p, in, w, fv_step) : lj_primal(p, in, w, lj_forces);
 }
 
 /* The passive build of the fused port: the same computation in double. */
 static double fused_passive(const kernels_problem *p, const double *in, double *w) {
-  if (p->kind == KERNELS_FV) {
-    int nn = 4 * p->n * p->n;
-    double *a = w, *b = w + nn, *fx = w + 2 * nn, *fy = w + 3 * nn;
-    memcpy(a, in, (size_t)nn * sizeof *a);
-    memcpy(b, in, (size_t)nn * sizeof *b);
-    for (int t = 0; t < p->steps; t++) {
-      fv_step_fusedp(p->n, p->n, p->dt, a, fx, fy, b);
-      double *s = a;
-      a = b;
-      b = s;
-    }
-    double J = 0.0;
-    for (int k = 0; k < nn; k++) J += fv_weight(k) * a[k];
-    return J;
-  }
-  int n3 = 3 * p->n;
-  double *x = w, *f = w + n3;
-  memcpy(x, in, (size_t)n3 * sizeof *x);
-  double J = 0.0;
-  for (int t = 0; t < p->steps; t++) {
-    J += lj_forces_fusedp(p->n, p->box, p->ncell, p->head, p->next, p->cell_of, x, f);
-    for (int k = 0; k < n3; k++) x[k] += 1e-4 * f[k];
-  }
-  for (int k = 0; k < n3; k++) J += 1e-3 * fv_weight(k) * f[k];
-  return J;
+  return p->kind == KERNELS_FV ? fv_primal(p, in, w, fv_step_fusedp) : lj_primal(p, in, w, lj_forces_fusedp);
 }
 
 /* ------------------------------------------------------------------------ */
