@@ -176,7 +176,8 @@ int ad_jacobian(ad_tape *t, size_t m, const ad_real *y, size_t n, const ad_real 
    * tell the other ranks; elsewhere they are reported at once. */
   for (size_t r = 0; r < m; r++) check_use(t, y[r], "ad_jacobian", "an output");
   for (size_t k = 0; k < n; k++) check_use(t, x[k], "ad_jacobian", "an input");
-  if (t->nrec || t->ext_ops) return jacobian_scalar(t, m, y, n, x, J);
+  /* The vector sweeps have no finite check: under it the scalar ones run. */
+  if (t->nrec || t->ext_ops || t->check_finite) return jacobian_scalar(t, m, y, n, x, J);
   rc = ad__driver_check(t);
   if (rc != AD_OK) return rc;
 

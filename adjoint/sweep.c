@@ -134,8 +134,13 @@ static int reverse_body(ad_tape *t, ad_tape_pos lo) {
   return ad__watch_adjoint_report(t, &watch);
 }
 
-static void forward_run(double *restrict tan, ad_index base, const uint8_t *cnt, const ad_index *idx, const double *par,
-                        uint32_t s, uint32_t stop, uint32_t *na, uint32_t *np) {
+/* Statements s to stop-1 of one block, forward. With `watch` (the finite
+ * check) the first statement whose tangent is not finite is noted, with the
+ * first argument that made it so; the sweep goes on. Always inlined, as
+ * reverse_run. */
+static inline AD__ALWAYS_INLINE void forward_run(double *restrict tan, ad_index base, const uint8_t *cnt,
+                                                 const ad_index *idx, const double *par, uint32_t s, uint32_t stop,
+                                                 uint32_t *na, uint32_t *np, ad__adj_watch *watch) {
   uint32_t a = *na, p = *np;
   for (; s < stop; s++) {
     uint32_t c = cnt[s] & AD__MAX_ARGS, kind = cnt[s] >> 6;
@@ -147,8 +152,16 @@ static void forward_run(double *restrict tan, ad_index base, const uint8_t *cnt,
     for (uint32_t j = 0; j < c; j++) {
       double x = tan[idx[a + j]];
       if (x != 0.0) y += d[j] * x;
+      if (watch && !watch->found && !isfinite(y)) {
+        watch->found = 1;
+        watch->stmt = base + s + 1;
+        watch->target = idx[a + j];
+        watch->partial = d[j];
+        watch->adjoint = x;
+      }
     }
     tan[(size_t)base + s + 1] = y;
+    if (watch && watch->found && watch->stmt == base + s + 1) watch->result = y;
     a += c;
   }
   *na = a;
@@ -160,6 +173,7 @@ static int forward_body(ad_tape *t) {
   ad__sync(t);
   ad__prog pg;
   ad__prog_start(&pg, t->opt.progress, t->opt.progress_ud, "tangent sweep", t->rec.next, 0, 1u << 22);
+  ad__adj_watch watch = {0};
   size_t ri = 0;
   for (ad__block *b = t->head;; b = b->next) {
     uint32_t s = 0, na = 0, np = 0, s_hi = b->ns;
@@ -171,7 +185,10 @@ static int forward_body(ad_tape *t) {
       if (s == s_hi) break;
       uint32_t stop = s_hi;
       if (ri < t->nrec && t->recs[ri].pos < b->base + s_hi) stop = (uint32_t)(t->recs[ri].pos - b->base);
-      forward_run(t->tan, b->base, b->cnt, b->idx, b->par, s, stop, &na, &np);
+      if (AD__UNLIKELY(t->check_finite))
+        forward_run(t->tan, b->base, b->cnt, b->idx, b->par, s, stop, &na, &np, &watch);
+      else
+        forward_run(t->tan, b->base, b->cnt, b->idx, b->par, s, stop, &na, &np, NULL);
       s = stop;
     }
     if (b == t->cur) break;
@@ -182,7 +199,7 @@ static int forward_body(ad_tape *t) {
     ri++;
   }
   ad__prog_end(&pg, 0);
-  return AD_OK;
+  return ad__watch_tangent_report(t, &watch);
 }
 
 void ad__sweep_reverse_vec(ad_tape *t, double *restrict adj, size_t w) {

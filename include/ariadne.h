@@ -241,7 +241,9 @@ void ad_tape_set_memory_limit(ad_tape *tape, size_t bytes);
  * sweep (ad_reverse, ad_reverse_to, ad_gradient, which fills g all the
  * same) runs to its end and then returns AD_ERR_NONFINITE, its message
  * naming the first statement whose adjoint became non-finite and its
- * operation. The check implies
+ * operation; a tangent sweep (ad_forward) likewise names the first statement
+ * whose tangent became non-finite, and ad_jacobian runs checked scalar
+ * sweeps instead of its vector ones. The check implies
  * ad_tape_set_record_names. Cost: nothing while off; while on, every
  * operation is recorded by the library's general path (docs/debugging.md
  * gives the measured factor). Takes effect for what is recorded next. */

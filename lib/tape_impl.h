@@ -197,6 +197,10 @@ typedef struct ad__adj_watch {
   double partial, adjoint, result;
 } ad__adj_watch;
 int ad__watch_adjoint_report(ad_tape *t, const ad__adj_watch *w);
+/* The same for the tangent sweep: `stmt` is the first statement whose
+ * tangent became non-finite, `target` the argument whose term made it so,
+ * `adjoint` that argument's tangent, `result` the statement's tangent. */
+int ad__watch_tangent_report(ad_tape *t, const ad__adj_watch *w);
 
 /* Memory through the tape's allocator and limit. NULL (and a sticky
  * AD_ERR_NOMEM if `fail` is set) when it cannot be had. */

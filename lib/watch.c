@@ -178,3 +178,15 @@ int ad__watch_adjoint_report(ad_tape *t, const ad__adj_watch *w) {
   }
   return AD_ERR_NONFINITE;
 }
+
+int ad__watch_tangent_report(ad_tape *t, const ad__adj_watch *w) {
+  if (!w->found) return AD_OK;
+  char s[160], g[160];
+  describe_handle(t, s, sizeof s, w->stmt, NULL);
+  describe_handle(t, g, sizeof g, w->target, NULL);
+  ad__pending(t, AD_ERR_NONFINITE,
+              "tangent sweep: the tangent of statement %s became %g: the partial %g for its argument %s times "
+              "that argument's tangent %g (the first statement whose tangent became non-finite)",
+              s, shown(w->result), shown(w->partial), g, shown(w->adjoint));
+  return AD_ERR_NONFINITE;
+}

@@ -259,6 +259,59 @@ static void test_sweep(void) {
   ad_tape_destroy(t);
 }
 
+/* Tangent sweeps and the Jacobian: sqrt(x*x) at 0 again. The tangent of
+ * x*x is 0 there, so the tangent sweep alone stays finite (0 times the
+ * infinite partial is skipped); the Jacobian's reverse row and a seeded
+ * overflow are not. */
+static void test_tangent(void) {
+  CHECK_CONTEXT("tangent sweep: an overflow through finite partials");
+  ad_tape *t = ad_tape_create();
+  ad_tape_set_record_names(t, 1);
+  ad_tape_begin(t);
+  ad_real x = ad_input(1e-300);
+  ad_real y = ad_mul(x, 1e300);  /* 1, partial 1e300 */
+  ad_real z = ad_mul(y, 1e300);  /* 1e300, partial 1e300: tangent 1e600 */
+  ad_real u = ad_add(z, ad_sin(x));
+  ad_tape_end(t);
+  CHECK_INT(ad_tape_error(t), AD_OK);
+  ad_tangents_zero(t);
+  ad_tangent_seed(t, x, 1.0);
+  CHECK_INT(ad_forward(t), AD_OK); /* off: inf, silently */
+  CHECK(isinf(ad_tangent(t, u)));
+  ad_tape_set_check_finite(t, 1);
+  ad_tangents_zero(t);
+  ad_tangent_seed(t, x, 1.0);
+  CHECK_INT(ad_forward(t), AD_ERR_NONFINITE);
+  char want[220];
+  snprintf(want, sizeof want,
+           "tangent sweep: the tangent of statement %%%u = 1e+300 (ad_mul) became inf: the partial 1e+300 for its "
+           "argument %%%u = 1 (ad_mul) times that argument's tangent 1e+300",
+           (unsigned)z.i, (unsigned)y.i);
+  if (!CHECK(strstr(ad_tape_error_message(t), want) != NULL))
+    fprintf(stderr, "  message: %s\n  want: %s\n", ad_tape_error_message(t), want);
+  /* The sweep ran to its end and the tape is not in error. */
+  CHECK(isinf(ad_tangent(t, u)));
+  CHECK_INT(ad_tape_error(t), AD_OK);
+
+  CHECK_CONTEXT("ad_jacobian under the check");
+  /* Two outputs, one input: tangent sweeps (m > n). Off, the vector sweep
+   * returns inf silently; on, the scalar sweeps name the statement. */
+  double J[2] = {0.0, 0.0};
+  ad_tape_set_check_finite(t, 0);
+  CHECK_INT(ad_jacobian(t, 2, (ad_real[]){u, y}, 1, &x, J), AD_OK);
+  CHECK(isinf(J[0]));
+  CHECK_CLOSE(J[1], 1e300, 1e285);
+  ad_tape_set_check_finite(t, 1);
+  J[0] = J[1] = 0.0;
+  CHECK_INT(ad_jacobian(t, 2, (ad_real[]){u, y}, 1, &x, J), AD_ERR_NONFINITE);
+  if (!CHECK(strstr(ad_tape_error_message(t), want) != NULL))
+    fprintf(stderr, "  message: %s\n  want: %s\n", ad_tape_error_message(t), want);
+  /* One output (m <= n): a reverse sweep, named as such. */
+  CHECK_INT(ad_jacobian(t, 1, &u, 1, &x, J), AD_ERR_NONFINITE);
+  CHECK(strstr(ad_tape_error_message(t), "reverse sweep: the adjoint of") != NULL);
+  ad_tape_destroy(t);
+}
+
 int main(void) {
   unsetenv("ARIADNE_CHECK_FINITE");
   unsetenv("ARIADNE_RECORD_NAMES");
@@ -266,5 +319,6 @@ int main(void) {
   test_same_derivatives();
   test_env_and_reset();
   test_sweep();
+  test_tangent();
   return check_finish("test_finite");
 }
