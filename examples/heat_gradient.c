@@ -37,10 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sensitivity_image.h"
-#ifdef ARIADNE_HAVE_CAIRO
-#include "figure.h"
-#endif
+#include "sensitivity_maps.h"
 
 static const double C = 0.2, DT = 0.1;
 
@@ -220,36 +217,10 @@ int main(int argc, char **argv) {
     }
 
   if (png || vtk || fig) printf("\n");
-  if (vtk) {
-    int ok = image_write_vti(vtk, n, g, "dJ_du0") == 0;
-    printf("sensitivity map dJ/du0 written to %s%s\n", vtk, ok ? "" : " FAILED");
-    failures += !ok;
-  }
-  if (png) {
-#ifdef ARIADNE_HAVE_PNG
-    double top = image_interior_max(n, g);
-    int ok = image_write_png(png, n, g, top, 0.0, "dJ/du0") == 0;
-    printf("sensitivity map dJ/du0 written to %s (red > 0, blue < 0, linear up to %.3g)%s\n", png, top,
-           ok ? "" : " FAILED");
-    failures += !ok;
-#else
-    fprintf(stderr, "heat_gradient: built without libpng, no PNG written\n");
-    failures++;
-#endif
-  }
-  if (fig) {
-#ifdef ARIADNE_HAVE_CAIRO
-    char sub[160];
-    snprintf(sub, sizeof sub, "J = \u03a3 u\u209c\u00b2 after T = %d steps on %d x %d cells; red: raising u0 raises J",
-             steps, n, n);
-    int ok = figure_sensitivity_map(fig, n, g, "Sensitivity of J to the initial state", sub, "dJ/du0") == 0;
-    printf("sensitivity map dJ/du0 drawn in %s%s\n", fig, ok ? "" : " FAILED");
-    failures += !ok;
-#else
-    fprintf(stderr, "heat_gradient: built without cairo, no figure drawn\n");
-    failures++;
-#endif
-  }
+  char sub[160];
+  snprintf(sub, sizeof sub, "J = \u03a3 u\u209c\u00b2 after T = %d steps on %d x %d cells; red: raising u0 raises J",
+           steps, n, n);
+  failures += sensitivity_maps_write("heat_gradient", n, g, vtk, png, fig, sub);
 #endif
 
   if (n == 128 && steps == 100) {

@@ -40,10 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sensitivity_image.h"
-#ifdef ARIADNE_HAVE_CAIRO
-#include "figure.h"
-#endif
+#include "sensitivity_maps.h"
 
 static const double C = 0.2, DT = 0.1;
 
@@ -264,36 +261,10 @@ int main(int argc, char **argv) {
     MPI_Gatherv(g, mine, MPI_DOUBLE, map, counts, displs, MPI_DOUBLE, 0, b.comm);
     if (b.rank == 0) {
       printf("\n");
-      if (vtk) {
-        int ok = image_write_vti(vtk, n, map, "dJ_du0") == 0;
-        printf("sensitivity map dJ/du0 written to %s%s\n", vtk, ok ? "" : " FAILED");
-        failures += !ok;
-      }
-      if (png) {
-#ifdef ARIADNE_HAVE_PNG
-        double top = image_interior_max(n, map);
-        int ok = image_write_png(png, n, map, top, 0.0, "dJ/du0") == 0;
-        printf("sensitivity map dJ/du0 written to %s (red > 0, blue < 0, linear up to %.3g)%s\n", png, top,
-               ok ? "" : " FAILED");
-        failures += !ok;
-#else
-        fprintf(stderr, "heat_mpi: built without libpng, no PNG written\n");
-        failures++;
-#endif
-      }
-      if (fig) {
-#ifdef ARIADNE_HAVE_CAIRO
-        char sub[160];
-        snprintf(sub, sizeof sub, "J = \u03a3 u\u209c\u00b2 after T = %d steps on %d x %d cells, %d ranks; red: raising u0 raises J",
-                 b.steps, n, n, b.size);
-        int ok = figure_sensitivity_map(fig, n, map, "Sensitivity of J to the initial state", sub, "dJ/du0") == 0;
-        printf("sensitivity map dJ/du0 drawn in %s%s\n", fig, ok ? "" : " FAILED");
-        failures += !ok;
-#else
-        fprintf(stderr, "heat_mpi: built without cairo, no figure drawn\n");
-        failures++;
-#endif
-      }
+      char sub[160];
+      snprintf(sub, sizeof sub, "J = \u03a3 u\u209c\u00b2 after T = %d steps on %d x %d cells, %d ranks; red: raising u0 raises J",
+               b.steps, n, n, b.size);
+      failures += sensitivity_maps_write("heat_mpi", n, map, vtk, png, fig, sub);
     }
     free(map), free(counts), free(displs);
   }
