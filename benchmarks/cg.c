@@ -37,6 +37,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "example_util.h"
 #include "implicit_cg_model.h"
 
 #define CG_MAX_ITER 20000
@@ -89,14 +90,7 @@ static int run_ad(cg_problem *P, cg_ad_work *W, tape_work *T, int external, cons
 
 /* ------------------------------------------------------------------------ */
 
-static void *xcalloc(size_t count, size_t size) {
-  void *p = calloc(count, size);
-  if (!p) {
-    fprintf(stderr, "cg: out of memory\n");
-    exit(1);
-  }
-  return p;
-}
+static void *xcalloc(size_t count, size_t size) { return example_alloc("cg", count, size); }
 
 static void usage(const char *prog) {
   fprintf(stderr,

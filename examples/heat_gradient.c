@@ -37,9 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sensitivity_maps.h"
-
-static const double C = 0.2, DT = 0.1;
+#include "heat_example.h"
+#include "example_util.h"
 
 static void initial(int n, double *u0) {
   for (int k = 0; k < n * n; k++) u0[k] = 0.5 + 0.4 * sin(0.37 * k);
@@ -80,11 +79,7 @@ static ad_real simulate_ad(int n, int steps, const ad_real *u0, ad_real *u, ad_r
     for (int i = 1; i < n - 1; i++)
       for (int j = 1; j < n - 1; j++) {
         int k = i * n + j;
-        ad_stmt_begin(); /* everything up to ad_stmt_end becomes one statement */
-        ad_real x = u[k];
-        ad_real lap = ad_sub(ad_add(ad_add(u[k - n], u[k + n]), ad_add(u[k - 1], u[k + 1])), ad_mul(4.0, x));
-        ad_real react = ad_add(ad_mul(DT, ad_mul(x, ad_sub(1.0, x))), ad_mul(0.01, ad_sin(x)));
-        v[k] = ad_stmt_end(ad_add(ad_add(x, ad_mul(C, lap)), react));
+        v[k] = heat_cell(u, k, n);
       }
     ad_real *w = u;
     u = v;
@@ -110,23 +105,10 @@ static int heat_fn(void *ud, size_t n, const ad_real *x, size_t m, ad_real *y) {
 
 /* ------------------------------------------------------------------------ */
 
-static void *xmalloc(size_t bytes) {
-  void *p = malloc(bytes);
-  if (!p) {
-    fprintf(stderr, "heat_gradient: out of memory (%zu bytes)\n", bytes);
-    exit(1);
-  }
-  return p;
-}
+static void *xmalloc(size_t bytes) { return example_alloc("heat_gradient", 1, bytes); }
 
 static int parse(const char *s, int lo, int hi, const char *what) {
-  char *end;
-  long x = strtol(s, &end, 10);
-  if (*s == '\0' || *end != '\0' || x < lo || x > hi) {
-    fprintf(stderr, "heat_gradient: %s must be an integer in [%d, %d], got '%s'\n", what, lo, hi, s);
-    exit(2);
-  }
-  return (int)x;
+  return example_parse_int("heat_gradient", s, lo, hi, what);
 }
 
 int main(int argc, char **argv) {
@@ -220,7 +202,7 @@ int main(int argc, char **argv) {
   char sub[160];
   snprintf(sub, sizeof sub, "J = \u03a3 u\u209c\u00b2 after T = %d steps on %d x %d cells; red: raising u0 raises J",
            steps, n, n);
-  failures += sensitivity_maps_write("heat_gradient", n, g, vtk, png, fig, sub);
+  failures += heat_maps_write("heat_gradient", n, g, vtk, png, fig, sub);
 #endif
 
   if (n == 128 && steps == 100) {

@@ -40,9 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sensitivity_maps.h"
-
-static const double C = 0.2, DT = 0.1;
+#include "heat_example.h"
 
 /* This rank's block: global rows [row0, row0 + rows) of an n x n grid. */
 typedef struct block {
@@ -84,11 +82,7 @@ static ad_real simulate(const block *b, const ad_real *u0, ad_real *u, ad_real *
       if (i == 0 || i == n - 1) continue;
       for (int j = 1; j < n - 1; j++) {
         int k = li * n + j;
-        ad_stmt_begin(); /* everything up to ad_stmt_end becomes one statement */
-        ad_real x = u[k];
-        ad_real lap = ad_sub(ad_add(ad_add(u[k - n], u[k + n]), ad_add(u[k - 1], u[k + 1])), ad_mul(4.0, x));
-        ad_real react = ad_add(ad_mul(DT, ad_mul(x, ad_sub(1.0, x))), ad_mul(0.01, ad_sin(x)));
-        v[k] = ad_stmt_end(ad_add(ad_add(x, ad_mul(C, lap)), react));
+        v[k] = heat_cell(u, k, n);
       }
     }
     ad_real *w = u;
@@ -264,7 +258,7 @@ int main(int argc, char **argv) {
       char sub[160];
       snprintf(sub, sizeof sub, "J = \u03a3 u\u209c\u00b2 after T = %d steps on %d x %d cells, %d ranks; red: raising u0 raises J",
                b.steps, n, n, b.size);
-      failures += sensitivity_maps_write("heat_mpi", n, map, vtk, png, fig, sub);
+      failures += heat_maps_write("heat_mpi", n, map, vtk, png, fig, sub);
     }
     free(map), free(counts), free(displs);
   }

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * sensitivity_maps.h: a sensitivity map dJ/du0 on an N x N grid written
- * where a heat example's command line asks for it: VTK image data, a PNG
+ * heat_example.h: what the two heat examples (heat_gradient.c, heat_mpi.c)
+ * share: the cell update of the model on ad_real, and the sensitivity map
+ * dJ/du0 written where the command line asks for it: VTK image data, a PNG
  * picture (sensitivity_image.h) and a figure (figure.h, with cairo).
  */
-#ifndef ARIADNE_SENSITIVITY_MAPS_H
-#define ARIADNE_SENSITIVITY_MAPS_H
+#ifndef ARIADNE_HEAT_EXAMPLE_H
+#define ARIADNE_HEAT_EXAMPLE_H
 
+#include <ariadne.h>
 #include <stdio.h>
 
 #include "sensitivity_image.h"
@@ -14,11 +16,25 @@
 #include "figure.h"
 #endif
 
+static const double C = 0.2, DT = 0.1;
+
+/* The new value of the interior cell k of a grid n cells wide, from u. Its
+ * dozen operations are one tape statement with five arguments (the cell and
+ * its four neighbours): everything between ad_stmt_begin and ad_stmt_end is
+ * preaccumulated. */
+static inline ad_real heat_cell(const ad_real *u, int k, int n) {
+  ad_stmt_begin();
+  ad_real x = u[k];
+  ad_real lap = ad_sub(ad_add(ad_add(u[k - n], u[k + n]), ad_add(u[k - 1], u[k + 1])), ad_mul(4.0, x));
+  ad_real react = ad_add(ad_mul(DT, ad_mul(x, ad_sub(1.0, x))), ad_mul(0.01, ad_sin(x)));
+  return ad_stmt_end(ad_add(ad_add(x, ad_mul(C, lap)), react));
+}
+
 /* Writes the map g to each path that is not NULL: vtk (.vti), png, and fig
  * (a figure with the subtitle sub), and prints where each went. Returns the
  * number that failed; a format the program was built without counts as a
  * failure, and prog names the program in what it says. */
-static inline int sensitivity_maps_write(const char *prog, int n, const double *g, const char *vtk, const char *png,
+static inline int heat_maps_write(const char *prog, int n, const double *g, const char *vtk, const char *png,
                                          const char *fig, const char *sub) {
   (void)prog, (void)sub; /* unused when a library is missing */
   int failures = 0;
