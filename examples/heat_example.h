@@ -10,6 +10,7 @@
 
 #include <ariadne.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "sensitivity_image.h"
 #ifdef ARIADNE_HAVE_CAIRO
@@ -28,6 +29,28 @@ static inline ad_real heat_cell(const ad_real *u, int k, int n) {
   ad_real lap = ad_sub(ad_add(ad_add(u[k - n], u[k + n]), ad_add(u[k - 1], u[k + 1])), ad_mul(4.0, x));
   ad_real react = ad_add(ad_mul(DT, ad_mul(x, ad_sub(1.0, x))), ad_mul(0.01, ad_sin(x)));
   return ad_stmt_end(ad_add(ad_add(x, ad_mul(C, lap)), react));
+}
+
+/* The heat examples' command line, [N T] [--png FILE] [--vtk FILE]
+ * [--figure FILE]: the files asked for (NULL otherwise) and the positional
+ * arguments in pos. Returns how many of those there are (0 or 2), or -1 for
+ * a command line of another form. */
+static inline int heat_args(int argc, char **argv, const char **png, const char **vtk, const char **fig,
+                            const char *pos[2]) {
+  int npos = 0;
+  *png = *vtk = *fig = NULL;
+  for (int a = 1; a < argc; a++) {
+    if ((strcmp(argv[a], "--png") == 0 || strcmp(argv[a], "--vtk") == 0 || strcmp(argv[a], "--figure") == 0) &&
+        a + 1 < argc) {
+      *(argv[a][2] == 'p' ? png : argv[a][2] == 'v' ? vtk : fig) = argv[a + 1];
+      a++;
+    } else if (argv[a][0] != '-' && npos < 2) {
+      pos[npos++] = argv[a];
+    } else {
+      return -1;
+    }
+  }
+  return npos == 0 || npos == 2 ? npos : -1;
 }
 
 /* Writes the map g to each path that is not NULL: vtk (.vti), png, and fig

@@ -112,21 +112,10 @@ static int parse(const char *s, int lo, int hi, const char *what) {
 }
 
 int main(int argc, char **argv) {
-  int n = 24, steps = 40, npos = 0;
-  const char *png = NULL, *vtk = NULL, *fig = NULL, *pos[2] = {NULL, NULL};
-  for (int a = 1; a < argc; a++) {
-    if ((strcmp(argv[a], "--png") == 0 || strcmp(argv[a], "--vtk") == 0 || strcmp(argv[a], "--figure") == 0) &&
-        a + 1 < argc) {
-      *(argv[a][2] == 'p' ? &png : argv[a][2] == 'v' ? &vtk : &fig) = argv[a + 1];
-      a++;
-    } else if (argv[a][0] != '-' && npos < 2) {
-      pos[npos++] = argv[a];
-    } else {
-      npos = -1;
-      break;
-    }
-  }
-  if (npos != 0 && npos != 2) {
+  int n = 24, steps = 40;
+  const char *png, *vtk, *fig, *pos[2] = {NULL, NULL};
+  int npos = heat_args(argc, argv, &png, &vtk, &fig, pos);
+  if (npos < 0) {
     fprintf(stderr, "usage: %s [N T] [--png FILE] [--vtk FILE] [--figure FILE]\n", argv[0]);
     return 2;
   }

@@ -145,20 +145,8 @@ int main(int argc, char **argv) {
   block b = {MPI_COMM_WORLD, 0, 1, 24, 40, 0, 0, MPI_PROC_NULL, MPI_PROC_NULL};
   MPI_Comm_rank(b.comm, &b.rank);
   MPI_Comm_size(b.comm, &b.size);
-  const char *png = NULL, *vtk = NULL, *fig = NULL, *pos[2] = {NULL, NULL};
-  int npos = 0;
-  for (int a = 1; a < argc; a++) {
-    if ((strcmp(argv[a], "--png") == 0 || strcmp(argv[a], "--vtk") == 0 || strcmp(argv[a], "--figure") == 0) &&
-        a + 1 < argc) {
-      *(argv[a][2] == 'p' ? &png : argv[a][2] == 'v' ? &vtk : &fig) = argv[a + 1];
-      a++;
-    } else if (argv[a][0] != '-' && npos < 2) {
-      pos[npos++] = argv[a];
-    } else {
-      npos = -1;
-      break;
-    }
-  }
+  const char *png, *vtk, *fig, *pos[2] = {NULL, NULL};
+  int npos = heat_args(argc, argv, &png, &vtk, &fig, pos);
   int args_ok = npos == 0 || (npos == 2 && parse(pos[0], 3, 4096, &b.n) && parse(pos[1], 0, 1000000, &b.steps));
   if (!args_ok || b.n < b.size) {
     if (b.rank == 0)
