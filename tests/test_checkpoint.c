@@ -320,12 +320,7 @@ static void test_errors(const char *dir) {
   };
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
     CHECK_CONTEXT("%s", cases[c].name);
-    ad_ckpt_options_default(&o);
-    o.schedule = cases[c].sch;
-    o.steps = 20;
-    o.snapshots = cases[c].snaps;
-    o.disk_snapshots = cases[c].disk;
-    o.dir = cases[c].dir;
+    ckpt_case_options(&o, cases[c].sch, 20, cases[c].snaps, cases[c].disk, cases[c].dir, NULL);
     stepper s = {20, cases[c].fail_at, cases[c].grow_at, 0};
     ad_tape_reset(t);
     CHECK_INT(run(&o, &s, t, x, &J, 0), cases[c].want);
@@ -362,12 +357,7 @@ static void test_errors(const char *dir) {
   lim.rlim_cur = 100;
   signal(SIGXFSZ, SIG_IGN);
   setrlimit(RLIMIT_FSIZE, &lim);
-  ad_ckpt_options_default(&o);
-  o.schedule = AD_CKPT_MULTISTAGE;
-  o.steps = 20;
-  o.snapshots = 2;
-  o.disk_snapshots = 3;
-  o.dir = dir;
+  ckpt_case_options(&o, AD_CKPT_MULTISTAGE, 20, 2, 3, dir, NULL);
   ad_tape_reset(t);
   stepper s2 = {20, -1, -1, 0};
   CHECK_INT(run(&o, &s2, t, x, &J, 0), AD_ERR_IO);
@@ -507,15 +497,9 @@ static void test_resumable(const char *dir) {
   double gref[NS], Jref;
   reference(30, gref, &Jref);
   ad_ckpt_options o;
-  ad_ckpt_options_default(&o);
   ad_ckpt_stats st;
-  o.schedule = AD_CKPT_MULTISTAGE;
-  o.steps = 30;
-  o.snapshots = 2;
-  o.disk_snapshots = 5;
-  o.dir = dir;
+  ckpt_case_options(&o, AD_CKPT_MULTISTAGE, 30, 2, 5, dir, &st);
   o.resumable = 1;
-  o.stats = &st;
   ad_real x[NS], J;
   double g[NS];
   for (int pass = 0; pass < 2; pass++) {
@@ -623,12 +607,7 @@ static void test_shared_dir(const char *parent) {
   snprintf(dir, sizeof dir, "%s/shared", parent);
   CHECK_INT(mkdir(dir, 0700), 0);
   ad_ckpt_options o1, o2;
-  ad_ckpt_options_default(&o1);
-  o1.schedule = AD_CKPT_MULTISTAGE;
-  o1.steps = 14;
-  o1.snapshots = 2;
-  o1.disk_snapshots = 3;
-  o1.dir = dir;
+  ckpt_case_options(&o1, AD_CKPT_MULTISTAGE, 14, 2, 3, dir, NULL);
   o1.resumable = 1;
   o1.replace_foreign = 0;
   o2 = o1;
