@@ -28,7 +28,7 @@
  * value of J differs from the primal's or the two gradients disagree by
  * more than the CG tolerance allows.
  */
-#define _POSIX_C_SOURCE 199309L
+#define _DEFAULT_SOURCE
 #include <ariadne.h>
 #include <math.h>
 #include <stdio.h>
@@ -36,23 +36,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench.h"
+#include "example_util.h"
 #include "implicit_cg_model.h"
 
 #define CG_MAX_ITER 20000
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Processor time of this process: on a shared machine with more runnable
- * processes than cores, wall-clock times include the time others ran. */
-static double cpu_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 typedef struct result {
   double J, record_s, reverse_s, primal_s; /* wall-clock */
@@ -73,14 +61,14 @@ typedef struct tape_work {
 static int run_ad(cg_problem *P, cg_ad_work *W, tape_work *T, int external, const double *u0, const double *kappa0,
                   double *g, result *out) {
   int n = P->n;
-  double t0 = now();
+  double t0 = bench_now();
   ad_tape_reset(T->tape);
   ad_tape_begin(T->tape);
   for (int k = 0; k < 2 * n; k++) T->x[k] = ad_input(k < n ? u0[k] : kappa0[k - n]);
   memcpy(T->u, T->x, (size_t)n * sizeof *T->u);
   ad_real J = cg_simulate_ad(P, W, T->x + n, T->u, external, &out->fwd_iters);
   ad_tape_end(T->tape);
-  double t1 = now();
+  double t1 = bench_now();
   out->J = ad_value(J);
   if (out->fwd_iters < 0) {
     snprintf(out->msg, sizeof out->msg, "CG did not converge in %d iterations", P->max_iter);
@@ -88,7 +76,7 @@ static int run_ad(cg_problem *P, cg_ad_work *W, tape_work *T, int external, cons
   }
   P->iterations = 0;
   int rc = ad_gradient(T->tape, J, 2 * (size_t)n, T->x, g);
-  double t2 = now();
+  double t2 = bench_now();
   out->adj_iters = P->iterations;
   out->record_s = t1 - t0;
   out->reverse_s = t2 - t1;
@@ -102,14 +90,7 @@ static int run_ad(cg_problem *P, cg_ad_work *W, tape_work *T, int external, cons
 
 /* ------------------------------------------------------------------------ */
 
-static void *xcalloc(size_t count, size_t size) {
-  void *p = calloc(count, size);
-  if (!p) {
-    fprintf(stderr, "cg: out of memory\n");
-    exit(1);
-  }
-  return p;
-}
+static void *xcalloc(size_t count, size_t size) { return example_alloc("cg", count, size); }
 
 static void usage(const char *prog) {
   fprintf(stderr,
@@ -178,16 +159,16 @@ int main(int argc, char **argv) {
       return 1;
     }
     for (int rep = 0; rep < reps; rep++) {
-      double t0 = now(), c0 = cpu_now();
+      double t0 = bench_now(), c0 = bench_cpu_now();
       Jp = cg_simulate(&P, u0, kappa, P.tol, &primal_iters);
-      double tp = now() - t0, cp = cpu_now() - c0;
+      double tp = bench_now() - t0, cp = bench_cpu_now() - c0;
       result r;
       memset(&r, 0, sizeof r);
       r.primal_s = tp;
       r.primal_cpu_s = cp;
-      c0 = cpu_now();
+      c0 = bench_cpu_now();
       run_ad(&P, &W, &T, v, u0, kappa, g[v], &r);
-      r.grad_cpu_s = cpu_now() - c0;
+      r.grad_cpu_s = bench_cpu_now() - c0;
       if (rep == 0) {
         best[v] = r;
       } else {

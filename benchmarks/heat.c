@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "heat.h"
 
 /* Tolerances. Values agree to the last bit where variants evaluate the same
@@ -34,18 +35,6 @@
 #define TOL_J 1e-12
 #define TOL_GRAD 1e-10
 #define TOL_REF 5e-11
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double maxrss_mb(void) {
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return (double)ru.ru_maxrss / 1024.0; /* Linux reports kilobytes */
-}
 
 /* ------------------------------------------------------------------------ */
 /* Primal and hand-written adjoint                                           */
@@ -69,11 +58,11 @@ static int run_hand(work *w, int mode, const double *u0, double *grad, heat_resu
   size_t nn = (size_t)w->n * (size_t)w->n;
   memset(out, 0, sizeof *out);
   out->in_memory = 1;
-  double t0 = now();
+  double t0 = bench_now();
   out->J = heat_hand_forward(w->n, w->steps, u0, w->states);
-  double t1 = now();
+  double t1 = bench_now();
   heat_hand_reverse(w->n, w->steps, w->states, w->ubar, w->vbar, grad);
-  double t2 = now();
+  double t2 = bench_now();
   out->record_s = t1 - t0;
   out->reverse_s = t2 - t1;
   out->tape_bytes = (double)(w->steps + 1) * (double)nn * sizeof(double);
@@ -85,9 +74,9 @@ static int run_primal(work *w, int mode, const double *u0, double *grad, heat_re
   (void)grad;
   memset(out, 0, sizeof *out);
   out->in_memory = 1;
-  double t0 = now();
+  double t0 = bench_now();
   out->J = primal(w, u0);
-  out->record_s = now() - t0;
+  out->record_s = bench_now() - t0;
   return 0;
 }
 
@@ -166,23 +155,7 @@ typedef struct slot {
   int done, selected;
 } slot;
 
-typedef struct options {
-  int n, steps, reps, fork, verbose;
-  const char *only;
-} options;
-
-static int selected(const options *o, const char *name) {
-  if (!o->only) return 1;
-  size_t len = strlen(name);
-  for (const char *p = o->only; *p;) {
-    const char *q = strchr(p, ',');
-    size_t l = q ? (size_t)(q - p) : strlen(p);
-    if (l == len && strncmp(p, name, len) == 0) return 1;
-    if (!q) break;
-    p = q + 1;
-  }
-  return 0;
-}
+typedef bench_options options;
 
 /* Run variant v `reps` times, each repetition timing the primal first, and
  * leave the result in *s and the gradient of the last repetition in grad. */
@@ -192,7 +165,7 @@ static int measure(const options *o, const variant *v, const double *u0, double 
   w.n = o->n;
   w.steps = o->steps;
   size_t nn = (size_t)o->n * (size_t)o->n;
-  s->rss_start_mb = maxrss_mb();
+  s->rss_start_mb = bench_maxrss_mb();
   w.a = malloc(nn * sizeof(double));
   w.b = malloc(nn * sizeof(double));
   if (!w.a || !w.b) goto nomem;
@@ -210,9 +183,9 @@ static int measure(const options *o, const variant *v, const double *u0, double 
   memset(&best, 0, sizeof best);
   double pbest = INFINITY;
   for (int rep = 0; rep < o->reps; rep++) {
-    double t0 = now();
+    double t0 = bench_now();
     double Jp = primal(&w, u0);
-    double tp = now() - t0;
+    double tp = bench_now() - t0;
     (void)Jp;
     if (tp < pbest) pbest = tp;
     rc = v->run(&w, v->mode, u0, grad, &r);
@@ -260,7 +233,7 @@ static int measure(const options *o, const variant *v, const double *u0, double 
   free(w.states);
   free(w.ubar);
   free(w.vbar);
-  s->rss_peak_mb = maxrss_mb();
+  s->rss_peak_mb = bench_maxrss_mb();
   s->done = 1;
   return rc;
 nomem:
@@ -287,20 +260,13 @@ typedef struct check {
 static double rel(double a, double b) { return fabs(a - b) / (fabs(b) > 0.0 ? fabs(b) : 1.0); }
 
 static void json_num(const char *key, double x, int last) {
-  if (isfinite(x))
-    printf("\"%s\":%.12g%s", key, x, last ? "" : ",");
-  else
-    printf("\"%s\":null%s", key, last ? "" : ",");
+  bench_json_num(key, x);
+  if (!last) putchar(',');
 }
 
-/* Messages come from libraries; keep the JSON valid whatever they hold. */
 static void json_str(const char *key, const char *str) {
-  printf("\"%s\":\"", key);
-  for (const char *p = str; *p; p++) {
-    if (*p == '"' || *p == '\\') putchar('\\');
-    putchar((unsigned char)*p < 0x20 ? ' ' : *p);
-  }
-  printf("\",");
+  bench_json_str(key, str);
+  putchar(',');
 }
 
 static void usage(const char *prog) {
@@ -318,74 +284,34 @@ static void usage(const char *prog) {
 int main(int argc, char **argv) {
   options o = {REF_N, REF_T, 5, 1, 0, NULL};
   for (int a = 1; a < argc; a++) {
-    const char *arg = argv[a];
-    if (!strncmp(arg, "--", 2))
-      arg += 2;
-    else if (arg[0] == '-')
-      arg += 1;
-    if (!strcmp(arg, "no-fork")) {
-      o.fork = 0;
-    } else if (!strcmp(arg, "verbose") || !strcmp(arg, "v")) {
-      o.verbose = 1;
-    } else if (a + 1 < argc && (!strcmp(arg, "N") || !strcmp(arg, "n"))) {
-      o.n = atoi(argv[++a]);
-    } else if (a + 1 < argc && (!strcmp(arg, "T") || !strcmp(arg, "t"))) {
-      o.steps = atoi(argv[++a]);
-    } else if (a + 1 < argc && !strcmp(arg, "reps")) {
-      o.reps = atoi(argv[++a]);
-    } else if (a + 1 < argc && !strcmp(arg, "only")) {
-      o.only = argv[++a];
-    } else {
-      usage(argv[0]);
-      return !strcmp(arg, "help") || !strcmp(arg, "h") ? 0 : 2;
-    }
+    const char *arg;
+    if (bench_option(&o, argc, argv, &a, &arg)) continue;
+    usage(argv[0]);
+    return !strcmp(arg, "help") || !strcmp(arg, "h") ? 0 : 2;
   }
-  if (o.n < 3 || o.n > 8192 || o.steps < 1 || o.reps < 1) {
-    fprintf(stderr, "heat: need N >= 3 (and <= 8192), T >= 1, reps >= 1\n");
-    return 2;
-  }
+  if (!bench_options_valid(&o, "heat")) return 2;
   size_t nn = (size_t)o.n * (size_t)o.n;
   double cells = (double)(o.n - 2) * (double)(o.n - 2) * (double)o.steps;
   size_t i1 = (size_t)o.n + 1, i2 = nn / 2 + (size_t)o.n / 2;
 
-  double *u0 = malloc(nn * sizeof(double));
-  /* Shared with the children, which write their slot and gradient. */
-  size_t shared_bytes = NVAR * sizeof(slot) + (size_t)NVAR * nn * sizeof(double);
-  void *shared = mmap(NULL, shared_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (!u0 || shared == MAP_FAILED) {
-    fprintf(stderr, "heat: out of memory\n");
-    return 1;
-  }
-  slot *slots = shared;
-  double *grads = (double *)(slots + NVAR);
-  for (size_t k = 0; k < nn; k++) u0[k] = heat_u0((double)k);
+  /* Shared with the variants' processes, which write their slot and gradient. */
+  double *u0 = heat_initial(nn), *grads = NULL;
+  size_t shared_bytes = 0;
+  slot *slots = bench_shared("heat", sizeof(slot), NVAR, nn, &grads, &shared_bytes);
+  if (!u0 || !slots) return 1;
 
   for (int v = 0; v < NVAR; v++) {
     slot *s = &slots[v];
     memset(s, 0, sizeof *s);
-    s->selected = v < 2 || selected(&o, variants[v].name);
+    s->selected = v < 2 || bench_selected(&o, variants[v].name);
     if (!s->selected || !variants[v].run) continue;
-    double *grad = grads + (size_t)v * nn;
-    fflush(stdout);
-    if (!o.fork) {
-      measure(&o, &variants[v], u0, grad, s);
-      continue;
+    pid_t pid = bench_spawn("heat", o.fork);
+    if (pid < 0) return 1;
+    if (pid == 0) {
+      measure(&o, &variants[v], u0, grads + (size_t)v * nn, s);
+      bench_child_exit(o.fork);
     }
-    pid_t pid = fork();
-    if (pid < 0) {
-      fprintf(stderr, "heat: fork failed: %s\n", strerror(errno));
-      return 1;
-    }
-    if (pid == 0) _exit(measure(&o, &variants[v], u0, grad, s) ? 1 : 0);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (!s->done) {
-      s->r.rc = -1;
-      snprintf(s->r.msg, sizeof s->r.msg, "the variant's process died (%s %d)",
-               WIFSIGNALED(status) ? "signal" : "exit status",
-               WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-    }
+    if (bench_reap(pid, &s->done, s->r.msg, sizeof s->r.msg)) s->r.rc = -1;
   }
 
   /* Checks against the primal value, the hand gradient and the references. */
@@ -513,7 +439,7 @@ int main(int argc, char **argv) {
   }
   fflush(stdout);
   if (!all_ok) fprintf(stderr, "heat: a check failed (see the ok column)\n");
-  munmap(shared, shared_bytes);
+  munmap(slots, shared_bytes);
   free(u0);
   return all_ok ? 0 : 1;
 }

@@ -26,6 +26,8 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -44,6 +46,15 @@ extern "C" {
 
 /* The initial state u0[k] of the grid point k in row-major order. */
 static inline double heat_u0(double k) { return 0.5 + 0.4 * sin(0.37 * k); }
+
+/* The initial state of a whole grid of nn points, or NULL (said on stderr)
+ * without the memory. */
+static inline double *heat_initial(size_t nn) {
+  double *u0 = (double *)malloc(nn * sizeof(double));
+  if (!u0) fprintf(stderr, "heat: no memory for an initial state of %zu points\n", nn);
+  for (size_t k = 0; u0 && k < nn; k++) u0[k] = heat_u0((double)k);
+  return u0;
+}
 
 /* What one run of a variant (record and reverse once) reports. */
 typedef struct heat_result {

@@ -5,7 +5,7 @@
  * heat_passive_*), which shows that the ported code keeps compiling, and
  * runs at the speed of plain double, when the AD is switched off.
  */
-#define _POSIX_C_SOURCE 199309L
+#define _DEFAULT_SOURCE
 #include <ariadne.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench.h"
 #include "heat_ad.h"
 
 #ifdef ARIADNE_PASSIVE
@@ -26,12 +27,6 @@ struct heat_ad {
   ad_real *x; /* the independent variables u0 */
   ad_real *u, *v;
 };
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 #if defined(HEAT_HAVE_PORT) && !defined(ARIADNE_PASSIVE)
 /* heat_kernel.c, the plain double step, ported at build time by ariadne-port
@@ -108,9 +103,9 @@ int HEAT_AD(run)(heat_ad *h, int mode, int n, int steps, const double *u0, doubl
 
   /* Record. Resetting keeps the tape's blocks for reuse, so repetitions after
    * the first measure recording into warm memory. */
-  double t0 = now();
+  double t0 = bench_now();
   ad_tape_reset(h->tape);
-  double t1 = now();
+  double t1 = bench_now();
   int off = mode == HEAT_MODE_TAPEOFF || mode == HEAT_MODE_TAPEOFF_CUSTOM;
   if (!off) ad_tape_begin(h->tape);
   for (size_t k = 0; k < nn; k++) h->x[k] = h->u[k] = h->v[k] = ad_input(u0[k]);
@@ -123,7 +118,7 @@ int HEAT_AD(run)(heat_ad *h, int mode, int n, int steps, const double *u0, doubl
   }
   ad_real J = ad_dot(nn, u, u);
   if (!off) ad_tape_end(h->tape);
-  double t2 = now();
+  double t2 = bench_now();
   out->J = ad_value(J);
   out->reset_s = t1 - t0;
   out->record_s = t2 - t0;
@@ -135,7 +130,7 @@ int HEAT_AD(run)(heat_ad *h, int mode, int n, int steps, const double *u0, doubl
 #ifndef ARIADNE_PASSIVE
   /* Reverse: one sweep, adjoints zeroed and seeded by the driver. */
   int rc = ad_gradient(h->tape, J, nn, h->x, grad);
-  double t3 = now();
+  double t3 = bench_now();
   out->reverse_s = t3 - t2;
   if (rc != AD_OK) {
     snprintf(out->msg, sizeof out->msg, "ad_gradient: %s (%s)", ad_strerror(rc), ad_tape_error_message(h->tape));

@@ -48,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "heat_ckpt_step.h"
 
 #ifdef HEAT_HAVE_ADOLC
@@ -64,28 +65,6 @@ int heat_adolc_ckpt_run(int n, int steps, int snaps, const char *dir, const doub
  * ariadne_bench_heat at N = 128, T = 100). */
 #define TAPED_BYTES_PER_CELL 70.0
 #define ADOLC_BYTES_PER_CELL 336.0
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Processor time of this process. The machines these figures come from are
- * shared, often with more runnable processes than cores: wall-clock times
- * then include the time other processes ran, which varies between
- * variants, while processor time does not. */
-static double cpu_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double maxrss_mb(void) {
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return (double)ru.ru_maxrss / 1024.0; /* Linux reports kilobytes */
-}
 
 /* ------------------------------------------------------------------------ */
 /* Variants                                                                  */
@@ -145,23 +124,10 @@ typedef struct slot {
 } slot;
 
 typedef struct options {
-  int n, steps, reps, fork, verbose;
+  bench_options b; /* grid, steps, repetitions, variants, process per variant */
   double mem_limit_gb;
-  const char *only, *dir;
+  const char *dir;
 } options;
-
-static int selected(const options *o, const char *name) {
-  if (!o->only) return 1;
-  size_t len = strlen(name);
-  for (const char *p = o->only; *p;) {
-    const char *q = strchr(p, ',');
-    size_t l = q ? (size_t)(q - p) : strlen(p);
-    if (l == len && strncmp(p, name, len) == 0) return 1;
-    if (!q) break;
-    p = q + 1;
-  }
-  return 0;
-}
 
 /* The Ariadne context of one variant: the tape, kept between repetitions as
  * a program that takes many gradients keeps it, and the arrays. */
@@ -175,9 +141,9 @@ typedef struct actx {
 /* Record and sweep one Ariadne variant once. */
 static int run_ariadne(const options *o, const variant *v, actx *a, const double *u0, double *grad, slot *s,
                        double *record_s, double *reverse_s) {
-  int n = o->n;
+  int n = o->b.n;
   size_t nn = (size_t)n * (size_t)n;
-  double t0 = now();
+  double t0 = bench_now();
   ad_tape_reset(a->tape);
   ad_tape_begin(a->tape);
   for (size_t k = 0; k < nn; k++) a->x[k] = a->u[k] = ad_input(u0[k]);
@@ -185,7 +151,7 @@ static int run_ariadne(const options *o, const variant *v, actx *a, const double
   double rec_bytes = 0.0;
   a->st.last = -1;
   if (v->kind == K_TAPED) {
-    for (int64_t i = 0; i < o->steps; i++) {
+    for (int64_t i = 0; i < o->b.steps; i++) {
       size_t ns = nn, pb = 0;
       heat_step(&a->st, i, &ns, a->u, &pb, NULL);
     }
@@ -193,14 +159,14 @@ static int run_ariadne(const options *o, const variant *v, actx *a, const double
     ad_ckpt_options co;
     ad_ckpt_options_default(&co);
     co.schedule = v->schedule;
-    co.steps = o->steps;
+    co.steps = o->b.steps;
     co.snapshots = v->snapshots;
     co.disk_snapshots = v->disk;
     co.dir = o->dir;
     co.stats = &a->ck;
     if (v->twin) co.step_passive = heat_step_passive;
     a->st.plain = v->plain;
-    if (v->schedule == AD_CKPT_ONLINE) a->st.last = o->steps - 1;
+    if (v->schedule == AD_CKPT_ONLINE) a->st.last = o->b.steps - 1;
     ad_stats before, after;
     ad_tape_stats(a->tape, &before);
     rc = ad_checkpoint_loop(&co, heat_step, &a->st, nn, a->u, 0, NULL);
@@ -213,10 +179,10 @@ static int run_ariadne(const options *o, const variant *v, actx *a, const double
   }
   ad_real J = ad_dot(nn, a->u, a->u);
   ad_tape_end(a->tape);
-  double t1 = now();
+  double t1 = bench_now();
   s->J = ad_value(J);
   if (rc == AD_OK) rc = ad_gradient(a->tape, J, nn, a->x, grad);
-  double t2 = now();
+  double t2 = bench_now();
   *record_s = t1 - t0;
   *reverse_s = t2 - t1;
   if (rc != AD_OK) {
@@ -238,9 +204,9 @@ static int run_ariadne(const options *o, const variant *v, actx *a, const double
 
 /* Run variant v `reps` times, each repetition timing the primal first. */
 static void measure(const options *o, const variant *v, const double *u0, double *grad, slot *s) {
-  int n = o->n;
+  int n = o->b.n;
   size_t nn = (size_t)n * (size_t)n;
-  s->rss_start_mb = maxrss_mb();
+  s->rss_start_mb = bench_maxrss_mb();
   s->in_memory = 1;
   double *a = malloc(nn * sizeof(double)), *b = malloc(nn * sizeof(double));
   double *states = NULL, *ubar = NULL, *vbar = NULL;
@@ -248,7 +214,7 @@ static void measure(const options *o, const variant *v, const double *u0, double
   memset(&ac, 0, sizeof ac);
   int rc = a && b ? 0 : ENOMEM;
   if (!rc && v->kind == K_HAND) {
-    states = malloc((size_t)(o->steps + 1) * nn * sizeof(double));
+    states = malloc((size_t)(o->b.steps + 1) * nn * sizeof(double));
     ubar = malloc(nn * sizeof(double));
     vbar = malloc(nn * sizeof(double));
     if (!states || !ubar || !vbar) rc = ENOMEM;
@@ -262,24 +228,24 @@ static void measure(const options *o, const variant *v, const double *u0, double
     if (!ac.tape || !ac.x || !ac.u || !ac.st.v) rc = ENOMEM;
   }
   if (rc) snprintf(s->msg, sizeof s->msg, "out of memory setting up the variant");
-  for (int rep = 0; rep < o->reps && !rc; rep++) {
-    double t0 = now(), c0 = cpu_now();
-    double Jp = heat_primal(n, o->steps, u0, a, b);
-    double tp = now() - t0, cp = cpu_now() - c0, rec = 0.0, rev = 0.0;
-    c0 = cpu_now();
+  for (int rep = 0; rep < o->b.reps && !rc; rep++) {
+    double t0 = bench_now(), c0 = bench_cpu_now();
+    double Jp = heat_primal(n, o->b.steps, u0, a, b);
+    double tp = bench_now() - t0, cp = bench_cpu_now() - c0, rec = 0.0, rev = 0.0;
+    c0 = bench_cpu_now();
     switch (v->kind) {
     case K_PRIMAL:
       s->J = Jp;
       rec = tp;
       break;
     case K_HAND: {
-      double t1 = now();
-      s->J = heat_hand_forward(n, o->steps, u0, states);
-      double t2 = now();
-      heat_hand_reverse(n, o->steps, states, ubar, vbar, grad);
+      double t1 = bench_now();
+      s->J = heat_hand_forward(n, o->b.steps, u0, states);
+      double t2 = bench_now();
+      heat_hand_reverse(n, o->b.steps, states, ubar, vbar, grad);
       rec = t2 - t1;
-      rev = now() - t2;
-      s->outer_bytes = (double)(o->steps + 1) * (double)nn * sizeof(double);
+      rev = bench_now() - t2;
+      s->outer_bytes = (double)(o->b.steps + 1) * (double)nn * sizeof(double);
       break;
     }
     case K_TAPED:
@@ -290,8 +256,8 @@ static void measure(const options *o, const variant *v, const double *u0, double
     case K_ADOLC_CKPT: {
 #ifdef HEAT_HAVE_ADOLC
       heat_result hr;
-      rc = v->kind == K_ADOLC ? heat_adolc_run(n, o->steps, u0, grad, &hr)
-                              : heat_adolc_ckpt_run(n, o->steps, v->snapshots, o->dir, u0, grad, &hr);
+      rc = v->kind == K_ADOLC ? heat_adolc_run(n, o->b.steps, u0, grad, &hr)
+                              : heat_adolc_ckpt_run(n, o->b.steps, v->snapshots, o->dir, u0, grad, &hr);
       if (v->kind == K_ADOLC_CKPT) s->snapshot_bytes = hr.extra_bytes;
       s->J = hr.J;
       rec = hr.record_s;
@@ -306,8 +272,8 @@ static void measure(const options *o, const variant *v, const double *u0, double
       break;
     }
     }
-    double cv = v->kind == K_PRIMAL ? cp : cpu_now() - c0;
-    if (o->verbose)
+    double cv = v->kind == K_PRIMAL ? cp : bench_cpu_now() - c0;
+    if (o->b.verbose)
       fprintf(stderr, "%-23s rep %d: primal %.1f ms (cpu %.1f), record %.1f ms, reverse %.1f ms (cpu %.1f)\n", v->name,
               rep, 1e3 * tp, 1e3 * cp, 1e3 * rec, 1e3 * rev, 1e3 * cv);
     if (rep == 0) {
@@ -334,7 +300,7 @@ static void measure(const options *o, const variant *v, const double *u0, double
   free(ubar);
   free(vbar);
   s->rc = rc;
-  s->rss_peak_mb = maxrss_mb();
+  s->rss_peak_mb = bench_maxrss_mb();
   s->done = 1;
 }
 
@@ -343,19 +309,13 @@ static void measure(const options *o, const variant *v, const double *u0, double
 /* ------------------------------------------------------------------------ */
 
 static void json_num(const char *key, double x) {
-  if (isfinite(x))
-    printf(",\"%s\":%.12g", key, x);
-  else
-    printf(",\"%s\":null", key);
+  putchar(',');
+  bench_json_num(key, x);
 }
 
 static void json_str(const char *key, const char *str) {
-  printf(",\"%s\":\"", key);
-  for (const char *p = str; *p; p++) {
-    if (*p == '"' || *p == '\\') putchar('\\');
-    putchar((unsigned char)*p < 0x20 ? ' ' : *p);
-  }
-  putchar('"');
+  putchar(',');
+  bench_json_str(key, str);
 }
 
 static void usage(const char *prog) {
@@ -375,26 +335,12 @@ static void usage(const char *prog) {
 }
 
 int main(int argc, char **argv) {
-  options o = {128, 2000, 3, 1, 0, 8.0, NULL, NULL};
+  options o = {{128, 2000, 3, 1, 0, NULL}, 8.0, NULL};
   const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
   for (int a = 1; a < argc; a++) {
-    const char *arg = argv[a];
-    if (!strncmp(arg, "--", 2))
-      arg += 2;
-    else if (arg[0] == '-')
-      arg += 1;
-    if (!strcmp(arg, "no-fork"))
-      o.fork = 0;
-    else if (!strcmp(arg, "verbose") || !strcmp(arg, "v"))
-      o.verbose = 1;
-    else if (a + 1 < argc && (!strcmp(arg, "N") || !strcmp(arg, "n")))
-      o.n = atoi(argv[++a]);
-    else if (a + 1 < argc && (!strcmp(arg, "T") || !strcmp(arg, "t")))
-      o.steps = atoi(argv[++a]);
-    else if (a + 1 < argc && !strcmp(arg, "reps"))
-      o.reps = atoi(argv[++a]);
-    else if (a + 1 < argc && !strcmp(arg, "only"))
-      o.only = argv[++a];
+    const char *arg;
+    if (bench_option(&o.b, argc, argv, &a, &arg))
+      continue;
     else if (a + 1 < argc && !strcmp(arg, "mem-limit-gb"))
       o.mem_limit_gb = atof(argv[++a]);
     else if (a + 1 < argc && !strcmp(arg, "dir"))
@@ -404,12 +350,9 @@ int main(int argc, char **argv) {
       return !strcmp(arg, "help") || !strcmp(arg, "h") ? 0 : 2;
     }
   }
-  if (o.n < 3 || o.n > 8192 || o.steps < 1 || o.reps < 1) {
-    fprintf(stderr, "heat_ckpt: need N >= 3 (and <= 8192), T >= 1, reps >= 1\n");
-    return 2;
-  }
-  size_t nn = (size_t)o.n * (size_t)o.n;
-  double cells = (double)(o.n - 2) * (double)(o.n - 2) * (double)o.steps;
+  if (!bench_options_valid(&o.b, "heat_ckpt")) return 2;
+  size_t nn = (size_t)o.b.n * (size_t)o.b.n;
+  double cells = (double)(o.b.n - 2) * (double)(o.b.n - 2) * (double)o.b.steps;
 
   /* The multistage variant's snapshot files go to a fresh directory. */
   char dir[4096];
@@ -420,22 +363,17 @@ int main(int argc, char **argv) {
   }
   o.dir = dir;
 
-  double *u0 = malloc(nn * sizeof(double));
-  size_t shared_bytes = NVAR * sizeof(slot) + (size_t)NVAR * nn * sizeof(double);
-  void *shared = mmap(NULL, shared_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (!u0 || shared == MAP_FAILED) {
-    fprintf(stderr, "heat_ckpt: out of memory\n");
-    return 1;
-  }
-  slot *slots = shared;
-  double *grads = (double *)(slots + NVAR);
-  for (size_t k = 0; k < nn; k++) u0[k] = heat_u0((double)k);
+  /* Shared with the variants' processes, which write their slot and gradient. */
+  double *u0 = heat_initial(nn), *grads = NULL;
+  size_t shared_bytes = 0;
+  slot *slots = bench_shared("heat_ckpt", sizeof(slot), NVAR, nn, &grads, &shared_bytes);
+  if (!u0 || !slots) return 1;
 
   for (int v = 0; v < NVAR; v++) {
     slot *s = &slots[v];
     const variant *va = &variants[v];
     memset(s, 0, sizeof *s);
-    s->selected = v < 2 || selected(&o, va->name);
+    s->selected = v < 2 || bench_selected(&o.b, va->name);
     if (!s->selected) continue;
     /* Variants that keep every cell's record in memory run only where it fits. */
     double est = va->kind == K_TAPED   ? TAPED_BYTES_PER_CELL * cells
@@ -454,30 +392,13 @@ int main(int argc, char **argv) {
       continue;
     }
 #endif
-    double *grad = grads + (size_t)v * nn;
-    fflush(stdout);
-    if (!o.fork) {
-      measure(&o, va, u0, grad, s);
-      continue;
-    }
-    pid_t pid = fork();
-    if (pid < 0) {
-      fprintf(stderr, "heat_ckpt: fork failed: %s\n", strerror(errno));
-      return 1;
-    }
+    pid_t pid = bench_spawn("heat_ckpt", o.b.fork);
+    if (pid < 0) return 1;
     if (pid == 0) {
-      measure(&o, va, u0, grad, s);
-      _exit(s->rc ? 1 : 0);
+      measure(&o, va, u0, grads + (size_t)v * nn, s);
+      bench_child_exit(o.b.fork);
     }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (!s->done) {
-      s->rc = -1;
-      snprintf(s->msg, sizeof s->msg, "the variant's process died (%s %d)",
-               WIFSIGNALED(status) ? "signal" : "exit status",
-               WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-    }
+    if (bench_reap(pid, &s->done, s->msg, sizeof s->msg)) s->rc = -1;
   }
   /* The multistage files are gone with their tape; ADOL-C may leave tape
    * files behind in the directory (its processes end without cleaning up). */
@@ -522,18 +443,18 @@ int main(int argc, char **argv) {
       }
     }
     if (va->kind == K_CKPT && s->rc == 0) {
-      int64_t want = va->schedule == AD_CKPT_BINOMIAL    ? ad_revolve_optimum(o.steps, va->snapshots)
-                     : va->schedule == AD_CKPT_STORE_ALL ? o.steps - 1
+      int64_t want = va->schedule == AD_CKPT_BINOMIAL    ? ad_revolve_optimum(o.b.steps, va->snapshots)
+                     : va->schedule == AD_CKPT_STORE_ALL ? o.b.steps - 1
                                                          : -1;
       if (want >= 0 && s->ck.advances != want) ok[v] = 0;
-      if (s->ck.taped != o.steps) ok[v] = 0;
+      if (s->ck.taped != o.b.steps) ok[v] = 0;
     }
     all_ok &= ok[v];
   }
   all_ok &= ok[0] && ok[1] && slots[0].done && slots[1].done;
 
-  printf("heat kernel with checkpointing: N=%d T=%d (%.0f cell updates), reps=%d, %s\n", o.n, o.steps, cells, o.reps,
-         o.fork ? "one process per variant" : "all variants in one process");
+  printf("heat kernel with checkpointing: N=%d T=%d (%.0f cell updates), reps=%d, %s\n", o.b.n, o.b.steps, cells, o.b.reps,
+         o.b.fork ? "one process per variant" : "all variants in one process");
   printf("%-23s %10s %9s %9s %9s %9s %9s %9s %9s %9s %9s %10s %10s %4s\n", "variant", "peakRSS_MB", "tape_MB",
          "snap_MB", "advances", "optimum", "primal_ms", "record_ms", "rev_ms", "wall_ratio", "cpu_ratio", "rel_vs_tape",
          "rel_vs_hand", "ok");
@@ -550,8 +471,8 @@ int main(int argc, char **argv) {
     char adv[24] = "-", opt[24] = "-", eh[24] = "-", et[24] = "-";
     if (va->kind == K_CKPT) {
       snprintf(adv, sizeof adv, "%lld", (long long)s->ck.advances);
-      int64_t want = va->schedule == AD_CKPT_BINOMIAL    ? ad_revolve_optimum(o.steps, va->snapshots)
-                     : va->schedule == AD_CKPT_STORE_ALL ? o.steps - 1
+      int64_t want = va->schedule == AD_CKPT_BINOMIAL    ? ad_revolve_optimum(o.b.steps, va->snapshots)
+                     : va->schedule == AD_CKPT_STORE_ALL ? o.b.steps - 1
                                                          : -1;
       if (want >= 0) snprintf(opt, sizeof opt, "%lld", (long long)want);
     }
@@ -567,7 +488,7 @@ int main(int argc, char **argv) {
     const slot *s = &slots[v];
     const variant *va = &variants[v];
     if (!s->selected) continue;
-    printf("{\"variant\":\"%s\",\"N\":%d,\"T\":%d,\"reps\":%d,\"skipped\":%s", va->name, o.n, o.steps, o.reps,
+    printf("{\"variant\":\"%s\",\"N\":%d,\"T\":%d,\"reps\":%d,\"skipped\":%s", va->name, o.b.n, o.b.steps, o.b.reps,
            s->skipped ? "true" : "false");
     if (va->kind == K_CKPT) {
       printf(",\"schedule\":\"%s\"", va->schedule == AD_CKPT_BINOMIAL     ? "binomial"
@@ -593,7 +514,7 @@ int main(int argc, char **argv) {
       json_num("outer_tape_bytes", s->outer_bytes);
       json_num("adjoint_bytes", s->adjoint_bytes);
       if (va->kind == K_CKPT) {
-        int64_t want = va->schedule == AD_CKPT_BINOMIAL ? ad_revolve_optimum(o.steps, va->snapshots) : -1;
+        int64_t want = va->schedule == AD_CKPT_BINOMIAL ? ad_revolve_optimum(o.b.steps, va->snapshots) : -1;
         json_num("scratch_tape_bytes", s->scratch_bytes);
         json_num("record_bytes", s->record_bytes);
         json_num("tape_bytes", s->outer_bytes + s->scratch_bytes);
@@ -617,7 +538,7 @@ int main(int argc, char **argv) {
   }
   fflush(stdout);
   if (!all_ok) fprintf(stderr, "heat_ckpt: a check failed (see the ok column)\n");
-  munmap(shared, shared_bytes);
+  munmap(slots, shared_bytes);
   free(u0);
   return all_ok ? 0 : 1;
 }

@@ -24,7 +24,7 @@
  * It prints a table, then one JSON object per line and rank count, and exits
  * non-zero if any check fails.
  */
-#define _POSIX_C_SOURCE 199309L
+#define _DEFAULT_SOURCE
 #include <ariadne_mpi.h>
 #include <math.h>
 #include <stdint.h>
@@ -33,6 +33,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench.h"
 #include "heat_ad.h"
 
 /* Values differ from the serial ones only in the order of the sums (the
@@ -67,12 +68,6 @@ typedef struct result {
 } result;
 
 static int world_rank;
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static double rel(double a, double b) { return fabs(a - b) / (fabs(b) > 0.0 ? fabs(b) : 1.0); }
 
@@ -176,7 +171,7 @@ static double primal(block *b, const double *u0) {
 static int gradient(block *b, const double *u0, double *J, double *record_s, double *reverse_s) {
   int n = b->n, rc = MPI_SUCCESS;
   size_t own = (size_t)b->rows * (size_t)n;
-  double t0 = now();
+  double t0 = bench_now();
   ad_tape_reset(b->tape);
   ad_tape_begin(b->tape);
   for (size_t k = 0; k < own; k++) b->x[k] = b->ua[n + k] = b->va[n + k] = ad_input(u0[k]);
@@ -195,7 +190,7 @@ static int gradient(block *b, const double *u0, double *J, double *record_s, dou
   ad_real Jl = ad_dot(own, u + n, u + n), Jall = ad_const(0.0);
   if (rc == MPI_SUCCESS) rc = ad_mpi_allreduce(&Jl, &Jall, 1, AD_MPI_REAL, MPI_SUM, b->comm);
   ad_tape_end(b->tape);
-  double t1 = now();
+  double t1 = bench_now();
   if (rc != MPI_SUCCESS) {
     char s[MPI_MAX_ERROR_STRING];
     int len = 0;
@@ -208,7 +203,7 @@ static int gradient(block *b, const double *u0, double *J, double *record_s, dou
    * value, for which ad_gradient still runs their part of the sweep. */
   ad_real y = b->rank == 0 ? Jall : ad_const(ad_value(Jall));
   int arc = ad_gradient(b->tape, y, own, b->x, b->g);
-  double t2 = now();
+  double t2 = bench_now();
   if (arc != AD_OK)
     fprintf(stderr, "[%d] heat_mpi: ad_gradient: %s: %s\n", world_rank, ad_errname(arc),
             ad_tape_error_message(b->tape));
@@ -268,9 +263,9 @@ static void run_on(const options *o, MPI_Comm comm, const double *ref_g, double 
   uint64_t fwd = 0, adj = 0;
   for (int rep = 0; rep < o->reps; rep++) {
     MPI_Barrier(comm);
-    double t0 = now();
+    double t0 = bench_now();
     Jp = primal(&b, u0);
-    double tp = max_over(now() - t0, comm);
+    double tp = max_over(bench_now() - t0, comm);
     MPI_Barrier(comm);
     ad_mpi_stats_reset();
     double rec, rev;

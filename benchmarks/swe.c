@@ -17,7 +17,7 @@
  * one process: each repetition times the primal and then the variant, and
  * the minimum of each is kept. Exits non-zero if a value or gradient is off.
  */
-#define _POSIX_C_SOURCE 199309L
+#define _DEFAULT_SOURCE
 #include <ariadne.h>
 #include <math.h>
 #include <stdio.h>
@@ -25,17 +25,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench.h"
+
 #define G 9.81
 #define PI 3.14159265358979323846
 #define TOL_J 1e-12
 #define TOL_GRAD 1e-10
 #define TOL_FD 1e-6
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 typedef struct problem {
   int n, steps;
@@ -222,7 +218,7 @@ typedef struct result {
 static void run_ad(int mode, const problem *p, ad_tape *tape, ad_real *x, ad_real *work, double *g, result *out) {
   int n = p->n, m = 2 * n;
   ad_real *q = work, *r = work + m, *F = work + 2 * m;
-  double t0 = now();
+  double t0 = bench_now();
   ad_tape_reset(tape);
   ad_tape_begin(tape);
   for (int k = 0; k < m; k++) x[k] = q[k] = ad_input(p->q0[k]);
@@ -234,9 +230,9 @@ static void run_ad(int mode, const problem *p, ad_tape *tape, ad_real *x, ad_rea
   }
   ad_real J = ad_dot((size_t)m, q, q);
   ad_tape_end(tape);
-  double t1 = now();
+  double t1 = bench_now();
   out->rc = ad_gradient(tape, J, (size_t)m, x, g);
-  double t2 = now();
+  double t2 = bench_now();
   out->J = ad_value(J);
   out->record_s = t1 - t0;
   out->reverse_s = t2 - t1;
@@ -297,11 +293,11 @@ int main(int argc, char **argv) {
   /* The primal, and the hand adjoint against central differences. */
   double Jp = 0.0, tp = 1e30, th = 1e30, Jh = 0.0;
   for (int r = 0; r < reps; r++) {
-    double t0 = now();
+    double t0 = bench_now();
     Jp = run_primal(&p, p.q0, work);
-    double t1 = now();
+    double t1 = bench_now();
     Jh = run_hand(&p, states, gh, work);
-    double t2 = now();
+    double t2 = bench_now();
     tp = fmin(tp, t1 - t0);
     th = fmin(th, t2 - t1);
   }
@@ -338,9 +334,9 @@ int main(int argc, char **argv) {
     result best = {0, 1e30, 1e30, 0, 0}, res;
     double tpv = 1e30;
     for (int r = 0; r < reps; r++) {
-      double t0 = now();
+      double t0 = bench_now();
       run_primal(&p, p.q0, work);
-      tpv = fmin(tpv, now() - t0);
+      tpv = fmin(tpv, bench_now() - t0);
       run_ad(v, &p, tape, x, aw, g, &res);
       best.record_s = fmin(best.record_s, res.record_s);
       best.reverse_s = fmin(best.reverse_s, res.reverse_s);

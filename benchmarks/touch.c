@@ -22,11 +22,7 @@
 #include <sys/mman.h>
 #endif
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "bench.h"
 
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
 #define PIECE ((size_t)8 << 20)
@@ -37,7 +33,7 @@ static double touch(size_t bytes, int how) {
   size_t n = (bytes + PIECE - 1) / PIECE;
   char **p = calloc(n, sizeof *p);
   if (!p) return -1.0;
-  double t0 = now();
+  double t0 = bench_now();
   for (size_t k = 0; k < n; k++) {
     int flags = MAP_PRIVATE | MAP_ANONYMOUS | (how == 2 ? MAP_POPULATE : 0);
     char *m = mmap(NULL, PIECE + HUGE, PROT_READ | PROT_WRITE, flags, -1, 0);
@@ -51,7 +47,7 @@ static double touch(size_t bytes, int how) {
     for (size_t i = 0; i < PIECE; i += 4096) a[i] = (char)i;
     p[k] = m;
   }
-  double t = now() - t0;
+  double t = bench_now() - t0;
   for (size_t k = 0; k < n; k++) munmap(p[k], PIECE + HUGE);
   free(p);
   return t0 < 0 ? -1.0 : t / ((double)(n * PIECE) / (double)(1u << 30));

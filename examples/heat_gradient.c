@@ -37,12 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sensitivity_image.h"
-#ifdef ARIADNE_HAVE_CAIRO
-#include "figure.h"
-#endif
-
-static const double C = 0.2, DT = 0.1;
+#include "heat_example.h"
+#include "example_util.h"
 
 static void initial(int n, double *u0) {
   for (int k = 0; k < n * n; k++) u0[k] = 0.5 + 0.4 * sin(0.37 * k);
@@ -83,11 +79,7 @@ static ad_real simulate_ad(int n, int steps, const ad_real *u0, ad_real *u, ad_r
     for (int i = 1; i < n - 1; i++)
       for (int j = 1; j < n - 1; j++) {
         int k = i * n + j;
-        ad_stmt_begin(); /* everything up to ad_stmt_end becomes one statement */
-        ad_real x = u[k];
-        ad_real lap = ad_sub(ad_add(ad_add(u[k - n], u[k + n]), ad_add(u[k - 1], u[k + 1])), ad_mul(4.0, x));
-        ad_real react = ad_add(ad_mul(DT, ad_mul(x, ad_sub(1.0, x))), ad_mul(0.01, ad_sin(x)));
-        v[k] = ad_stmt_end(ad_add(ad_add(x, ad_mul(C, lap)), react));
+        v[k] = heat_cell(u, k, n);
       }
     ad_real *w = u;
     u = v;
@@ -113,41 +105,17 @@ static int heat_fn(void *ud, size_t n, const ad_real *x, size_t m, ad_real *y) {
 
 /* ------------------------------------------------------------------------ */
 
-static void *xmalloc(size_t bytes) {
-  void *p = malloc(bytes);
-  if (!p) {
-    fprintf(stderr, "heat_gradient: out of memory (%zu bytes)\n", bytes);
-    exit(1);
-  }
-  return p;
-}
+static void *xmalloc(size_t bytes) { return example_alloc("heat_gradient", 1, bytes); }
 
 static int parse(const char *s, int lo, int hi, const char *what) {
-  char *end;
-  long x = strtol(s, &end, 10);
-  if (*s == '\0' || *end != '\0' || x < lo || x > hi) {
-    fprintf(stderr, "heat_gradient: %s must be an integer in [%d, %d], got '%s'\n", what, lo, hi, s);
-    exit(2);
-  }
-  return (int)x;
+  return example_parse_int("heat_gradient", s, lo, hi, what);
 }
 
 int main(int argc, char **argv) {
-  int n = 24, steps = 40, npos = 0;
-  const char *png = NULL, *vtk = NULL, *fig = NULL, *pos[2] = {NULL, NULL};
-  for (int a = 1; a < argc; a++) {
-    if ((strcmp(argv[a], "--png") == 0 || strcmp(argv[a], "--vtk") == 0 || strcmp(argv[a], "--figure") == 0) &&
-        a + 1 < argc) {
-      *(argv[a][2] == 'p' ? &png : argv[a][2] == 'v' ? &vtk : &fig) = argv[a + 1];
-      a++;
-    } else if (argv[a][0] != '-' && npos < 2) {
-      pos[npos++] = argv[a];
-    } else {
-      npos = -1;
-      break;
-    }
-  }
-  if (npos != 0 && npos != 2) {
+  int n = 24, steps = 40;
+  const char *png, *vtk, *fig, *pos[2] = {NULL, NULL};
+  int npos = heat_args(argc, argv, &png, &vtk, &fig, pos);
+  if (npos < 0) {
     fprintf(stderr, "usage: %s [N T] [--png FILE] [--vtk FILE] [--figure FILE]\n", argv[0]);
     return 2;
   }
@@ -220,36 +188,10 @@ int main(int argc, char **argv) {
     }
 
   if (png || vtk || fig) printf("\n");
-  if (vtk) {
-    int ok = image_write_vti(vtk, n, g, "dJ_du0") == 0;
-    printf("sensitivity map dJ/du0 written to %s%s\n", vtk, ok ? "" : " FAILED");
-    failures += !ok;
-  }
-  if (png) {
-#ifdef ARIADNE_HAVE_PNG
-    double top = image_interior_max(n, g);
-    int ok = image_write_png(png, n, g, top, 0.0, "dJ/du0") == 0;
-    printf("sensitivity map dJ/du0 written to %s (red > 0, blue < 0, linear up to %.3g)%s\n", png, top,
-           ok ? "" : " FAILED");
-    failures += !ok;
-#else
-    fprintf(stderr, "heat_gradient: built without libpng, no PNG written\n");
-    failures++;
-#endif
-  }
-  if (fig) {
-#ifdef ARIADNE_HAVE_CAIRO
-    char sub[160];
-    snprintf(sub, sizeof sub, "J = \u03a3 u\u209c\u00b2 after T = %d steps on %d x %d cells; red: raising u0 raises J",
-             steps, n, n);
-    int ok = figure_sensitivity_map(fig, n, g, "Sensitivity of J to the initial state", sub, "dJ/du0") == 0;
-    printf("sensitivity map dJ/du0 drawn in %s%s\n", fig, ok ? "" : " FAILED");
-    failures += !ok;
-#else
-    fprintf(stderr, "heat_gradient: built without cairo, no figure drawn\n");
-    failures++;
-#endif
-  }
+  char sub[160];
+  snprintf(sub, sizeof sub, "J = \u03a3 u\u209c\u00b2 after T = %d steps on %d x %d cells; red: raising u0 raises J",
+           steps, n, n);
+  failures += heat_maps_write("heat_gradient", n, g, vtk, png, fig, sub);
 #endif
 
   if (n == 128 && steps == 100) {

@@ -40,12 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sensitivity_image.h"
-#ifdef ARIADNE_HAVE_CAIRO
-#include "figure.h"
-#endif
-
-static const double C = 0.2, DT = 0.1;
+#include "heat_example.h"
 
 /* This rank's block: global rows [row0, row0 + rows) of an n x n grid. */
 typedef struct block {
@@ -87,11 +82,7 @@ static ad_real simulate(const block *b, const ad_real *u0, ad_real *u, ad_real *
       if (i == 0 || i == n - 1) continue;
       for (int j = 1; j < n - 1; j++) {
         int k = li * n + j;
-        ad_stmt_begin(); /* everything up to ad_stmt_end becomes one statement */
-        ad_real x = u[k];
-        ad_real lap = ad_sub(ad_add(ad_add(u[k - n], u[k + n]), ad_add(u[k - 1], u[k + 1])), ad_mul(4.0, x));
-        ad_real react = ad_add(ad_mul(DT, ad_mul(x, ad_sub(1.0, x))), ad_mul(0.01, ad_sin(x)));
-        v[k] = ad_stmt_end(ad_add(ad_add(x, ad_mul(C, lap)), react));
+        v[k] = heat_cell(u, k, n);
       }
     }
     ad_real *w = u;
@@ -154,20 +145,8 @@ int main(int argc, char **argv) {
   block b = {MPI_COMM_WORLD, 0, 1, 24, 40, 0, 0, MPI_PROC_NULL, MPI_PROC_NULL};
   MPI_Comm_rank(b.comm, &b.rank);
   MPI_Comm_size(b.comm, &b.size);
-  const char *png = NULL, *vtk = NULL, *fig = NULL, *pos[2] = {NULL, NULL};
-  int npos = 0;
-  for (int a = 1; a < argc; a++) {
-    if ((strcmp(argv[a], "--png") == 0 || strcmp(argv[a], "--vtk") == 0 || strcmp(argv[a], "--figure") == 0) &&
-        a + 1 < argc) {
-      *(argv[a][2] == 'p' ? &png : argv[a][2] == 'v' ? &vtk : &fig) = argv[a + 1];
-      a++;
-    } else if (argv[a][0] != '-' && npos < 2) {
-      pos[npos++] = argv[a];
-    } else {
-      npos = -1;
-      break;
-    }
-  }
+  const char *png, *vtk, *fig, *pos[2] = {NULL, NULL};
+  int npos = heat_args(argc, argv, &png, &vtk, &fig, pos);
   int args_ok = npos == 0 || (npos == 2 && parse(pos[0], 3, 4096, &b.n) && parse(pos[1], 0, 1000000, &b.steps));
   if (!args_ok || b.n < b.size) {
     if (b.rank == 0)
@@ -264,36 +243,10 @@ int main(int argc, char **argv) {
     MPI_Gatherv(g, mine, MPI_DOUBLE, map, counts, displs, MPI_DOUBLE, 0, b.comm);
     if (b.rank == 0) {
       printf("\n");
-      if (vtk) {
-        int ok = image_write_vti(vtk, n, map, "dJ_du0") == 0;
-        printf("sensitivity map dJ/du0 written to %s%s\n", vtk, ok ? "" : " FAILED");
-        failures += !ok;
-      }
-      if (png) {
-#ifdef ARIADNE_HAVE_PNG
-        double top = image_interior_max(n, map);
-        int ok = image_write_png(png, n, map, top, 0.0, "dJ/du0") == 0;
-        printf("sensitivity map dJ/du0 written to %s (red > 0, blue < 0, linear up to %.3g)%s\n", png, top,
-               ok ? "" : " FAILED");
-        failures += !ok;
-#else
-        fprintf(stderr, "heat_mpi: built without libpng, no PNG written\n");
-        failures++;
-#endif
-      }
-      if (fig) {
-#ifdef ARIADNE_HAVE_CAIRO
-        char sub[160];
-        snprintf(sub, sizeof sub, "J = \u03a3 u\u209c\u00b2 after T = %d steps on %d x %d cells, %d ranks; red: raising u0 raises J",
-                 b.steps, n, n, b.size);
-        int ok = figure_sensitivity_map(fig, n, map, "Sensitivity of J to the initial state", sub, "dJ/du0") == 0;
-        printf("sensitivity map dJ/du0 drawn in %s%s\n", fig, ok ? "" : " FAILED");
-        failures += !ok;
-#else
-        fprintf(stderr, "heat_mpi: built without cairo, no figure drawn\n");
-        failures++;
-#endif
-      }
+      char sub[160];
+      snprintf(sub, sizeof sub, "J = \u03a3 u\u209c\u00b2 after T = %d steps on %d x %d cells, %d ranks; red: raising u0 raises J",
+               b.steps, n, n, b.size);
+      failures += heat_maps_write("heat_mpi", n, map, vtk, png, fig, sub);
     }
     free(map), free(counts), free(displs);
   }

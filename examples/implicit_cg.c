@@ -53,6 +53,7 @@
 #include <string.h>
 
 #include "implicit_cg_model.h"
+#include "example_util.h"
 
 /* The gradients are computed with CG to a relative residual of CG_TOL, which
  * bounds the error of either gradient to about CG_TOL times the condition
@@ -64,23 +65,10 @@
 #define CG_MAX_ITER 2000
 static const double DT = 0.02;
 
-static void *xcalloc(size_t count, size_t size) {
-  void *p = calloc(count, size);
-  if (!p) {
-    fprintf(stderr, "implicit_cg: out of memory\n");
-    exit(1);
-  }
-  return p;
-}
+static void *xcalloc(size_t count, size_t size) { return example_alloc("implicit_cg", count, size); }
 
 static int parse(const char *s, int lo, int hi, const char *what) {
-  char *end;
-  long x = strtol(s, &end, 10);
-  if (*s == '\0' || *end != '\0' || x < lo || x > hi) {
-    fprintf(stderr, "implicit_cg: %s must be an integer in [%d, %d], got '%s'\n", what, lo, hi, s);
-    exit(2);
-  }
-  return (int)x;
+  return example_parse_int("implicit_cg", s, lo, hi, what);
 }
 
 typedef struct run {

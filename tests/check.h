@@ -118,6 +118,21 @@ static inline int check_finish(const char *name) {
   return check__failed ? 1 : 0;
 }
 
+/* The central difference of f along coordinate k of x (n values) with step
+ * h: f(x + h e_k) - f(x - h e_k) over the step as it is represented. */
+static inline double check_central_difference(double (*f)(const double *), const double *x, size_t n, size_t k,
+                                              double h) {
+  double *xs = (double *)malloc(n * sizeof *xs);
+  memcpy(xs, x, n * sizeof *xs);
+  xs[k] = x[k] + h;
+  double fp = f(xs), step = xs[k];
+  xs[k] = x[k] - h;
+  double fm = f(xs);
+  step -= xs[k];
+  free(xs);
+  return (fp - fm) / step;
+}
+
 /* True when the test runs under a slow checker (valgrind): tests then shrink
  * their problem sizes so that the whole memcheck set stays within minutes.
  * The CMake memcheck tests set ARIADNE_TEST_SMALL=1. */
@@ -125,6 +140,21 @@ static inline int check_small(void) {
   const char *s = getenv("ARIADNE_TEST_SMALL");
   return s && *s && strcmp(s, "0") != 0;
 }
+
+#if defined(ARIADNE_H) && !defined(ARIADNE_PASSIVE)
+/* A tape with small storage blocks (the rest of its options the defaults),
+ * for tests at and across block boundaries; a failure to make it counts.
+ * Include ariadne.h before this header to have it. */
+static inline ad_tape *check_tape_blocks(uint32_t statements, uint32_t arguments) {
+  ad_tape_options o;
+  ad_tape_options_default(&o);
+  o.block_statements = statements;
+  o.block_arguments = arguments;
+  ad_tape *t = ad_tape_create_with(&o);
+  check__bool(t != NULL, "check_tape_blocks", __FILE__, __LINE__);
+  return t;
+}
+#endif
 
 /* splitmix64: a small, well-mixed, seedable generator, so that every random
  * test is reproducible from its seed on every platform. */

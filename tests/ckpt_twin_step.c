@@ -8,11 +8,7 @@ int AD_CKPT_TWIN(twin_step)(void *ud, int64_t i, size_t *n, ad_real *u, size_t *
   twin_params *q = ud;
   twin_pstate *ps = p;
   (void)pb;
-#ifdef ARIADNE_PASSIVE
-  q->passive_calls++;
-#else
-  q->active_calls++;
-#endif
+  CKPT_TWIN_COUNT(q);
   double coef = 0.04 * (1.0 + ps->mode);
   ad_real v[TWIN_NS];
   for (size_t k = 0; k < *n && k < TWIN_NS; k++) {

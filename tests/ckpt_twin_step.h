@@ -7,6 +7,8 @@
 
 #include <ariadne_checkpoint.h>
 
+#include "ckpt_case.h"
+
 #define TWIN_NS 7
 
 typedef struct twin_params {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "ckpt_case.h"
 
 /* ------------------------------------------------------------------------ */
 /* The schedule                                                              */
@@ -159,6 +160,13 @@ static int online_fn(void *ud, int64_t i, size_t *n, ad_real *u, size_t *pb, voi
 static double objective_weights(int k) { return 1.0 + 0.25 * k; }
 
 /* Record: inputs, the loop (checkpointed or taped step by step), J. */
+/* The gradient of the recording on t is the reference's, bit for bit. */
+static void check_gradient(ad_tape *t, ad_real J, const ad_real *x, const double *gref) {
+  double g[NS];
+  CHECK_INT(ad_gradient(t, J, NS, x, g), AD_OK);
+  for (int k = 0; k < NS; k++) CHECK_SAME(g[k], gref[k]);
+}
+
 static int run(const ad_ckpt_options *o, stepper *s, ad_tape *t, ad_real *x, ad_real *J, int taped) {
   ad_tape_begin(t);
   ad_real u[NS];
@@ -207,14 +215,8 @@ static void test_schedules(const char *dir) {
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
     CHECK_CONTEXT("%s", cases[c].name);
     ad_ckpt_options o;
-    ad_ckpt_options_default(&o);
     ad_ckpt_stats st;
-    o.schedule = cases[c].sch;
-    o.steps = steps;
-    o.snapshots = cases[c].snaps;
-    o.disk_snapshots = cases[c].disk;
-    o.dir = dir;
-    o.stats = &st;
+    ckpt_case_options(&o, cases[c].sch, steps, cases[c].snaps, cases[c].disk, dir, &st);
     stepper s = {steps, -1, -1, 0};
     ad_tape *t = ad_tape_create();
     ad_real x[NS], J;
@@ -318,12 +320,7 @@ static void test_errors(const char *dir) {
   };
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
     CHECK_CONTEXT("%s", cases[c].name);
-    ad_ckpt_options_default(&o);
-    o.schedule = cases[c].sch;
-    o.steps = 20;
-    o.snapshots = cases[c].snaps;
-    o.disk_snapshots = cases[c].disk;
-    o.dir = cases[c].dir;
+    ckpt_case_options(&o, cases[c].sch, 20, cases[c].snaps, cases[c].disk, cases[c].dir, NULL);
     stepper s = {20, cases[c].fail_at, cases[c].grow_at, 0};
     ad_tape_reset(t);
     CHECK_INT(run(&o, &s, t, x, &J, 0), cases[c].want);
@@ -336,8 +333,7 @@ static void test_errors(const char *dir) {
     o.steps = 20;
     stepper ok = {20, -1, -1, 0};
     CHECK_INT(run(&o, &ok, t, x, &J, 0), AD_OK);
-    CHECK_INT(ad_gradient(t, J, NS, x, g), AD_OK);
-    for (int k = 0; k < NS; k++) CHECK_SAME(g[k], gref[k]);
+    check_gradient(t, J, x, gref);
   }
 
   /* A failure in the reverse action: the step fails only when re-run. */
@@ -351,8 +347,7 @@ static void test_errors(const char *dir) {
   s.fail_at = 3;
   CHECK_INT(ad_gradient(t, J, NS, x, g), AD_ERR_CALLBACK);
   s.fail_at = -1;
-  CHECK_INT(ad_gradient(t, J, NS, x, g), AD_OK);
-  for (int k = 0; k < NS; k++) CHECK_SAME(g[k], gref[k]);
+  check_gradient(t, J, x, gref);
 
   /* A full disk: writes beyond a file-size limit fail like ENOSPC would. */
   CHECK_CONTEXT("a full disk");
@@ -362,12 +357,7 @@ static void test_errors(const char *dir) {
   lim.rlim_cur = 100;
   signal(SIGXFSZ, SIG_IGN);
   setrlimit(RLIMIT_FSIZE, &lim);
-  ad_ckpt_options_default(&o);
-  o.schedule = AD_CKPT_MULTISTAGE;
-  o.steps = 20;
-  o.snapshots = 2;
-  o.disk_snapshots = 3;
-  o.dir = dir;
+  ckpt_case_options(&o, AD_CKPT_MULTISTAGE, 20, 2, 3, dir, NULL);
   ad_tape_reset(t);
   stepper s2 = {20, -1, -1, 0};
   CHECK_INT(run(&o, &s2, t, x, &J, 0), AD_ERR_IO);
@@ -375,8 +365,7 @@ static void test_errors(const char *dir) {
   setrlimit(RLIMIT_FSIZE, &old);
   ad_tape_reset(t);
   CHECK_INT(run(&o, &s2, t, x, &J, 0), AD_OK);
-  CHECK_INT(ad_gradient(t, J, NS, x, g), AD_OK);
-  for (int k = 0; k < NS; k++) CHECK_SAME(g[k], gref[k]);
+  check_gradient(t, J, x, gref);
 
   /* Without a recording tape the loop is a plain loop. */
   CHECK_CONTEXT("no recording tape");
@@ -508,15 +497,9 @@ static void test_resumable(const char *dir) {
   double gref[NS], Jref;
   reference(30, gref, &Jref);
   ad_ckpt_options o;
-  ad_ckpt_options_default(&o);
   ad_ckpt_stats st;
-  o.schedule = AD_CKPT_MULTISTAGE;
-  o.steps = 30;
-  o.snapshots = 2;
-  o.disk_snapshots = 5;
-  o.dir = dir;
+  ckpt_case_options(&o, AD_CKPT_MULTISTAGE, 30, 2, 5, dir, &st);
   o.resumable = 1;
-  o.stats = &st;
   ad_real x[NS], J;
   double g[NS];
   for (int pass = 0; pass < 2; pass++) {
@@ -525,8 +508,7 @@ static void test_resumable(const char *dir) {
     ad_tape *t = ad_tape_create();
     CHECK_INT(run(&o, &s, t, x, &J, 0), AD_OK);
     CHECK_SAME(ad_value(J), Jref);
-    CHECK_INT(ad_gradient(t, J, NS, x, g), AD_OK);
-    for (int k = 0; k < NS; k++) CHECK_SAME(g[k], gref[k]);
+    check_gradient(t, J, x, gref);
     /* the second pass finds everything done: no step runs at all */
     if (pass == 1) {
       CHECK_INT(s.calls, 0);
@@ -625,12 +607,7 @@ static void test_shared_dir(const char *parent) {
   snprintf(dir, sizeof dir, "%s/shared", parent);
   CHECK_INT(mkdir(dir, 0700), 0);
   ad_ckpt_options o1, o2;
-  ad_ckpt_options_default(&o1);
-  o1.schedule = AD_CKPT_MULTISTAGE;
-  o1.steps = 14;
-  o1.snapshots = 2;
-  o1.disk_snapshots = 3;
-  o1.dir = dir;
+  ckpt_case_options(&o1, AD_CKPT_MULTISTAGE, 14, 2, 3, dir, NULL);
   o1.resumable = 1;
   o1.replace_foreign = 0;
   o2 = o1;

@@ -78,15 +78,7 @@ static void test_gradients(const char *dir) {
   double xv[NS];
   for (int k = 0; k < NS; k++) xv[k] = x0(k);
   CHECK_SAME(J_passive(xv), Jtaped);
-  for (int k = 0; k < NS; k++) {
-    const double h = 1e-6;
-    double xp[NS], xm[NS];
-    memcpy(xp, xv, sizeof xp);
-    memcpy(xm, xv, sizeof xm);
-    xp[k] += h;
-    xm[k] -= h;
-    gfd[k] = (J_passive(xp) - J_passive(xm)) / (2 * h);
-  }
+  for (int k = 0; k < NS; k++) gfd[k] = check_central_difference(J_passive, xv, NS, (size_t)k, 1e-6);
 
   struct {
     const char *name;
@@ -101,14 +93,8 @@ static void test_gradients(const char *dir) {
     for (int check = AD_CKPT_CHECK_OFF; check <= AD_CKPT_CHECK_FORWARD; check++) {
       CHECK_CONTEXT("%s, passive_check %d", cases[c].name, check);
       ad_ckpt_options o;
-      ad_ckpt_options_default(&o);
       ad_ckpt_stats st;
-      o.schedule = cases[c].sch;
-      o.steps = STEPS;
-      o.snapshots = cases[c].snaps;
-      o.disk_snapshots = cases[c].disk;
-      o.dir = dir;
-      o.stats = &st;
+      ckpt_case_options(&o, cases[c].sch, STEPS, cases[c].snaps, cases[c].disk, dir, &st);
       twin_params qa = {cases[c].sch == AD_CKPT_ONLINE ? STEPS - 1 : -1, 0, 0};
       twin_params qb = qa;
       /* without the twin */

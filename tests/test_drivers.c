@@ -334,12 +334,7 @@ static void test_positions(ad_tape *tape) {
 
 /* Positions on a small-block tape, at and around block boundaries. */
 static void test_positions_blocks(void) {
-  ad_tape_options o;
-  ad_tape_options_default(&o);
-  o.block_statements = 1024;
-  o.block_arguments = 1024;
-  ad_tape *tape = ad_tape_create_with(&o);
-  CHECK(tape != NULL);
+  ad_tape *tape = check_tape_blocks(1024, 1024);
   if (!tape) return;
   int fills[] = {2, 1022, 1023, 1024, 1025, 2048, 3000};
   for (size_t f = 0; f < sizeof fills / sizeof *fills; f++) {
@@ -391,12 +386,7 @@ static void test_stats(void) {
   CHECK_CONTEXT("statistics");
   ad_stats s;
   CHECK_INT(ad_tape_stats(NULL, &s), AD_ERR_ARG);
-  ad_tape_options o;
-  ad_tape_options_default(&o);
-  o.block_statements = 1024;
-  o.block_arguments = 2048;
-  ad_tape *tape = ad_tape_create_with(&o);
-  CHECK(tape != NULL);
+  ad_tape *tape = check_tape_blocks(1024, 2048);
   if (!tape) return;
   CHECK_INT(ad_tape_stats(tape, NULL), AD_ERR_ARG);
   CHECK_INT(ad_tape_stats(tape, &s), AD_OK);
@@ -449,12 +439,7 @@ static void test_stats(void) {
  * more memory is taken. */
 static void test_memory_reuse(void) {
   CHECK_CONTEXT("memory reuse after ad_tape_reset");
-  ad_tape_options o;
-  ad_tape_options_default(&o);
-  o.block_statements = 4096;
-  o.block_arguments = 8192;
-  ad_tape *tape = ad_tape_create_with(&o);
-  CHECK(tape != NULL);
+  ad_tape *tape = check_tape_blocks(4096, 8192);
   if (!tape) return;
   int n = check_small() ? 20000 : 200000;
   ad_stats first = {0}, s;

@@ -89,14 +89,8 @@ static void test_linear(void) {
     ad_tape_destroy(t);
   }
   for (int i = 0; i < N; i++) CHECK_CLOSE(g_ext[i], g_tap[i], 1e-14);
-  for (int i = 0; i < N; i++) {
-    double xp[N], xm[N], h = 1e-6;
-    memcpy(xp, x0, sizeof xp);
-    memcpy(xm, x0, sizeof xm);
-    xp[i] += h;
-    xm[i] -= h;
-    CHECK_CLOSE((program_value(xp) - program_value(xm)) / (2 * h), g_ext[i], 1e-7);
-  }
+  for (int i = 0; i < N; i++)
+    CHECK_CLOSE(check_central_difference(program_value, x0, N, (size_t)i, 1e-6), g_ext[i], 1e-7);
   CHECK_INT(destroyed, 1); /* the record's data went with the tape */
 }
 

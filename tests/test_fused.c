@@ -494,12 +494,7 @@ static void test_preacc_zero_derivative(void) {
  * to just before a block boundary, then regions that straddle it and one
  * region longer than several blocks. */
 static void test_preacc_blocks(void) {
-  ad_tape_options o;
-  ad_tape_options_default(&o);
-  o.block_statements = 1024;
-  o.block_arguments = 1024;
-  ad_tape *small = ad_tape_create_with(&o);
-  CHECK(small != NULL);
+  ad_tape *small = check_tape_blocks(1024, 1024);
   if (!small) return;
   ad_tape *saved = tape;
   tape = small;
@@ -557,12 +552,7 @@ static void test_preacc_blocks(void) {
 /* Fused statements with many arguments on small blocks: the chained
  * statements land in several blocks. */
 static void test_fused_blocks(size_t n) {
-  ad_tape_options o;
-  ad_tape_options_default(&o);
-  o.block_statements = 1024;
-  o.block_arguments = 1024;
-  ad_tape *small = ad_tape_create_with(&o);
-  CHECK(small != NULL);
+  ad_tape *small = check_tape_blocks(1024, 1024);
   if (!small) return;
   ad_tape *saved = tape;
   tape = small;

@@ -100,6 +100,20 @@ static int step(void *ud, int64_t i, size_t *n, ad_real *s, size_t *pb, void *ps
   return 0;
 }
 
+/* Records the checkpointed loop under o from x = (0.3, 0.7), and J, the
+ * sum of its two values. */
+static ad_tape *record_loop(const ad_ckpt_options *o, ad_real x[2], ad_real *J) {
+  ad_tape *t = ad_tape_create();
+  ad_tape_begin(t);
+  x[0] = ad_input(0.3);
+  x[1] = ad_input(0.7);
+  ad_real s[2] = {x[0], x[1]};
+  CHECK_INT(ad_checkpoint_loop(o, step, NULL, 2, s, 0, NULL), AD_OK);
+  *J = ad_add(s[0], s[1]);
+  ad_tape_end(t);
+  return t;
+}
+
 static void test_loop(void) {
   CHECK_CONTEXT("checkpointed loop");
   call_log *l = calloc(1, sizeof *l);
@@ -113,12 +127,8 @@ static void test_loop(void) {
   o.progress = record_call;
   o.progress_ud = l;
   o.stats = &cs;
-  ad_tape *t = ad_tape_create();
-  ad_tape_begin(t);
-  ad_real x[2] = {ad_input(0.3), ad_input(0.7)}, s[2] = {x[0], x[1]};
-  CHECK_INT(ad_checkpoint_loop(&o, step, NULL, 2, s, 0, NULL), AD_OK);
-  ad_real J = ad_add(s[0], s[1]);
-  ad_tape_end(t);
+  ad_real x[2], J;
+  ad_tape *t = record_loop(&o, x, &J);
   CHECK_INT(l->n, 0); /* nothing to report before the sweep */
   int64_t forward = cs.advances;
   double g[2];
@@ -148,12 +158,8 @@ static void test_default(void) {
   ad_ckpt_options_default(&o);
   o.steps = 12;
   o.snapshots = 2;
-  ad_tape *t = ad_tape_create();
-  ad_tape_begin(t);
-  ad_real x[2] = {ad_input(0.3), ad_input(0.7)}, s[2] = {x[0], x[1]};
-  CHECK_INT(ad_checkpoint_loop(&o, step, NULL, 2, s, 0, NULL), AD_OK);
-  ad_real J = ad_add(s[0], s[1]);
-  ad_tape_end(t);
+  ad_real x[2], J;
+  ad_tape *t = record_loop(&o, x, &J);
   double g[2];
   CHECK_INT(ad_gradient(t, J, 2, x, g), AD_OK);
   ad_tape_destroy(t);

@@ -26,6 +26,7 @@
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
 #pragma GCC diagnostic ignored "-Wstringop-overread"
 #endif
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,10 @@ static inline int mt_finalize(void) {
   MPI_Finalize();
   return total != 0;
 }
+
+/* The neighbours of this rank on the ring of all ranks. */
+static inline int mt_right(void) { return (mt_rank + 1) % mt_size; }
+static inline int mt_left(void) { return (mt_rank + mt_size - 1) % mt_size; }
 
 /* A deterministic rank-dependent value in [-1, 1]. */
 static inline double mt_rand(unsigned long long *s) {
@@ -226,7 +231,69 @@ static inline int mt_dot_test(ad_tape *t, const ad_real *x, int n, const ad_real
   return rc != AD_OK ? rc : rc2;
 }
 
+/* The bytes f moves on the wire on this rank, {forward, adjoint, tangent}:
+ * f is recorded at x[i] = x0 + 0.1 i + rank_step * rank (n inputs, n
+ * outputs, n <= MT_VALUES_MAX), then swept once in reverse with every
+ * output's adjoint 1 and once forward with every input's tangent 1; each
+ * sweep must succeed. Collective. */
+static inline void mt_sweep_bytes(mt_prog f, int n, void *ctx, double x0, double rank_step, uint64_t bytes[3]) {
+  ad_mpi_stats st;
+  ad_tape *t = ad_tape_create();
+  ad_real x[MT_VALUES_MAX], y[MT_VALUES_MAX];
+  ad_mpi_stats_reset();
+  ad_tape_begin(t);
+  for (int i = 0; i < n; i++) x[i] = ad_input(x0 + 0.1 * i + rank_step * mt_rank);
+  f(x, n, y, n, ctx);
+  ad_tape_end(t);
+  for (int i = 0; i < n; i++) ad_seed(t, y[i], 1.0);
+  MT_CHECK(ad_reverse(t) == AD_OK);
+  for (int i = 0; i < n; i++) ad_tangent_seed(t, x[i], 1.0);
+  MT_CHECK(ad_forward(t) == AD_OK);
+  ad_mpi_stats_get(&st);
+  bytes[0] = st.forward_bytes;
+  bytes[1] = st.adjoint_bytes;
+  bytes[2] = st.tangent_bytes;
+  ad_tape_destroy(t);
+}
+
+/* A communicator of its own for one scenario of a test: a duplicate of
+ * MPI_COMM_WORLD that returns errors, prepared for the MPI layer. With
+ * ARIADNE_TEST_VERBOSE set, rank 0 names the scenario as it begins. */
+static inline MPI_Comm mt_scenario_comm(const char *name) {
+  MPI_Comm c;
+  if (mt_rank == 0 && getenv("ARIADNE_TEST_VERBOSE")) fprintf(stderr, "scenario %s\n", name);
+  MPI_Comm_dup(MPI_COMM_WORLD, &c);
+  MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+  MT_CHECK(ad_mpi_comm_prepare(c) == MPI_SUCCESS);
+  return c;
+}
+
 #endif /* ARIADNE_PASSIVE */
+
+/* Attaches a buffer of `bytes` for MPI_Bsend and the other buffered sends,
+ * or with 0 detaches and frees it. */
+static inline void mt_bsend_buffer(int bytes) {
+  static void *buf;
+  int size = bytes;
+  if (bytes) {
+    buf = malloc((size_t)size);
+    MPI_Buffer_attach(buf, size);
+  } else {
+    MPI_Buffer_detach(&buf, &size);
+    free(buf);
+  }
+}
+
+/* A directory every rank's files share: rank 0 made it (made: whether it
+ * could) in dir, a buffer of size bytes. Rank 0's name and verdict go to
+ * every rank; a failure counts. Returns whether the directory is there.
+ * Collective. */
+static inline int mt_share_dir(char *dir, int size, int made) {
+  MPI_Bcast(&made, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  MPI_Bcast(dir, size, MPI_CHAR, 0, MPI_COMM_WORLD);
+  MT_CHECK(made);
+  return made;
+}
 
 /* 1 if an error message carries this rank's prefix, "[rank] ariadne: ". */
 static inline int mt_has_rank_prefix(const char *msg) {

@@ -19,45 +19,19 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include "ckpt_twin_mpi_step.h"
 #include "mtest.h"
 
 #define NL 6     /* values per rank */
 #define STEPS 60 /* steps of the loop */
 
-/* The neighbours in the 1-D decomposition; the ends talk to nobody. */
-static int lo_rank(void) { return mt_rank > 0 ? mt_rank - 1 : MPI_PROC_NULL; }
-static int hi_rank(void) { return mt_rank + 1 < mt_size ? mt_rank + 1 : MPI_PROC_NULL; }
-
-/* One step of a nonlinear reaction-diffusion equation on the global line:
- * the ghost values come from the neighbours (fixed boundary values at the
- * ends, which MPI_PROC_NULL leaves untouched), and every value is damped by
- * the global mean square, an allreduce. The clock in the passive state makes
- * the step depend on its number through the state, as the rules demand. */
+/* The loop's step: the line of ckpt_twin_mpi_step.h, NL values per rank. */
 static int step_fn(void *ud, int64_t i, size_t *n, ad_real *u, size_t *pb, void *p) {
   (void)ud;
   (void)i;
+  (void)n;
   (void)pb;
-  double *time = p;
-  ad_real left = ad_const(0.3), right = ad_const(-0.2), local = ad_const(0.0), norm2;
-  int rc = ad_mpi_sendrecv(&u[NL - 1], 1, AD_MPI_REAL, hi_rank(), 11, &left, 1, AD_MPI_REAL, lo_rank(), 11,
-                           MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  if (rc == MPI_SUCCESS)
-    rc = ad_mpi_sendrecv(&u[0], 1, AD_MPI_REAL, lo_rank(), 12, &right, 1, AD_MPI_REAL, hi_rank(), 12,
-                         MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  for (size_t k = 0; k < *n; k++) local = ad_add(local, ad_mul(u[k], u[k]));
-  if (rc == MPI_SUCCESS) rc = ad_mpi_allreduce(&local, &norm2, 1, AD_MPI_REAL, MPI_SUM, MPI_COMM_WORLD);
-  if (rc != MPI_SUCCESS) return -1;
-  ad_real damp = ad_mul(0.02 / (NL * mt_size), norm2), v[NL];
-  for (size_t k = 0; k < NL; k++) {
-    ad_real l = k > 0 ? u[k - 1] : left, r = k + 1 < NL ? u[k + 1] : right;
-    ad_real lap = ad_sub(ad_add(l, r), ad_mul(2.0, u[k]));
-    v[k] = ad_add(u[k], ad_mul(0.2, lap));
-    v[k] = ad_add(v[k], ad_mul(0.05 * (1.0 + 0.1 * *time), ad_sin(u[k])));
-    v[k] = ad_sub(v[k], ad_mul(damp, u[k]));
-  }
-  for (size_t k = 0; k < NL; k++) u[k] = v[k];
-  *time += 0.1;
-  return 0;
+  return mt_line_step(u, NL, mt_rank, mt_size, p, 11);
 }
 
 /* The same step for the online schedule, which learns the loop's length from
@@ -178,14 +152,8 @@ typedef struct ckpt_case {
 static void check_case(const ckpt_case *cs, const char *dir, const double *gref, double Jref) {
   ad_ckpt_options o;
   ad_ckpt_stats st;
-  ad_ckpt_options_default(&o);
-  o.schedule = cs->schedule;
-  o.steps = STEPS;
-  o.snapshots = cs->snapshots;
-  o.disk_snapshots = cs->disk_snapshots;
+  ckpt_case_options(&o, cs->schedule, STEPS, cs->snapshots, cs->disk_snapshots, dir, &st);
   o.resumable = cs->resumable;
-  o.dir = dir;
-  o.stats = &st;
   ad_real x[NL], J;
   double g[NL], g2[NL];
   ad_tape *t = record(&o, x, &J, g, cs->name);
@@ -288,13 +256,8 @@ static void damage_last_rank(const char *dir, const char *what, long offset) {
  * must still make the same collective calls, so the program goes on. */
 static void check_corrupt(const ckpt_case *cs, const char *dir) {
   ad_ckpt_options o;
-  ad_ckpt_options_default(&o);
-  o.schedule = cs->schedule;
-  o.steps = STEPS;
-  o.snapshots = cs->snapshots;
-  o.disk_snapshots = cs->disk_snapshots;
+  ckpt_case_options(&o, cs->schedule, STEPS, cs->snapshots, cs->disk_snapshots, dir, NULL);
   o.resumable = 1;
-  o.dir = dir;
   for (int what = 0; what < 2; what++) {
     const char *name = what == 0 ? "a corrupt adjoint file on the last rank" : "a corrupt manifest on the last rank";
     char file[64];
@@ -571,12 +534,7 @@ int main(int argc, char **argv) {
 
   /* One directory for every rank's files, made by rank 0. */
   char dir[256] = "/tmp/ariadne-mpickpt-XXXXXX";
-  int made = 1;
-  if (mt_rank == 0) made = mkdtemp(dir) != NULL;
-  MPI_Bcast(&made, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
-  MT_CHECK(made);
-  if (!made) return mt_finalize();
+  if (!mt_share_dir(dir, sizeof dir, mt_rank != 0 || mkdtemp(dir))) return mt_finalize();
 
   /* The fully taped loop: the reference for every schedule. */
   ad_real x[NL], J;

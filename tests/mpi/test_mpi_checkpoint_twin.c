@@ -95,12 +95,7 @@ int main(int argc, char **argv) {
   mt_init(&argc, &argv);
   MT_CHECK(ad_mpi_comm_prepare(MPI_COMM_WORLD) == MPI_SUCCESS);
   char dir[256] = "/tmp/ariadne-mpitwin-XXXXXX";
-  int made = 1;
-  if (mt_rank == 0) made = mkdtemp(dir) != NULL;
-  MPI_Bcast(&made, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
-  MT_CHECK(made);
-  if (!made) return mt_finalize();
+  if (!mt_share_dir(dir, sizeof dir, mt_rank != 0 || mkdtemp(dir))) return mt_finalize();
 
   /* References: the fully taped loop, and central differences of the
    * passive program in one direction, against <g, xdot> over the ranks. */
@@ -131,14 +126,8 @@ int main(int argc, char **argv) {
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     ad_ckpt_options o;
-    ad_ckpt_options_default(&o);
     ad_ckpt_stats st;
-    o.schedule = cases[c].sch;
-    o.steps = STEPS;
-    o.snapshots = cases[c].snaps;
-    o.disk_snapshots = cases[c].disk;
-    o.dir = dir;
-    o.stats = &st;
+    ckpt_case_options(&o, cases[c].sch, STEPS, cases[c].snaps, cases[c].disk, dir, &st);
     if (cases[c].comm) MT_CHECK(ad_mpi_ckpt_comm(&o, MPI_COMM_WORLD) == MPI_SUCCESS);
     int64_t last = cases[c].sch == AD_CKPT_ONLINE ? STEPS - 1 : -1;
     double g0[MT_NL], g1[MT_NL];

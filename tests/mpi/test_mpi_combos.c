@@ -54,7 +54,6 @@ static MPI_Datatype particle_type(MPI_Datatype base, MPI_Aint x, MPI_Aint id, MP
 }
 
 static MPI_Comm ring[2]; /* a 1-D Cartesian ring: periodic, and not */
-static void *bsend_buf;
 
 #define COMBOS_BODY
 /* ---- the active variant ---- */
@@ -233,9 +232,7 @@ static void test_refused(void) {
 
 int main(int argc, char **argv) {
   mt_init(&argc, &argv);
-  int bsz = 1 << 16;
-  bsend_buf = malloc((size_t)bsz);
-  MPI_Buffer_attach(bsend_buf, bsz);
+  mt_bsend_buffer(1 << 16);
   int dims[1] = {mt_size};
   for (int per = 0; per < 2; per++) {
     int periods[1] = {per == 0};
@@ -294,8 +291,7 @@ int main(int argc, char **argv) {
   test_refused();
 #endif
   for (int per = 0; per < 2; per++) MPI_Comm_free(&ring[per]);
-  MPI_Buffer_detach(&bsend_buf, &bsz);
-  free(bsend_buf);
+  mt_bsend_buffer(0);
   return mt_finalize();
 }
 

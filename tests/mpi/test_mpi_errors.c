@@ -28,13 +28,8 @@ static int ncomms;
 static const char *scenario = "";
 
 static MPI_Comm scenario_begin(const char *name) {
-  MPI_Comm c;
   scenario = name;
-  if (mt_rank == 0 && getenv("ARIADNE_TEST_VERBOSE")) fprintf(stderr, "scenario %s\n", name);
-  MPI_Comm_dup(MPI_COMM_WORLD, &c);
-  MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
-  MT_CHECK(ad_mpi_comm_prepare(c) == MPI_SUCCESS);
-  return c;
+  return mt_scenario_comm(name);
 }
 
 /* Ranks that gave up early meet the stragglers here before the next scenario. */

@@ -11,8 +11,6 @@
 
 #define N 3
 
-static int right(void) { return (mt_rank + 1) % mt_size; }
-static int left(void) { return (mt_rank + mt_size - 1) % mt_size; }
 
 /* ------------------------------------------------------------------------ */
 /* Values: every wrapper on AD_MPI_REAL against plain MPI on MPI_DOUBLE      */
@@ -52,12 +50,12 @@ static void values_vs_plain(void) {
 
   FILL();
   MPI_Status st;
-  MT_CHECK(ad_mpi_sendrecv(a, N, AD_MPI_REAL, right(), 1, b, N, AD_MPI_REAL, left(), 1, w, &st) == MPI_SUCCESS);
-  MPI_Sendrecv(pa, N, MPI_DOUBLE, right(), 1, pb, N, MPI_DOUBLE, left(), 1, w, MPI_STATUS_IGNORE);
+  MT_CHECK(ad_mpi_sendrecv(a, N, AD_MPI_REAL, mt_right(), 1, b, N, AD_MPI_REAL, mt_left(), 1, w, &st) == MPI_SUCCESS);
+  MPI_Sendrecv(pa, N, MPI_DOUBLE, mt_right(), 1, pb, N, MPI_DOUBLE, mt_left(), 1, w, MPI_STATUS_IGNORE);
   MT_CHECK(same(b, pb, N));
   FILL();
-  MT_CHECK(ad_mpi_sendrecv_replace(a, N, AD_MPI_REAL, right(), 2, left(), 2, w, &st) == MPI_SUCCESS);
-  MPI_Sendrecv_replace(pa, N, MPI_DOUBLE, right(), 2, left(), 2, w, MPI_STATUS_IGNORE);
+  MT_CHECK(ad_mpi_sendrecv_replace(a, N, AD_MPI_REAL, mt_right(), 2, mt_left(), 2, w, &st) == MPI_SUCCESS);
+  MPI_Sendrecv_replace(pa, N, MPI_DOUBLE, mt_right(), 2, mt_left(), 2, w, MPI_STATUS_IGNORE);
   MT_CHECK(same(a, pa, N));
   FILL();
   {
@@ -274,14 +272,14 @@ static void testall_prog(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   }
   for (int round = 0; round < 2; round++) {
     ad_mpi_request q[4] = {AD_MPI_REQUEST_NULL, AD_MPI_REQUEST_NULL, AD_MPI_REQUEST_NULL, AD_MPI_REQUEST_NULL};
-    ad_mpi_irecv(a, n, AD_MPI_REAL, left(), 7, MPI_COMM_WORLD, &q[0]);
-    ad_mpi_irecv(b, n, AD_MPI_REAL, right(), 8, MPI_COMM_WORLD, &q[1]);
-    ad_mpi_isend(s, n, AD_MPI_REAL, right(), 7, MPI_COMM_WORLD, &q[2]);
-    ad_mpi_isend(s, n, AD_MPI_REAL, left(), 8, MPI_COMM_WORLD, &q[3]);
+    ad_mpi_irecv(a, n, AD_MPI_REAL, mt_left(), 7, MPI_COMM_WORLD, &q[0]);
+    ad_mpi_irecv(b, n, AD_MPI_REAL, mt_right(), 8, MPI_COMM_WORLD, &q[1]);
+    ad_mpi_isend(s, n, AD_MPI_REAL, mt_right(), 7, MPI_COMM_WORLD, &q[2]);
+    ad_mpi_isend(s, n, AD_MPI_REAL, mt_left(), 8, MPI_COMM_WORLD, &q[3]);
     for (int flag = 0; !flag;) MT_CHECK(ad_mpi_testall(4, q, &flag, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
     for (int i = 0; i < n; i++) s[i] = ad_add(ad_mul(a[i], 0.5), ad_sin(b[i]));
   }
-  ad_mpi_sendrecv_replace(c, n, AD_MPI_REAL, right(), 9, left(), 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  ad_mpi_sendrecv_replace(c, n, AD_MPI_REAL, mt_right(), 9, mt_left(), 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   ad_mpi_sendrecv(c, n, AD_MPI_REAL, 0, 1, self, n, AD_MPI_REAL, 0, 1, MPI_COMM_SELF, MPI_STATUS_IGNORE);
   for (int i = 0; i < n; i++) y[i] = ad_add(ad_mul(s[i], self[i]), x[i]);
 }
@@ -295,7 +293,7 @@ static void ring_prog(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   int dir = ctx ? *(int *)ctx : 1;
   ad_real s[N], r[N], sum[N];
   for (int i = 0; i < n; i++) s[i] = ad_mul(ad_sin(x[i]), x[(i + 1) % n]);
-  int to = dir > 0 ? right() : left(), from = dir > 0 ? left() : right();
+  int to = dir > 0 ? mt_right() : mt_left(), from = dir > 0 ? mt_left() : mt_right();
   ad_mpi_sendrecv(s, n, AD_MPI_REAL, to, 4, r, n, AD_MPI_REAL, from, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   ad_mpi_allreduce(r, sum, n, AD_MPI_REAL, dir > 0 ? MPI_SUM : MPI_PROD, MPI_COMM_WORLD);
   for (int i = 0; i < n; i++) y[i] = ad_add(ad_mul(sum[i], x[i]), ad_exp(ad_mul(0.1, r[i])));
@@ -506,11 +504,11 @@ static void passive_types(void) {
     for (int i = 0; i < N; i++) MT_CHECK(b[i] == iv(partner, i));
   }
   RESET();
-  MT_CHECK(ad_mpi_sendrecv(a, N, MPI_INT, right(), 16, b, N, MPI_INT, left(), 16, w, &st) == MPI_SUCCESS);
-  for (int i = 0; i < N; i++) MT_CHECK(b[i] == iv(left(), i));
+  MT_CHECK(ad_mpi_sendrecv(a, N, MPI_INT, mt_right(), 16, b, N, MPI_INT, mt_left(), 16, w, &st) == MPI_SUCCESS);
+  for (int i = 0; i < N; i++) MT_CHECK(b[i] == iv(mt_left(), i));
   RESET();
-  MT_CHECK(ad_mpi_sendrecv_replace(a, N, MPI_INT, right(), 17, left(), 17, w, &st) == MPI_SUCCESS);
-  for (int i = 0; i < N; i++) MT_CHECK(a[i] == iv(left(), i));
+  MT_CHECK(ad_mpi_sendrecv_replace(a, N, MPI_INT, mt_right(), 17, mt_left(), 17, w, &st) == MPI_SUCCESS);
+  for (int i = 0; i < N; i++) MT_CHECK(a[i] == iv(mt_left(), i));
   /* Collectives. */
   RESET();
   MT_CHECK(ad_mpi_bcast(a, N, MPI_INT, 0, w) == MPI_SUCCESS);
@@ -727,9 +725,7 @@ static void collective_bytes(void) {
 
 int main(int argc, char **argv) {
   mt_init(&argc, &argv);
-  int bsize = 1 << 16;
-  void *bbuf = malloc((size_t)bsize);
-  MPI_Buffer_attach(bbuf, bsize);
+  mt_bsend_buffer(1 << 16);
   values_vs_plain();
 #ifndef ARIADNE_PASSIVE
   MPI_Comm_split(MPI_COMM_WORLD, mt_rank % 2, mt_rank, &half);
@@ -747,7 +743,6 @@ int main(int argc, char **argv) {
   collective_bytes();
   MPI_Comm_free(&half);
 #endif
-  MPI_Buffer_detach(&bbuf, &bsize);
-  free(bbuf);
+  mt_bsend_buffer(0);
   return mt_finalize();
 }

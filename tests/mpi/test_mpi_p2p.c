@@ -5,8 +5,6 @@
 
 #define N 3 /* values per message */
 
-static int right(void) { return (mt_rank + 1) % mt_size; }
-static int left(void) { return (mt_rank + mt_size - 1) % mt_size; }
 
 /* Ring with sendrecv: send x^2 right, receive from the left. */
 static void ring_sendrecv(ad_real *x, int n, ad_real *y, int m, void *ctx) {
@@ -14,7 +12,7 @@ static void ring_sendrecv(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   (void)m;
   ad_real s[N], r[N];
   for (int i = 0; i < n; i++) s[i] = ad_mul(x[i], x[i]);
-  ad_mpi_sendrecv(s, n, AD_MPI_REAL, right(), 7, r, n, AD_MPI_REAL, left(), 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  ad_mpi_sendrecv(s, n, AD_MPI_REAL, mt_right(), 7, r, n, AD_MPI_REAL, mt_left(), 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   for (int i = 0; i < n; i++) y[i] = ad_mul(ad_sin(r[i]), x[i]);
 }
 
@@ -30,11 +28,11 @@ static void ring_blocking(ad_real *x, int n, ad_real *y, int m, void *ctx) {
     for (int i = 0; i < n; i++) r[i] = s[i];
     ad_mpi_sendrecv_replace(r, n, AD_MPI_REAL, 0, 1, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   } else if (mt_rank % 2 == 0) {
-    ad_mpi_send(s, n, AD_MPI_REAL, right(), 1, MPI_COMM_WORLD);
-    ad_mpi_recv(r, n, AD_MPI_REAL, left(), 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    ad_mpi_send(s, n, AD_MPI_REAL, mt_right(), 1, MPI_COMM_WORLD);
+    ad_mpi_recv(r, n, AD_MPI_REAL, mt_left(), 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   } else {
-    ad_mpi_recv(r, n, AD_MPI_REAL, left(), 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    ad_mpi_ssend(s, n, AD_MPI_REAL, right(), 1, MPI_COMM_WORLD);
+    ad_mpi_recv(r, n, AD_MPI_REAL, mt_left(), 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    ad_mpi_ssend(s, n, AD_MPI_REAL, mt_right(), 1, MPI_COMM_WORLD);
   }
   for (int i = 0; i < n; i++) y[i] = ad_add(ad_mul(r[i], x[i]), r[(i + 1) % n]);
 }
@@ -50,14 +48,14 @@ static void ring_nonblocking(ad_real *x, int n, ad_real *y, int m, void *ctx) {
     s2[i] = ad_sqrt(ad_add(x[i], 1.0));
   }
   ad_mpi_request q[8];
-  ad_mpi_irecv(rl, n, AD_MPI_REAL, left(), 5, MPI_COMM_WORLD, &q[0]);
-  ad_mpi_irecv(rr, n, AD_MPI_REAL, right(), 6, MPI_COMM_WORLD, &q[1]);
-  ad_mpi_irecv(rl2, n, AD_MPI_REAL, left(), 5, MPI_COMM_WORLD, &q[2]);
-  ad_mpi_irecv(rr2, n, AD_MPI_REAL, right(), 6, MPI_COMM_WORLD, &q[3]);
-  ad_mpi_isend(s1, n, AD_MPI_REAL, right(), 5, MPI_COMM_WORLD, &q[4]);
-  ad_mpi_isend(s2, n, AD_MPI_REAL, left(), 6, MPI_COMM_WORLD, &q[5]);
-  ad_mpi_isend(s2, n, AD_MPI_REAL, right(), 5, MPI_COMM_WORLD, &q[6]);
-  ad_mpi_isend(s1, n, AD_MPI_REAL, left(), 6, MPI_COMM_WORLD, &q[7]);
+  ad_mpi_irecv(rl, n, AD_MPI_REAL, mt_left(), 5, MPI_COMM_WORLD, &q[0]);
+  ad_mpi_irecv(rr, n, AD_MPI_REAL, mt_right(), 6, MPI_COMM_WORLD, &q[1]);
+  ad_mpi_irecv(rl2, n, AD_MPI_REAL, mt_left(), 5, MPI_COMM_WORLD, &q[2]);
+  ad_mpi_irecv(rr2, n, AD_MPI_REAL, mt_right(), 6, MPI_COMM_WORLD, &q[3]);
+  ad_mpi_isend(s1, n, AD_MPI_REAL, mt_right(), 5, MPI_COMM_WORLD, &q[4]);
+  ad_mpi_isend(s2, n, AD_MPI_REAL, mt_left(), 6, MPI_COMM_WORLD, &q[5]);
+  ad_mpi_isend(s2, n, AD_MPI_REAL, mt_right(), 5, MPI_COMM_WORLD, &q[6]);
+  ad_mpi_isend(s1, n, AD_MPI_REAL, mt_left(), 6, MPI_COMM_WORLD, &q[7]);
   /* complete the second message of each stream first */
   ad_mpi_wait(&q[3], MPI_STATUS_IGNORE);
   ad_mpi_wait(&q[2], MPI_STATUS_IGNORE);
@@ -162,9 +160,9 @@ static void mixed_user(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   ad_mpi_request q[2];
   /* Same stream (neighbour, tag 2) for both: posted in the same order on
    * both sides, active first, as MPI's matching rules require. */
-  ad_mpi_irecv(r, n, AD_MPI_REAL, left(), 2, MPI_COMM_WORLD, &q[0]);
-  ad_mpi_isend(s, n, AD_MPI_REAL, right(), 2, MPI_COMM_WORLD, &q[1]);
-  MPI_Sendrecv(&plain_out, 1, MPI_DOUBLE, right(), 2, &plain_in, 1, MPI_DOUBLE, left(), 2, MPI_COMM_WORLD,
+  ad_mpi_irecv(r, n, AD_MPI_REAL, mt_left(), 2, MPI_COMM_WORLD, &q[0]);
+  ad_mpi_isend(s, n, AD_MPI_REAL, mt_right(), 2, MPI_COMM_WORLD, &q[1]);
+  MPI_Sendrecv(&plain_out, 1, MPI_DOUBLE, mt_right(), 2, &plain_in, 1, MPI_DOUBLE, mt_left(), 2, MPI_COMM_WORLD,
                MPI_STATUS_IGNORE);
   int other = 0;
   ad_mpi_allreduce(MPI_IN_PLACE, &other, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD); /* passive: untouched */
@@ -174,9 +172,7 @@ static void mixed_user(ad_real *x, int n, ad_real *y, int m, void *ctx) {
 
 int main(int argc, char **argv) {
   mt_init(&argc, &argv);
-  int bsize = 1 << 16;
-  void *bbuf = malloc((size_t)bsize);
-  MPI_Buffer_attach(bbuf, bsize);
+  mt_bsend_buffer(1 << 16);
   mt_check_prog("ring_sendrecv", ring_sendrecv, N, N, NULL, 1e-6);
   mt_check_prog("ring_blocking", ring_blocking, N, N, NULL, 1e-6);
   mt_check_prog("ring_nonblocking", ring_nonblocking, N, N, NULL, 1e-6);
@@ -187,7 +183,6 @@ int main(int argc, char **argv) {
     mt_check_prog("bsend_exchange", bsend_exchange, N, N, NULL, 1e-6);
     mt_check_prog("rsend_fanout", rsend_fanout, N, N, NULL, 1e-6);
   }
-  MPI_Buffer_detach(&bbuf, &bsize);
-  free(bbuf);
+  mt_bsend_buffer(0);
   return mt_finalize();
 }

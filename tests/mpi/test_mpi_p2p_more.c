@@ -15,8 +15,6 @@
 
 #define N 3 /* values per message */
 
-static int right(void) { return (mt_rank + 1) % mt_size; }
-static int left(void) { return (mt_rank + mt_size - 1) % mt_size; }
 
 /* Statuses of the programs' multiple completions (MPI_STATUSES_IGNORE
  * would do, but GCC warns about it through the passive build's MPI calls). */
@@ -34,13 +32,13 @@ static void send_modes(ad_real *x, int n, ad_real *y, int m, void *ctx) {
     s3[i] = ad_exp(ad_mul(0.5, x[i]));
   }
   ad_mpi_request q[6];
-  ad_mpi_irecv(r1, n, AD_MPI_REAL, left(), 1, MPI_COMM_WORLD, &q[0]);
-  ad_mpi_irecv(r2, n, AD_MPI_REAL, left(), 2, MPI_COMM_WORLD, &q[1]);
-  ad_mpi_irecv(r3, n, AD_MPI_REAL, left(), 3, MPI_COMM_WORLD, &q[2]);
+  ad_mpi_irecv(r1, n, AD_MPI_REAL, mt_left(), 1, MPI_COMM_WORLD, &q[0]);
+  ad_mpi_irecv(r2, n, AD_MPI_REAL, mt_left(), 2, MPI_COMM_WORLD, &q[1]);
+  ad_mpi_irecv(r3, n, AD_MPI_REAL, mt_left(), 3, MPI_COMM_WORLD, &q[2]);
   MPI_Barrier(MPI_COMM_WORLD);
-  ad_mpi_issend(s1, n, AD_MPI_REAL, right(), 1, MPI_COMM_WORLD, &q[3]);
-  ad_mpi_ibsend(s2, n, AD_MPI_REAL, right(), 2, MPI_COMM_WORLD, &q[4]);
-  ad_mpi_irsend(s3, n, AD_MPI_REAL, right(), 3, MPI_COMM_WORLD, &q[5]);
+  ad_mpi_issend(s1, n, AD_MPI_REAL, mt_right(), 1, MPI_COMM_WORLD, &q[3]);
+  ad_mpi_ibsend(s2, n, AD_MPI_REAL, mt_right(), 2, MPI_COMM_WORLD, &q[4]);
+  ad_mpi_irsend(s3, n, AD_MPI_REAL, mt_right(), 3, MPI_COMM_WORLD, &q[5]);
   int left_to = 6;
   while (left_to > 0) {
     int out, idx[6];
@@ -63,10 +61,10 @@ static void test_calls(ad_real *x, int n, ad_real *y, int m, void *ctx) {
     sr[i] = ad_cos(x[i]);
   }
   ad_mpi_request rq[2], sq[2];
-  ad_mpi_irecv(rl, n, AD_MPI_REAL, left(), 4, MPI_COMM_WORLD, &rq[0]);
-  ad_mpi_irecv(rr, n, AD_MPI_REAL, right(), 5, MPI_COMM_WORLD, &rq[1]);
-  ad_mpi_isend(sr, n, AD_MPI_REAL, right(), 4, MPI_COMM_WORLD, &sq[0]);
-  ad_mpi_isend(sl, n, AD_MPI_REAL, left(), 5, MPI_COMM_WORLD, &sq[1]);
+  ad_mpi_irecv(rl, n, AD_MPI_REAL, mt_left(), 4, MPI_COMM_WORLD, &rq[0]);
+  ad_mpi_irecv(rr, n, AD_MPI_REAL, mt_right(), 5, MPI_COMM_WORLD, &rq[1]);
+  ad_mpi_isend(sr, n, AD_MPI_REAL, mt_right(), 4, MPI_COMM_WORLD, &sq[0]);
+  ad_mpi_isend(sl, n, AD_MPI_REAL, mt_left(), 5, MPI_COMM_WORLD, &sq[1]);
   for (int got = 0; got < 2;) {
     int idx, flag = 0;
     MPI_Status st;
@@ -99,9 +97,9 @@ static void mixed_collective(ad_real *x, int n, ad_real *y, int m, void *ctx) {
     b[i] = mt_rank == 0 ? ad_sin(x[i]) : ad_const(0.0);
   }
   ad_mpi_request q[4];
-  ad_mpi_irecv(r, n, AD_MPI_REAL, left(), 9, MPI_COMM_WORLD, &q[0]);
+  ad_mpi_irecv(r, n, AD_MPI_REAL, mt_left(), 9, MPI_COMM_WORLD, &q[0]);
   ad_mpi_iallreduce(s, sum, n, AD_MPI_REAL, MPI_SUM, MPI_COMM_WORLD, &q[1]);
-  ad_mpi_isend(s, n, AD_MPI_REAL, right(), 9, MPI_COMM_WORLD, &q[2]);
+  ad_mpi_isend(s, n, AD_MPI_REAL, mt_right(), 9, MPI_COMM_WORLD, &q[2]);
   ad_mpi_ibcast(b, n, AD_MPI_REAL, 0, MPI_COMM_WORLD, &q[3]);
   int out = 0, idx[4];
   MT_CHECK(ad_mpi_testsome(4, q, &out, idx, sts) == MPI_SUCCESS);
@@ -125,9 +123,9 @@ static void cancel_free(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   MT_CHECK(ad_mpi_cancel(&wq) == MPI_SUCCESS);
   MPI_Barrier(MPI_COMM_WORLD); /* nothing was sent before: the wildcard receive cannot have matched */
   ad_mpi_request q[3];
-  ad_mpi_irecv(never, n, AD_MPI_REAL, left(), 99, MPI_COMM_WORLD, &q[0]);
-  ad_mpi_irecv(r, n, AD_MPI_REAL, left(), 6, MPI_COMM_WORLD, &q[1]);
-  ad_mpi_isend(s, n, AD_MPI_REAL, right(), 6, MPI_COMM_WORLD, &q[2]);
+  ad_mpi_irecv(never, n, AD_MPI_REAL, mt_left(), 99, MPI_COMM_WORLD, &q[0]);
+  ad_mpi_irecv(r, n, AD_MPI_REAL, mt_left(), 6, MPI_COMM_WORLD, &q[1]);
+  ad_mpi_isend(s, n, AD_MPI_REAL, mt_right(), 6, MPI_COMM_WORLD, &q[2]);
   MT_CHECK(ad_mpi_request_free(&q[2]) == MPI_SUCCESS);
 #ifndef ARIADNE_PASSIVE
   MT_CHECK(q[2].slot == -1 && q[2].mpi == MPI_REQUEST_NULL);
@@ -164,16 +162,16 @@ static void unknown_length(ad_real *x, int n, ad_real *y, int m, void *ctx) {
     s[2][i] = ad_mul(x[i], ad_sin(x[(i + 1) % n]));
   }
   ad_mpi_request sq[3];
-  for (int k = 0; k < 3; k++) ad_mpi_isend(s[k], len, AD_MPI_REAL, right(), 10 + k, MPI_COMM_WORLD, &sq[k]);
+  for (int k = 0; k < 3; k++) ad_mpi_isend(s[k], len, AD_MPI_REAL, mt_right(), 10 + k, MPI_COMM_WORLD, &sq[k]);
   for (int i = 0; i < n; i++) y[i] = ad_mul(0.1, x[i]);
   ad_real r[3][N];
   int got[3];
   MPI_Status st;
-  MT_CHECK(ad_mpi_probe(left(), 10, MPI_COMM_WORLD, &st) == MPI_SUCCESS);
+  MT_CHECK(ad_mpi_probe(mt_left(), 10, MPI_COMM_WORLD, &st) == MPI_SUCCESS);
   MPI_Get_count(&st, AD_MPI_REAL, &got[0]);
-  ad_mpi_recv(r[0], got[0], AD_MPI_REAL, left(), 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  ad_mpi_recv(r[0], got[0], AD_MPI_REAL, mt_left(), 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   ad_mpi_message msg = AD_MPI_MESSAGE_NULL;
-  MT_CHECK(ad_mpi_mprobe(left(), MPI_ANY_TAG, MPI_COMM_WORLD, &msg, &st) == MPI_SUCCESS);
+  MT_CHECK(ad_mpi_mprobe(mt_left(), MPI_ANY_TAG, MPI_COMM_WORLD, &msg, &st) == MPI_SUCCESS);
   MT_CHECK(st.MPI_TAG == 11);
   MPI_Get_count(&st, AD_MPI_REAL, &got[1]);
   MT_CHECK(ad_mpi_mrecv(r[1], got[1], AD_MPI_REAL, &msg, MPI_STATUS_IGNORE) == MPI_SUCCESS);
@@ -181,13 +179,13 @@ static void unknown_length(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   while (!flag) {
     MT_CHECK(ad_mpi_improbe(MPI_ANY_SOURCE, 12, MPI_COMM_WORLD, &flag, &msg, &st) == MPI_SUCCESS);
     int f2 = 0;
-    if (!flag) MT_CHECK(ad_mpi_iprobe(left(), 12, MPI_COMM_WORLD, &f2, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    if (!flag) MT_CHECK(ad_mpi_iprobe(mt_left(), 12, MPI_COMM_WORLD, &f2, MPI_STATUS_IGNORE) == MPI_SUCCESS);
   }
   MPI_Get_count(&st, AD_MPI_REAL, &got[2]);
   ad_mpi_request rq;
   MT_CHECK(ad_mpi_imrecv(r[2], got[2], AD_MPI_REAL, &msg, &rq) == MPI_SUCCESS);
   MT_CHECK(ad_mpi_wait(&rq, MPI_STATUS_IGNORE) == MPI_SUCCESS);
-  int want = 1 + left() % 3;
+  int want = 1 + mt_left() % 3;
   for (int k = 0; k < 3; k++) {
     MT_CHECK(got[k] == want);
     for (int i = 0; i < got[k] && i < N; i++) y[i] = ad_add(y[i], ad_mul(ad_mul(r[k][i], 1.0 + k), x[i]));
@@ -212,15 +210,15 @@ static void mprobe_order(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   }
   MPI_Request pq;
   ad_mpi_request sq[2];
-  MPI_Isend(&pas, 1, MPI_DOUBLE, right(), 7, MPI_COMM_WORLD, &pq);
-  ad_mpi_isend(a, n, AD_MPI_REAL, right(), 7, MPI_COMM_WORLD, &sq[0]);
-  ad_mpi_isend(b, n, AD_MPI_REAL, right(), 7, MPI_COMM_WORLD, &sq[1]);
+  MPI_Isend(&pas, 1, MPI_DOUBLE, mt_right(), 7, MPI_COMM_WORLD, &pq);
+  ad_mpi_isend(a, n, AD_MPI_REAL, mt_right(), 7, MPI_COMM_WORLD, &sq[0]);
+  ad_mpi_isend(b, n, AD_MPI_REAL, mt_right(), 7, MPI_COMM_WORLD, &sq[1]);
   ad_mpi_message mp = AD_MPI_MESSAGE_NULL, ma = AD_MPI_MESSAGE_NULL;
-  MT_CHECK(ad_mpi_mprobe(left(), 7, MPI_COMM_WORLD, &mp, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+  MT_CHECK(ad_mpi_mprobe(mt_left(), 7, MPI_COMM_WORLD, &mp, MPI_STATUS_IGNORE) == MPI_SUCCESS);
   MT_CHECK(ad_mpi_mrecv(&rpas, 1, MPI_DOUBLE, &mp, MPI_STATUS_IGNORE) == MPI_SUCCESS);
-  MT_CHECK(rpas == 1.0 + left());
-  MT_CHECK(ad_mpi_mprobe(left(), 7, MPI_COMM_WORLD, &ma, MPI_STATUS_IGNORE) == MPI_SUCCESS);
-  ad_mpi_recv(rb, n, AD_MPI_REAL, left(), 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  MT_CHECK(rpas == 1.0 + mt_left());
+  MT_CHECK(ad_mpi_mprobe(mt_left(), 7, MPI_COMM_WORLD, &ma, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+  ad_mpi_recv(rb, n, AD_MPI_REAL, mt_left(), 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   MT_CHECK(ad_mpi_mrecv(ra, n, AD_MPI_REAL, &ma, MPI_STATUS_IGNORE) == MPI_SUCCESS);
   MPI_Wait(&pq, MPI_STATUS_IGNORE);
   ad_mpi_waitall(2, sq, sts);
@@ -237,10 +235,10 @@ static void halo(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   ad_real u[N + 2], sl[1], sr[1], gl[1], gr[1];
   for (int i = 0; i < n; i++) u[i + 1] = x[i];
   ad_mpi_request q[4];
-  ad_mpi_recv_init(gl, 1, AD_MPI_REAL, left(), 0, MPI_COMM_WORLD, &q[0]);
-  ad_mpi_recv_init(gr, 1, AD_MPI_REAL, right(), 1, MPI_COMM_WORLD, &q[1]);
-  ad_mpi_send_init(sr, 1, AD_MPI_REAL, right(), 0, MPI_COMM_WORLD, &q[2]);
-  ad_mpi_send_init(sl, 1, AD_MPI_REAL, left(), 1, MPI_COMM_WORLD, &q[3]);
+  ad_mpi_recv_init(gl, 1, AD_MPI_REAL, mt_left(), 0, MPI_COMM_WORLD, &q[0]);
+  ad_mpi_recv_init(gr, 1, AD_MPI_REAL, mt_right(), 1, MPI_COMM_WORLD, &q[1]);
+  ad_mpi_send_init(sr, 1, AD_MPI_REAL, mt_right(), 0, MPI_COMM_WORLD, &q[2]);
+  ad_mpi_send_init(sl, 1, AD_MPI_REAL, mt_left(), 1, MPI_COMM_WORLD, &q[3]);
   for (int step = 0; step < STEPS; step++) {
     sr[0] = u[n];
     sl[0] = u[1];
@@ -277,8 +275,9 @@ static void halo_reference(const double *x, int n, double *y) {
   double u[N + 2];
   for (int i = 0; i < n; i++) u[i + 1] = x[i];
   for (int step = 0; step < STEPS; step++) {
-    MPI_Sendrecv(&u[n], 1, MPI_DOUBLE, right(), 0, &u[0], 1, MPI_DOUBLE, left(), 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    MPI_Sendrecv(&u[1], 1, MPI_DOUBLE, left(), 1, &u[n + 1], 1, MPI_DOUBLE, right(), 1, MPI_COMM_WORLD,
+    MPI_Sendrecv(&u[n], 1, MPI_DOUBLE, mt_right(), 0, &u[0], 1, MPI_DOUBLE, mt_left(), 0, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    MPI_Sendrecv(&u[1], 1, MPI_DOUBLE, mt_left(), 1, &u[n + 1], 1, MPI_DOUBLE, mt_right(), 1, MPI_COMM_WORLD,
                  MPI_STATUS_IGNORE);
     double v[N + 2];
     for (int i = 1; i <= n; i++) v[i] = u[i] + 0.2 * ((u[i - 1] + u[i + 1] - 2.0 * u[i]) + 0.3 * sin(u[i]));
@@ -309,11 +308,11 @@ static void persistent_modes(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   ad_real s[N], r[N], acc[N];
   for (int i = 0; i < n; i++) acc[i] = x[i];
   ad_mpi_request rq, sq[4];
-  ad_mpi_recv_init(r, n, AD_MPI_REAL, left(), 8, MPI_COMM_WORLD, &rq);
-  ad_mpi_send_init(s, n, AD_MPI_REAL, right(), 8, MPI_COMM_WORLD, &sq[0]);
-  ad_mpi_ssend_init(s, n, AD_MPI_REAL, right(), 8, MPI_COMM_WORLD, &sq[1]);
-  ad_mpi_bsend_init(s, n, AD_MPI_REAL, right(), 8, MPI_COMM_WORLD, &sq[2]);
-  ad_mpi_rsend_init(s, n, AD_MPI_REAL, right(), 8, MPI_COMM_WORLD, &sq[3]);
+  ad_mpi_recv_init(r, n, AD_MPI_REAL, mt_left(), 8, MPI_COMM_WORLD, &rq);
+  ad_mpi_send_init(s, n, AD_MPI_REAL, mt_right(), 8, MPI_COMM_WORLD, &sq[0]);
+  ad_mpi_ssend_init(s, n, AD_MPI_REAL, mt_right(), 8, MPI_COMM_WORLD, &sq[1]);
+  ad_mpi_bsend_init(s, n, AD_MPI_REAL, mt_right(), 8, MPI_COMM_WORLD, &sq[2]);
+  ad_mpi_rsend_init(s, n, AD_MPI_REAL, mt_right(), 8, MPI_COMM_WORLD, &sq[3]);
   for (int step = 0; step < 5; step++) {
     for (int i = 0; i < n; i++) s[i] = ad_mul(acc[i], ad_cos(acc[(i + step) % n]));
     ad_mpi_start(&rq);
@@ -332,27 +331,15 @@ static void persistent_modes(ad_real *x, int n, ad_real *y, int m, void *ctx) {
 /* Adjoint and tangent bytes on the wire equal the forward bytes, summed over
  * the ranks. */
 static void check_bytes(const char *name, mt_prog f) {
-  ad_real x[N], y[N];
-  ad_tape *t = ad_tape_create();
-  ad_mpi_stats_reset();
-  ad_tape_begin(t);
-  for (int i = 0; i < N; i++) x[i] = ad_input(0.3 + 0.1 * i + 0.05 * mt_rank);
-  f(x, N, y, N, NULL);
-  ad_tape_end(t);
-  for (int i = 0; i < N; i++) ad_tangent_seed(t, x[i], 1.0);
-  MT_CHECK(ad_forward(t) == AD_OK);
-  for (int i = 0; i < N; i++) ad_seed(t, y[i], 1.0);
-  MT_CHECK(ad_reverse(t) == AD_OK);
-  ad_mpi_stats s;
-  ad_mpi_stats_get(&s);
-  double mine[3] = {(double)s.forward_bytes, (double)s.adjoint_bytes, (double)s.tangent_bytes}, all[3];
+  uint64_t bytes[3];
+  mt_sweep_bytes(f, N, NULL, 0.3, 0.05, bytes);
+  double mine[3] = {(double)bytes[0], (double)bytes[1], (double)bytes[2]}, all[3];
   MPI_Allreduce(mine, all, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   MT_CHECK(all[0] > 0);
   MT_CHECK(all[1] == all[0]);
   MT_CHECK(all[2] == all[0]);
   if (all[1] != all[0] || all[2] != all[0])
     fprintf(stderr, "[%d] %s: bytes forward %g adjoint %g tangent %g\n", mt_rank, name, all[0], all[1], all[2]);
-  ad_tape_destroy(t);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -528,35 +515,31 @@ static void bad_input(void) {
 
 int main(int argc, char **argv) {
   mt_init(&argc, &argv);
-  int bsize = 1 << 16;
-  void *bbuf = malloc((size_t)bsize);
-  MPI_Buffer_attach(bbuf, bsize);
+  mt_bsend_buffer(1 << 16);
   halo_values();
-#ifdef ARIADNE_PASSIVE
-  typedef void (*prog)(ad_real *, int, ad_real *, int, void *);
-  prog progs[] = {send_modes,     test_calls,   cancel_free, mixed_collective,
-                  unknown_length, mprobe_order, halo,        persistent_modes};
+  static const struct {
+    const char *name;
+    mt_ad_prog f;
+  } progs[] = {{"send_modes", send_modes},         {"test_calls", test_calls},
+               {"cancel_free", cancel_free},       {"mixed_collective", mixed_collective},
+               {"unknown_length", unknown_length}, {"mprobe_order", mprobe_order},
+               {"halo", halo},                     {"persistent_modes", persistent_modes}};
   for (size_t k = 0; k < sizeof progs / sizeof progs[0]; k++) {
+#ifdef ARIADNE_PASSIVE
     ad_real x[N], y[N];
     unsigned long long seed = 99ull + (unsigned long long)mt_rank;
     for (int i = 0; i < N; i++) x[i] = 0.5 + 0.4 * mt_rand(&seed);
-    progs[k](x, N, y, N, NULL);
-  }
+    progs[k].f(x, N, y, N, NULL);
 #else
-  mt_check_prog("send_modes", send_modes, N, N, NULL, 1e-6);
-  mt_check_prog("test_calls", test_calls, N, N, NULL, 1e-6);
-  mt_check_prog("cancel_free", cancel_free, N, N, NULL, 1e-6);
-  mt_check_prog("mixed_collective", mixed_collective, N, N, NULL, 1e-6);
-  mt_check_prog("unknown_length", unknown_length, N, N, NULL, 1e-6);
-  mt_check_prog("mprobe_order", mprobe_order, N, N, NULL, 1e-6);
-  mt_check_prog("halo", halo, N, N, NULL, 1e-6);
-  mt_check_prog("persistent_modes", persistent_modes, N, N, NULL, 1e-6);
+    mt_check_prog(progs[k].name, progs[k].f, N, N, NULL, 1e-6);
+#endif
+  }
+#ifndef ARIADNE_PASSIVE
   check_bytes("halo", halo);
   check_bytes("unknown_length", unknown_length);
   check_bytes("send_modes", send_modes);
   bad_input();
 #endif
-  MPI_Buffer_detach(&bbuf, &bsize);
-  free(bbuf);
+  mt_bsend_buffer(0);
   return mt_finalize();
 }

@@ -150,13 +150,8 @@ static int sweep_steps(rec *tapes, const int *order, int n) {
 }
 
 static MPI_Comm scenario_begin(const char *name) {
-  MPI_Comm c;
   scenario = name;
-  if (mt_rank == 0 && getenv("ARIADNE_TEST_VERBOSE")) fprintf(stderr, "scenario %s\n", name);
-  MPI_Comm_dup(MPI_COMM_WORLD, &c);
-  MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
-  MT_CHECK(ad_mpi_comm_prepare(c) == MPI_SUCCESS);
-  return c;
+  return mt_scenario_comm(name);
 }
 
 static void destroy_all(rec *tapes, int n) {

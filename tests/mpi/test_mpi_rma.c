@@ -15,64 +15,13 @@
 
 #define N 3
 
-static int right(void) { return (mt_rank + 1) % mt_size; }
-static int left(void) { return (mt_rank + mt_size - 1) % mt_size; }
 static MPI_Op op_of(int code) { return code == 0 ? MPI_SUM : code == 1 ? MPI_REPLACE : MPI_NO_OP; }
 
 #define RMA_PROGS
-#define R ad_real
-#define F(name) name##_ad
-#define RT AD_MPI_REAL
-#define WIN_CREATE ad_mpi_win_create
-#define WIN_ALLOCATE ad_mpi_win_allocate
-#define WIN_FREE ad_mpi_win_free
-#define FENCE ad_mpi_win_fence
-#define PUT ad_mpi_put
-#define GET ad_mpi_get
-#define ACC ad_mpi_accumulate
-#define GACC ad_mpi_get_accumulate
-#define ADD(a, b) ad_add(a, b)
-#define MUL(a, b) ad_mul(a, b)
-#define SIN(a) ad_sin(a)
-#define COS(a) ad_cos(a)
-#define EXP(a) ad_exp(a)
-#define CST(v) ad_const(v)
+#include "twins.h"
 #include "test_mpi_rma.c"
-#undef R
-#undef F
-#undef RT
-#undef WIN_CREATE
-#undef WIN_ALLOCATE
-#undef WIN_FREE
-#undef FENCE
-#undef PUT
-#undef GET
-#undef ACC
-#undef GACC
-#undef ADD
-#undef MUL
-#undef SIN
-#undef COS
-#undef EXP
-#undef CST
-
-#define R double
-#define F(name) name##_plain
-#define RT MPI_DOUBLE
-#define WIN_CREATE MPI_Win_create
-#define WIN_ALLOCATE MPI_Win_allocate
-#define WIN_FREE MPI_Win_free
-#define FENCE MPI_Win_fence
-#define PUT MPI_Put
-#define GET MPI_Get
-#define ACC MPI_Accumulate
-#define GACC MPI_Get_accumulate
-#define ADD(a, b) ((a) + (b))
-#define MUL(a, b) ((a) * (b))
-#define SIN(a) sin(a)
-#define COS(a) cos(a)
-#define EXP(a) exp(a)
-#define CST(v) (v)
+#define MT_PLAIN
+#include "twins.h"
 #include "test_mpi_rma.c"
 
 /* ------------------------------------------------------------------------ */
@@ -99,20 +48,8 @@ static void values(const char *name, mt_ad_prog fa, mt_plain_prog fp, void *ctx,
  * sends n and fetches n. None of it counts at one rank, where the
  * neighbours are the rank itself. */
 static void stats_one(const char *name, mt_ad_prog f, void *ctx, uint64_t per_rank) {
-  ad_mpi_stats st;
-  ad_tape *t = ad_tape_create();
-  ad_real x[N], y[N];
-  ad_mpi_stats_reset();
-  ad_tape_begin(t);
-  for (int i = 0; i < N; i++) x[i] = ad_input(1.0 + 0.1 * i + 0.01 * mt_rank);
-  f(x, N, y, N, ctx);
-  ad_tape_end(t);
-  for (int i = 0; i < N; i++) ad_seed(t, y[i], 1.0);
-  MT_CHECK(ad_reverse(t) == AD_OK);
-  for (int i = 0; i < N; i++) ad_tangent_seed(t, x[i], 1.0);
-  MT_CHECK(ad_forward(t) == AD_OK);
-  ad_mpi_stats_get(&st);
-  uint64_t mine[3] = {st.forward_bytes, st.adjoint_bytes, st.tangent_bytes}, all[3];
+  uint64_t mine[3], all[3];
+  mt_sweep_bytes(f, N, ctx, 1.0, 0.01, mine);
   MPI_Allreduce(mine, all, 3, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
   uint64_t expect = mt_size > 1 ? (uint64_t)mt_size * per_rank * sizeof(double) : 0;
   int before = mt_errors;
@@ -121,7 +58,6 @@ static void stats_one(const char *name, mt_ad_prog f, void *ctx, uint64_t per_ra
   MT_CHECK(all[2] == expect);
   MT_CHECK(mine[0] == (mt_size > 1 ? per_rank * sizeof(double) : 0));
   if (mt_errors > before) fprintf(stderr, "[%d] bytes of %s: FAILED\n", mt_rank, name);
-  ad_tape_destroy(t);
 }
 
 static void stats_test(void) {
@@ -166,10 +102,10 @@ static void conflict_test(int mode) {
     MT_CHECK(ad_mpi_put(&v[0], 1, AD_MPI_REAL, 0, 2, 1, AD_MPI_REAL, win) == MPI_SUCCESS);
     MT_CHECK(ad_mpi_put(&v[1], 1, AD_MPI_REAL, 0, 2, 1, AD_MPI_REAL, win) == MPI_SUCCESS);
   } else if (mode == 1) {
-    MT_CHECK(ad_mpi_put(&v[0], 1, AD_MPI_REAL, right(), 1, 1, AD_MPI_REAL, win) == MPI_SUCCESS);
-    MT_CHECK(ad_mpi_get(r, 1, AD_MPI_REAL, right(), 1, 1, AD_MPI_REAL, win) == MPI_SUCCESS);
+    MT_CHECK(ad_mpi_put(&v[0], 1, AD_MPI_REAL, mt_right(), 1, 1, AD_MPI_REAL, win) == MPI_SUCCESS);
+    MT_CHECK(ad_mpi_get(r, 1, AD_MPI_REAL, mt_right(), 1, 1, AD_MPI_REAL, win) == MPI_SUCCESS);
   } else {
-    MT_CHECK(ad_mpi_accumulate(&v[0], 1, AD_MPI_REAL, right(), 3, 1, AD_MPI_REAL, MPI_SUM, win) == MPI_SUCCESS);
+    MT_CHECK(ad_mpi_accumulate(&v[0], 1, AD_MPI_REAL, mt_right(), 3, 1, AD_MPI_REAL, MPI_SUM, win) == MPI_SUCCESS);
     wb[3] = ad_mul(wb[3], 2.0);
   }
   MT_CHECK(ad_mpi_win_fence(MPI_MODE_NOSUCCEED, win) == MPI_ERR_RMA_CONFLICT);
@@ -240,30 +176,30 @@ static void usage_test(void) {
   FRESH();
   win = make_win(wb, 4);
   /* an access before any fence */
-  MT_CHECK(ad_mpi_put(v, 1, AD_MPI_REAL, right(), 0, 1, AD_MPI_REAL, win) == MPI_ERR_RMA_SYNC);
+  MT_CHECK(ad_mpi_put(v, 1, AD_MPI_REAL, mt_right(), 0, 1, AD_MPI_REAL, win) == MPI_ERR_RMA_SYNC);
   expect_error(t, "ad_mpi_put");
   DONE();
   FRESH();
   ad_mpi_win_fence(0, win);
   /* double data on an ad_real window */
-  MT_CHECK(ad_mpi_put(d, 1, MPI_DOUBLE, right(), 0, 1, MPI_DOUBLE, win) == MPI_ERR_TYPE);
+  MT_CHECK(ad_mpi_put(d, 1, MPI_DOUBLE, mt_right(), 0, 1, MPI_DOUBLE, win) == MPI_ERR_TYPE);
   expect_error(t, "ad_mpi_put");
   DONE();
   FRESH();
-  MT_CHECK(ad_mpi_get(v, 2, AD_MPI_REAL, right(), 3, 2, AD_MPI_REAL, win) == MPI_ERR_RMA_RANGE);
+  MT_CHECK(ad_mpi_get(v, 2, AD_MPI_REAL, mt_right(), 3, 2, AD_MPI_REAL, win) == MPI_ERR_RMA_RANGE);
   expect_error(t, "ad_mpi_get");
   DONE();
   FRESH();
-  MT_CHECK(ad_mpi_accumulate(v, 1, AD_MPI_REAL, right(), 0, 1, AD_MPI_REAL, MPI_PROD, win) == MPI_ERR_OP);
+  MT_CHECK(ad_mpi_accumulate(v, 1, AD_MPI_REAL, mt_right(), 0, 1, AD_MPI_REAL, MPI_PROD, win) == MPI_ERR_OP);
   expect_error(t, "ad_mpi_accumulate");
   DONE();
   FRESH();
-  MT_CHECK(ad_mpi_put(v, 2, AD_MPI_REAL, right(), 0, 1, AD_MPI_REAL, win) == MPI_ERR_COUNT);
+  MT_CHECK(ad_mpi_put(v, 2, AD_MPI_REAL, mt_right(), 0, 1, AD_MPI_REAL, win) == MPI_ERR_COUNT);
   expect_error(t, "ad_mpi_put");
   DONE();
   FRESH();
   /* a result buffer inside a window */
-  MT_CHECK(ad_mpi_get(wb + 1, 1, AD_MPI_REAL, right(), 0, 1, AD_MPI_REAL, win) == MPI_ERR_BUFFER);
+  MT_CHECK(ad_mpi_get(wb + 1, 1, AD_MPI_REAL, mt_right(), 0, 1, AD_MPI_REAL, win) == MPI_ERR_BUFFER);
   expect_error(t, "ad_mpi_get");
   DONE();
   ad_mpi_win_fence(MPI_MODE_NOSUCCEED, win);
@@ -276,14 +212,14 @@ static void usage_test(void) {
   MPI_Win_allocate(4 * (MPI_Aint)sizeof(double), (int)sizeof(double), MPI_INFO_NULL, MPI_COMM_WORLD, &pd, &pw);
   MPI_Win_fence(0, pw);
   FRESH();
-  MT_CHECK(ad_mpi_put(v, 1, AD_MPI_REAL, right(), 0, 1, AD_MPI_REAL, pw) == MPI_ERR_WIN);
+  MT_CHECK(ad_mpi_put(v, 1, AD_MPI_REAL, mt_right(), 0, 1, AD_MPI_REAL, pw) == MPI_ERR_WIN);
   expect_error(t, "ad_mpi_put");
   DONE();
   /* other data on it passes through to MPI */
   double one = 1.0 + mt_rank;
-  MT_CHECK(ad_mpi_put(&one, 1, MPI_DOUBLE, right(), 2, 1, MPI_DOUBLE, pw) == MPI_SUCCESS);
+  MT_CHECK(ad_mpi_put(&one, 1, MPI_DOUBLE, mt_right(), 2, 1, MPI_DOUBLE, pw) == MPI_SUCCESS);
   MT_CHECK(ad_mpi_win_fence(0, pw) == MPI_SUCCESS);
-  MT_CHECK(pd[2] == 1.0 + left());
+  MT_CHECK(pd[2] == 1.0 + mt_left());
   MPI_Win_free(&pw);
 #undef FRESH
 #undef DONE
@@ -325,7 +261,7 @@ static void lost_epoch_test(void) {
   v = ad_input(2.0);
   MPI_Win win = make_win(wb, 2);
   ad_mpi_win_fence(0, win);
-  MT_CHECK(ad_mpi_put(&v, 1, AD_MPI_REAL, right(), 1, 1, AD_MPI_REAL, win) == MPI_SUCCESS);
+  MT_CHECK(ad_mpi_put(&v, 1, AD_MPI_REAL, mt_right(), 1, 1, AD_MPI_REAL, win) == MPI_SUCCESS);
   ad_tape_end(a);
   ad_tape_begin(b);
   MT_CHECK(ad_mpi_win_fence(0, win) == MPI_ERR_RMA_SYNC);
@@ -423,7 +359,7 @@ static void F(put_prog)(R *x, int n, R *y, int m, void *ctx) {
   FENCE(0, win);
   R s[N];
   for (int i = 0; i < n; i++) s[i] = SIN(MUL(x[i], x[(i + 1) % n]));
-  PUT(s, n, RT, right(), 1, n, RT, win);
+  PUT(s, n, RT, mt_right(), 1, n, RT, win);
   FENCE(MPI_MODE_NOSUCCEED, win);
   for (int i = 0; i < n; i++) y[i] = ADD(MUL(wb[i], wb[i + n]), x[i]);
   WIN_FREE(&win);
@@ -440,12 +376,12 @@ static void F(get_prog)(R *x, int n, R *y, int m, void *ctx) {
   WIN_CREATE(wb, (MPI_Aint)n * (MPI_Aint)sizeof(R), (int)sizeof(R), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
   for (int i = 0; i < n; i++) wb[i] = EXP(MUL(0.3, x[i]));
   FENCE(MPI_MODE_NOPRECEDE, win);
-  GET(r, n, RT, left(), 0, n, RT, win);
+  GET(r, n, RT, mt_left(), 0, n, RT, win);
   FENCE(0, win);
   for (int i = 0; i < n; i++) wb[i] = MUL(r[i], x[(i + 1) % n]);
   FENCE(0, win);
-  GET(r2, n - 1, RT, right(), 1, n - 1, RT, win);
-  GET(r2 + n - 1, 1, RT, right(), 0, 1, RT, win); /* reads may overlap nothing: disjoint here */
+  GET(r2, n - 1, RT, mt_right(), 1, n - 1, RT, win);
+  GET(r2 + n - 1, 1, RT, mt_right(), 0, 1, RT, win); /* reads may overlap nothing: disjoint here */
   FENCE(MPI_MODE_NOSUCCEED, win);
   for (int i = 0; i < n; i++) y[i] = ADD(MUL(r2[i], r[i]), x[i]);
   WIN_FREE(&win);
@@ -465,7 +401,7 @@ static void F(acc_prog)(R *x, int n, R *y, int m, void *ctx) {
   for (int i = 0; i < n; i++) s[i] = COS(ADD(x[i], 0.1 * mt_rank));
   FENCE(0, win);
   if (op == MPI_SUM) ACC(s, n, RT, 0, 0, n, RT, op, win);
-  ACC(s, n, RT, right(), n, n, RT, op, win);
+  ACC(s, n, RT, mt_right(), n, n, RT, op, win);
   FENCE(0, win);
   for (int i = 0; i < n; i++) y[i] = ADD(MUL(wb[i], wb[n + i]), x[i]);
   FENCE(MPI_MODE_NOSUCCEED, win);
@@ -487,7 +423,7 @@ static void F(gacc_prog)(R *x, int n, R *y, int m, void *ctx) {
     s[i] = MUL(x[(i + 1) % n], 2.0 + mt_rank);
   }
   FENCE(0, win);
-  GACC(s, n, RT, res, n, RT, right(), 0, n, RT, op, win);
+  GACC(s, n, RT, res, n, RT, mt_right(), 0, n, RT, op, win);
   FENCE(0, win);
   for (int i = 0; i < n; i++) y[i] = ADD(MUL(res[i], wb[i]), MUL(wb[i], wb[i]));
   FENCE(MPI_MODE_NOSUCCEED, win);
@@ -510,8 +446,8 @@ static void F(halo_prog)(R *x, int n, R *y, int m, void *ctx) {
   for (int i = 0; i < n; i++) u[i + 1] = x[i];
   FENCE(MPI_MODE_NOPRECEDE, win);
   for (int step = 0; step < HALO_STEPS; step++) {
-    PUT(u + 1, 1, RT, left(), n + 1, 1, RT, win); /* my first cell: the left neighbour's right ghost */
-    PUT(u + n, 1, RT, right(), 0, 1, RT, win);    /* my last cell: the right neighbour's left ghost */
+    PUT(u + 1, 1, RT, mt_left(), n + 1, 1, RT, win); /* my first cell: the left neighbour's right ghost */
+    PUT(u + n, 1, RT, mt_right(), 0, 1, RT, win);    /* my last cell: the right neighbour's left ghost */
     FENCE(0, win);
     for (int i = 1; i <= n; i++) {
       R lap = ADD(ADD(u[i - 1], u[i + 1]), MUL(-2.0, u[i]));
@@ -549,17 +485,17 @@ static void F(column_prog)(R *x, int n, R *y, int m, void *ctx) {
   for (int i = 0; i < 3; i++)
     for (int j = 1; j < 3; j++) u[4 * i + j] = MUL(x[i], 0.5 + j);
   FENCE(0, win);
-  PUT(u + 1, 1, col, left(), 3, 1, col, win);
-  PUT(u + 2, 1, col, right(), 0, 1, col, win);
+  PUT(u + 1, 1, col, mt_left(), 3, 1, col, win);
+  PUT(u + 2, 1, col, mt_right(), 0, 1, col, win);
   FENCE(0, win);
   for (int i = 0; i < 3; i++)
     for (int j = 1; j < 3; j++) nb[4 * i + j] = ADD(u[4 * i + j], MUL(0.25, MUL(u[4 * i + j - 1], u[4 * i + j + 1])));
   for (int i = 0; i < 3; i++)
     for (int j = 1; j < 3; j++) u[4 * i + j] = nb[4 * i + j];
   FENCE(0, win);
-  GET(g, 3, RT, right(), 1, 1, col, win);
+  GET(g, 3, RT, mt_right(), 1, 1, col, win);
   for (int i = 0; i < 3; i++) a[i] = SIN(x[i]);
-  ACC(a, 1, pair, left(), 6, 2, RT, MPI_SUM, win); /* a[0], a[2] into elements 6 and 7: columns 2 and 3 of row 1 */
+  ACC(a, 1, pair, mt_left(), 6, 2, RT, MPI_SUM, win); /* a[0], a[2] into elements 6 and 7: columns 2 and 3 of row 1 */
   FENCE(MPI_MODE_NOSUCCEED, win);
   for (int i = 0; i < 3; i++) y[i] = ADD(MUL(g[i], u[4 * i + 1]), MUL(u[4 * i + 3], u[4 * i + 2]));
   WIN_FREE(&win);

@@ -17,50 +17,10 @@ enum { FIRST_SYNC_BARRIER, AFTER_OWN_LOCK, THEN_PUT, CASES };
 static const char *case_name[CASES] = {"publish_first_sync_barrier", "publish_after_own_lock", "publish_then_put"};
 
 #define PUBLISH_PROGS
-#define R ad_real
-#define F(name) name##_ad
-#define RT AD_MPI_REAL
-#define WIN_ALLOCATE ad_mpi_win_allocate
-#define WIN_FREE ad_mpi_win_free
-#define LOCK ad_mpi_win_lock
-#define UNLOCK ad_mpi_win_unlock
-#define BARRIER() ad_mpi_barrier(MPI_COMM_WORLD)
-#define PUT ad_mpi_put
-#define GET ad_mpi_get
-#define ADD(a, b) ad_add(a, b)
-#define MUL(a, b) ad_mul(a, b)
-#define SIN(a) ad_sin(a)
-#define CST(v) ad_const(v)
+#include "twins.h"
 #include "test_mpi_rma_publish.c"
-#undef R
-#undef F
-#undef RT
-#undef WIN_ALLOCATE
-#undef WIN_FREE
-#undef LOCK
-#undef UNLOCK
-#undef BARRIER
-#undef PUT
-#undef GET
-#undef ADD
-#undef MUL
-#undef SIN
-#undef CST
-
-#define R double
-#define F(name) name##_plain
-#define RT MPI_DOUBLE
-#define WIN_ALLOCATE MPI_Win_allocate
-#define WIN_FREE MPI_Win_free
-#define LOCK MPI_Win_lock
-#define UNLOCK MPI_Win_unlock
-#define BARRIER() MPI_Barrier(MPI_COMM_WORLD)
-#define PUT MPI_Put
-#define GET MPI_Get
-#define ADD(a, b) ((a) + (b))
-#define MUL(a, b) ((a) * (b))
-#define SIN(a) sin(a)
-#define CST(v) (v)
+#define MT_PLAIN
+#include "twins.h"
 #include "test_mpi_rma_publish.c"
 
 int main(int argc, char **argv) {

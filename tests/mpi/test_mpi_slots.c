@@ -35,68 +35,10 @@ typedef struct slots_ctx {
 } slots_ctx;
 
 #define SLOTS_PROG
-#define R ad_real
-#define F(name) name##_ad
-#define RT AD_MPI_REAL
-#define REQ ad_mpi_request
-#define ALLTOALLW ad_mpi_alltoallw
-#define IALLTOALLW ad_mpi_ialltoallw
-#define ALLTOALLW_INIT ad_mpi_alltoallw_init
-#define ALLTOALLV ad_mpi_alltoallv
-#define IALLTOALLV ad_mpi_ialltoallv
-#define NEIGHBOR_W ad_mpi_neighbor_alltoallw
-#define INEIGHBOR_W ad_mpi_ineighbor_alltoallw
-#define NEIGHBOR_V ad_mpi_neighbor_alltoallv
-#define REDUCE_SCATTER ad_mpi_reduce_scatter
-#define START ad_mpi_start
-#define WAIT ad_mpi_wait
-#define REQUEST_FREE ad_mpi_request_free
-#define ADD(a, b) ad_add(a, b)
-#define MUL(a, b) ad_mul(a, b)
-#define SIN(a) ad_sin(a)
-#define CST(v) ad_const(v)
+#include "twins.h"
 #include "test_mpi_slots.c"
-#undef R
-#undef F
-#undef RT
-#undef REQ
-#undef ALLTOALLW
-#undef IALLTOALLW
-#undef ALLTOALLW_INIT
-#undef ALLTOALLV
-#undef IALLTOALLV
-#undef NEIGHBOR_W
-#undef INEIGHBOR_W
-#undef NEIGHBOR_V
-#undef REDUCE_SCATTER
-#undef START
-#undef WAIT
-#undef REQUEST_FREE
-#undef ADD
-#undef MUL
-#undef SIN
-#undef CST
-
-#define R double
-#define F(name) name##_plain
-#define RT MPI_DOUBLE
-#define REQ MPI_Request
-#define ALLTOALLW MPI_Alltoallw
-#define IALLTOALLW MPI_Ialltoallw
-#define ALLTOALLW_INIT MPI_Alltoallw_init
-#define ALLTOALLV MPI_Alltoallv
-#define IALLTOALLV MPI_Ialltoallv
-#define NEIGHBOR_W MPI_Neighbor_alltoallw
-#define INEIGHBOR_W MPI_Ineighbor_alltoallw
-#define NEIGHBOR_V MPI_Neighbor_alltoallv
-#define REDUCE_SCATTER MPI_Reduce_scatter
-#define START MPI_Start
-#define WAIT MPI_Wait
-#define REQUEST_FREE MPI_Request_free
-#define ADD(a, b) ((a) + (b))
-#define MUL(a, b) ((a) * (b))
-#define SIN(a) sin(a)
-#define CST(v) (v)
+#define MT_PLAIN
+#include "twins.h"
 #include "test_mpi_slots.c"
 
 static int form_available(int form) {

@@ -1349,9 +1349,7 @@ int main(int argc, char **argv) {
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
   if (flag && ub) tag_ub = *ub;
   /* Room for every buffered send of a step, with MPI's per-message overhead. */
-  int bsize = 1 << 20;
-  void *bbuf = malloc((size_t)bsize);
-  MPI_Buffer_attach(bbuf, bsize);
+  mt_bsend_buffer(1 << 20);
   unsigned long long nseeds = env_ull("ARIADNE_STRESS_SEEDS", 10), seed0 = env_ull("ARIADNE_STRESS_SEED0", 1);
   int verbose = getenv("ARIADNE_STRESS_VERBOSE") != NULL, failed = 0;
   double t0 = MPI_Wtime();
@@ -1391,7 +1389,6 @@ int main(int argc, char **argv) {
   if (mt_rank == 0)
     printf("stress: %llu programs from seed %llu at %d ranks, %d failed, %.1f s\n", nseeds, seed0, mt_size, failed,
            MPI_Wtime() - t0);
-  MPI_Buffer_detach(&bbuf, &bsize);
-  free(bbuf);
+  mt_bsend_buffer(0);
   return mt_finalize();
 }

@@ -16,8 +16,6 @@
 
 static int tag_ub;
 
-static int right(void) { return (mt_rank + 1) % mt_size; }
-static int left(void) { return (mt_rank + mt_size - 1) % mt_size; }
 
 /* x = (u[F], v[F], acc): u travels right, v travels left, and every step
  * adds products of what arrived, with weights of their own, to acc. The
@@ -46,28 +44,29 @@ static void halo(ad_real *x, int n, ad_real *y, int m, void *ctx) {
     int pattern = s % 5;
     if (pattern == 4) {
       for (int f = 0; f < F; f++)
-        ad_mpi_sendrecv(&u[f], 1, AD_MPI_REAL, right(), rtag[f], &a[f], 1, AD_MPI_REAL, left(), rtag[f], MPI_COMM_WORLD,
-                        &sa[f]);
-      ad_mpi_sendrecv(v, F, AD_MPI_REAL, left(), ltag, b, F, AD_MPI_REAL, right(), MPI_ANY_TAG, MPI_COMM_WORLD, &sb);
+        ad_mpi_sendrecv(&u[f], 1, AD_MPI_REAL, mt_right(), rtag[f], &a[f], 1, AD_MPI_REAL, mt_left(), rtag[f],
+                        MPI_COMM_WORLD, &sa[f]);
+      ad_mpi_sendrecv(v, F, AD_MPI_REAL, mt_left(), ltag, b, F, AD_MPI_REAL, mt_right(), MPI_ANY_TAG, MPI_COMM_WORLD,
+                      &sb);
     } else {
-      for (int f = 0; f < F; f++) ad_mpi_isend(&u[f], 1, AD_MPI_REAL, right(), rtag[f], MPI_COMM_WORLD, &q[f]);
-      ad_mpi_isend(v, F, AD_MPI_REAL, left(), ltag, MPI_COMM_WORLD, &q[F]);
+      for (int f = 0; f < F; f++) ad_mpi_isend(&u[f], 1, AD_MPI_REAL, mt_right(), rtag[f], MPI_COMM_WORLD, &q[f]);
+      ad_mpi_isend(v, F, AD_MPI_REAL, mt_left(), ltag, MPI_COMM_WORLD, &q[F]);
       for (int f = 0; f < F; f++) {
         if (pattern == 0)
-          ad_mpi_recv(&a[f], 1, AD_MPI_REAL, left(), rtag[f], MPI_COMM_WORLD, &sa[f]);
+          ad_mpi_recv(&a[f], 1, AD_MPI_REAL, mt_left(), rtag[f], MPI_COMM_WORLD, &sa[f]);
         else if (pattern == 1)
-          ad_mpi_recv(&a[f], 1, AD_MPI_REAL, left(), f == 0 ? MPI_ANY_TAG : rtag[f], MPI_COMM_WORLD, &sa[f]);
+          ad_mpi_recv(&a[f], 1, AD_MPI_REAL, mt_left(), f == 0 ? MPI_ANY_TAG : rtag[f], MPI_COMM_WORLD, &sa[f]);
         else if (pattern == 2)
           ad_mpi_recv(&a[f], 1, AD_MPI_REAL, MPI_ANY_SOURCE, rtag[f], MPI_COMM_WORLD, &sa[f]);
         else
-          ad_mpi_irecv(&a[f], 1, AD_MPI_REAL, left(), f == 0 ? MPI_ANY_TAG : rtag[f], MPI_COMM_WORLD, &q[F + 1 + f]);
+          ad_mpi_irecv(&a[f], 1, AD_MPI_REAL, mt_left(), f == 0 ? MPI_ANY_TAG : rtag[f], MPI_COMM_WORLD, &q[F + 1 + f]);
       }
       if (pattern == 0)
-        ad_mpi_recv(b, F, AD_MPI_REAL, right(), ltag, MPI_COMM_WORLD, &sb);
+        ad_mpi_recv(b, F, AD_MPI_REAL, mt_right(), ltag, MPI_COMM_WORLD, &sb);
       else if (pattern == 1)
         ad_mpi_recv(b, F, AD_MPI_REAL, MPI_ANY_SOURCE, ltag, MPI_COMM_WORLD, &sb);
       else if (pattern == 2)
-        ad_mpi_recv(b, F, AD_MPI_REAL, right(), MPI_ANY_TAG, MPI_COMM_WORLD, &sb);
+        ad_mpi_recv(b, F, AD_MPI_REAL, mt_right(), MPI_ANY_TAG, MPI_COMM_WORLD, &sb);
       else
         ad_mpi_irecv(b, F, AD_MPI_REAL, MPI_ANY_SOURCE, ltag, MPI_COMM_WORLD, &q[2 * F + 1]);
       if (pattern == 3) { /* completed in the opposite order */
@@ -76,8 +75,8 @@ static void halo(ad_real *x, int n, ad_real *y, int m, void *ctx) {
       }
       ad_mpi_waitall(F + 1, q, MPI_STATUSES_IGNORE);
     }
-    for (int f = 0; f < F; f++) MT_CHECK(sa[f].MPI_SOURCE == left() && sa[f].MPI_TAG == rtag[f]);
-    MT_CHECK(sb.MPI_SOURCE == right() && sb.MPI_TAG == ltag);
+    for (int f = 0; f < F; f++) MT_CHECK(sa[f].MPI_SOURCE == mt_left() && sa[f].MPI_TAG == rtag[f]);
+    MT_CHECK(sb.MPI_SOURCE == mt_right() && sb.MPI_TAG == ltag);
     for (int f = 0; f < F; f++) {
       double w = cos(0.37 * s + 1.3 * f + mt_rank) / STEPS;
       acc = ad_add(acc, ad_mul(w, ad_mul(ad_sin(a[f]), b[f])));

@@ -166,9 +166,6 @@ double objective(double *x) {
   return J;
 }
 
-int main(void) {
-  double x[N];
-  for (int i = 0; i < N; i++) x[i] = x_start[i];
-  printf("blocks: J = %.17g\n", objective(x));
-  return 0;
-}
+#define NX N
+#define PROGRAM "blocks"
+#include "corpus_main.c"

@@ -50,9 +50,5 @@ double objective(double *x) {
   return dot(u, b, n);
 }
 
-int main(void) {
-  double x[NX];
-  for (int i = 0; i < NX; i++) x[i] = x_start[i];
-  printf("cg: J = %.17g\n", objective(x));
-  return 0;
-}
+#define PROGRAM "cg"
+#include "corpus_main.c"

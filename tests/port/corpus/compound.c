@@ -28,9 +28,5 @@ double objective(double *x) {
   return r;
 }
 
-int main(void) {
-  double x[NX];
-  for (int i = 0; i < NX; i++) x[i] = x_start[i];
-  printf("compound: J = %.17g\n", objective(x));
-  return 0;
-}
+#define PROGRAM "compound"
+#include "corpus_main.c"

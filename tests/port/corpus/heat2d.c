@@ -52,9 +52,5 @@ double objective(double *x) {
   return J;
 }
 
-int main(void) {
-  double x[NX];
-  for (int k = 0; k < NX; k++) x[k] = x_start[k];
-  printf("heat2d: J = %.17g\n", objective(x));
-  return 0;
-}
+#define PROGRAM "heat2d"
+#include "corpus_main.c"

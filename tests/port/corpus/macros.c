@@ -25,9 +25,5 @@ double objective(double *x) {
   return s + SQR(SQR(x[IDX(1, 1)]));
 }
 
-int main(void) {
-  double x[NX];
-  for (int i = 0; i < NX; i++) x[i] = x_start[i];
-  printf("macros: J = %.17g\n", objective(x));
-  return 0;
-}
+#define PROGRAM "macros"
+#include "corpus_main.c"

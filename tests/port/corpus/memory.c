@@ -32,9 +32,5 @@ double objective(double *x) {
   return J;
 }
 
-int main(void) {
-  double x[NX];
-  for (int i = 0; i < NX; i++) x[i] = x_start[i];
-  printf("memory: J = %.17g\n", objective(x));
-  return 0;
-}
+#define PROGRAM "memory"
+#include "corpus_main.c"

@@ -49,14 +49,5 @@ double objective(double *x) {
   return J;
 }
 
-int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  double x[NX];
-  for (int i = 0; i < NX; i++) x[i] = x_start[i];
-  double J = objective(x);
-  int rank;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank == 0) printf("mpi_columns: J = %.17g\n", J);
-  MPI_Finalize();
-  return 0;
-}
+#define PROGRAM "mpi_columns"
+#include "mpi_main.c"

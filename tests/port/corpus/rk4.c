@@ -39,9 +39,5 @@ double objective(double *x) {
   return y[0] * y[0] + 0.5 * y[1];
 }
 
-int main(void) {
-  double x[NX];
-  for (int i = 0; i < NX; i++) x[i] = x_start[i];
-  printf("rk4: J = %.17g\n", objective(x));
-  return 0;
-}
+#define PROGRAM "rk4"
+#include "corpus_main.c"

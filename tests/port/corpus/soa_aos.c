@@ -61,9 +61,5 @@ double objective(double *x) {
   return energy_aos(p, NP) + p[NP - 1].pos;
 }
 
-int main(void) {
-  double x[NX];
-  for (int i = 0; i < NX; i++) x[i] = x_start[i];
-  printf("soa_aos: J = %.17g\n", objective(x));
-  return 0;
-}
+#define PROGRAM "soa_aos"
+#include "corpus_main.c"
