@@ -457,25 +457,18 @@ struct ad__et_fmod {
   static ad_real rec(ad_real a, ad_real b) { return ad__fmod(a, b); }
 };
 /* fmin/fmax: the partial follows the operand whose value is returned, as
- * ad_fmin/ad_fmax; the other gets 0. */
-struct ad__et_fmin {
+ * ad_fmin/ad_fmax (First says whether that is the first); the other gets 0. */
+template <int (*First)(double, double), ad_real (*Rec)(ad_real, ad_real)> struct ad__et_pick {
   template <class L, class R> static void eval(const L &l, const R &r, double &v, double &dl, double &dr) {
-    int first = ad__fmin_first(l.val(), r.val());
+    int first = First(l.val(), r.val());
     v = first ? l.val() : r.val();
     dl = first ? 1.0 : 0.0;
     dr = first ? 0.0 : 1.0;
   }
-  static ad_real rec(ad_real a, ad_real b) { return ad__fmin(a, b); }
+  static ad_real rec(ad_real a, ad_real b) { return Rec(a, b); }
 };
-struct ad__et_fmax {
-  template <class L, class R> static void eval(const L &l, const R &r, double &v, double &dl, double &dr) {
-    int first = ad__fmax_first(l.val(), r.val());
-    v = first ? l.val() : r.val();
-    dl = first ? 1.0 : 0.0;
-    dr = first ? 0.0 : 1.0;
-  }
-  static ad_real rec(ad_real a, ad_real b) { return ad__fmax(a, b); }
-};
+typedef ad__et_pick<ad__fmin_first, ad__fmin> ad__et_fmin;
+typedef ad__et_pick<ad__fmax_first, ad__fmax> ad__et_fmax;
 
 /* The node an operator builds from its operands; with an operand that is
  * not one, the static assertion in the operator speaks and this gives a
