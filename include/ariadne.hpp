@@ -22,9 +22,16 @@
  * when two names of one object are not found the same, and get an argument
  * each, which the sweep adds), its partials the chain rule's products along
  * the expression.
- * Numbers and passive values are not arguments. The gradient is the
- * per-operation recording's to round-off (the partials are multiplied in
- * another order). Where a product of partials is not finite (a * sqrt(b) with
+ * Numbers and passive values are not arguments, and neither is an operand
+ * whose partial is exactly zero (y * x where y = 0, the operand fmin does
+ * not return): it would add nothing in the sweep, and a statement left with
+ * no argument is a passive value, not recorded. On LULESH, where most of the
+ * mesh is at rest in the first cycles, that leaves 1.1 M of 6.3 M
+ * statements. The one difference it makes: an infinite or NaN adjoint is
+ * not carried through a zero partial (0 * inf), and a result all of whose
+ * partials are zero is passive (ad_gradient of it: AD_ERR_PASSIVE). The
+ * gradient is the per-operation recording's to round-off (the partials are
+ * multiplied in another order). Where a product of partials is not finite (a * sqrt(b) with
  * a = 0 and b = 0, whose per-operation sweep skips the sqrt's infinite
  * partial), the expression is recorded operation by operation instead, which
  * gives what the per-operation recording gives. x = x * y + x is right: the
@@ -355,9 +362,10 @@ AD__NOINLINE ad_real ad__et_slow(double v, const ad_real *const *a, const ad_ind
 }
 
 /* The statement of an expression: its leaves' handles with their partials,
- * repeated ones merged, passive ones dropped; the fast path of ad_custom,
- * specialised for a count known at compile time. A partial that is not
- * finite sends the expression operation by operation (e.op()). */
+ * repeated ones merged, passive ones and those whose partial is exactly
+ * zero dropped; the fast path of ad_custom, specialised for a count known at
+ * compile time. A partial that is not finite sends the expression operation
+ * by operation (e.op()). */
 template <class E> inline ad_real ad__et_eval(const E &e) {
   const unsigned N = E::n > 0 ? E::n : 1;
   if (E::n == 0) return ad__const(e.val());
@@ -393,7 +401,7 @@ template <class E> inline ad_real ad__et_eval(const E &e) {
   for (unsigned k = 0; k < N; k++) {
     idx[m] = h[k];
     par[m - na] = w[k];
-    m += (h[k] != 0);
+    m += (h[k] != 0) & (w[k] != 0.0);
   }
   if (m == na) return ad__const(e.val());
   return ad__emit(R, e.val(), ns, na, m, np + (m - na), AD__KIND_GENERAL);
