@@ -353,6 +353,11 @@ template <unsigned N> inline void ad__et_merge(const ad_real *const *a, double *
  * handle, no recording, more arguments than a statement takes. */
 template <unsigned N>
 AD__NOINLINE ad_real ad__et_slow(double v, const ad_real *const *a, const ad_index *h, const double *w) {
+  /* No tape recording (a run of the primal on ad_real): a passive result,
+   * without the library's call, which cost each statement more than its
+   * arithmetic. (Tested here, not on the inline path, whose code it made
+   * longer.) */
+  if (!ad__rec->active && !ad__rec->fwd) return ad__const(v);
   ad_real args[N];
   for (unsigned k = 0; k < N; k++) {
     args[k] = *a[k];
@@ -388,13 +393,7 @@ template <class E> inline ad_real ad__et_eval(const E &e) {
   }
   if (AD__UNLIKELY(bad >> 63)) return e.op();
   ad__et_merge<N>(a, w, h);
-  if (AD__UNLIKELY(N > AD__MAX_ARGS || na + N > R->lim || stale != 0)) {
-    /* No tape recording (a run of the primal on ad_real): a passive result,
-     * without the library's call, which would cost each statement more than
-     * the arithmetic. */
-    if (!R->active && !R->fwd) return ad__const(e.val());
-    return ad__et_slow<N>(e.val(), a, h, w);
-  }
+  if (AD__UNLIKELY(N > AD__MAX_ARGS || na + N > R->lim || stale != 0)) return ad__et_slow<N>(e.val(), a, h, w);
   ad_index *idx = R->idx;
   double *par = R->par + np; /* partials advance with arguments */
   uint32_t m = na;
