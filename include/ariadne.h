@@ -457,8 +457,14 @@ typedef struct ad__recorder {
 #define AD__ALWAYS_INLINE
 #endif
 
-/* C11's thread storage, spelled so that the header compiles as C++ too. */
-#ifdef __cplusplus
+/* C11's thread storage, spelled so that the header compiles as C++ too. In
+ * C++ with GCC or Clang it is __thread: an extern thread_local variable may
+ * have a dynamic initialiser in another translation unit, so every use of
+ * it tests for (and may call) a wrapper that runs it, once per recorded
+ * statement here; the C variable has none, which __thread says. */
+#if defined(__cplusplus) && defined(__GNUC__)
+#define AD__THREAD_LOCAL __thread
+#elif defined(__cplusplus)
 #define AD__THREAD_LOCAL thread_local
 #else
 #define AD__THREAD_LOCAL _Thread_local

@@ -17,13 +17,21 @@
  * refers to its operands and holds its value and local partials.
  * Constructing or assigning an ad_real from it (and +=, -=, *=, /=) records
  * one tape statement, by ad_custom's inline path: its arguments are the
- * distinct active ad_real operands of the whole expression (one appearing
- * twice gets one argument with the sum of the partials, up to
- * AD__ET_MERGE_MAX operands; beyond, one argument each, which the sweep
- * adds), its partials the chain rule's products along the expression.
- * Numbers and passive values are not arguments. The gradient is the
- * per-operation recording's to round-off (the partials are multiplied in
- * another order). Where a product of partials is not finite (a * sqrt(b) with
+ * active ad_real operands of the whole expression (an ad_real object named
+ * twice gets one argument with the sum of the partials; see ad__et_merge for
+ * when two names of one object are not found the same, and get an argument
+ * each, which the sweep adds), its partials the chain rule's products along
+ * the expression.
+ * Numbers and passive values are not arguments, and neither is an operand
+ * whose partial is exactly zero (y * x where y = 0, the operand fmin does
+ * not return): it would add nothing in the sweep, and a statement left with
+ * no argument is a passive value, not recorded. On LULESH, where most of the
+ * mesh is at rest in the first cycles, that leaves 1.1 M of 6.3 M
+ * statements. The one difference it makes: an infinite or NaN adjoint is
+ * not carried through a zero partial (0 * inf), and a result all of whose
+ * partials are zero is passive (ad_gradient of it: AD_ERR_PASSIVE). The
+ * gradient is the per-operation recording's to round-off (the partials are
+ * multiplied in another order). Where a product of partials is not finite (a * sqrt(b) with
  * a = 0 and b = 0, whose per-operation sweep skips the sqrt's infinite
  * partial), the expression is recorded operation by operation instead, which
  * gives what the per-operation recording gives. x = x * y + x is right: the
@@ -147,9 +155,8 @@ inline std::ostream &operator<<(std::ostream &o, ad_real x) { return o << x.v; }
 #include <cstring>
 #include <type_traits>
 
-/* Arguments up to which a statement's repeated operands are merged into one
- * (a quadratic search at run time; a larger expression keeps one argument
- * per operand, which is as right). */
+/* Leaves up to which an expression's repeated operands are also looked for
+ * at run time (see ad__et_merge). */
 #ifndef AD__ET_MERGE_MAX
 #define AD__ET_MERGE_MAX 16u
 #endif
@@ -184,9 +191,8 @@ struct ad__et_leaf {
   const ad_real &x;
   explicit ad__et_leaf(const ad_real &a) : x(a) {}
   double val() const { return x.v; }
-  template <unsigned K> void put(ad_real *a, double *w, double s) const {
-    a[K].i = x.i;
-    a[K].e = x.e;
+  template <unsigned K> void put(const ad_real **a, double *w, double s) const {
+    a[K] = &x;
     w[K] = s;
   }
   bool live() const { return x.i != 0; }
@@ -198,7 +204,7 @@ struct ad__et_const {
   double c;
   explicit ad__et_const(double v) : c(v) {}
   double val() const { return c; }
-  template <unsigned K> void put(ad_real *, double *, double) const {}
+  template <unsigned K> void put(const ad_real **, double *, double) const {}
   bool live() const { return false; }
   ad_real op() const { return ad__const(c); }
 };
@@ -261,7 +267,7 @@ template <class Op, class L, class R> struct ad__et_bin : ad__et<ad__et_bin<Op, 
   double v, dl, dr;
   ad__et_bin(const L &a, const R &b) : l(a), r(b) { Op::eval(l, r, v, dl, dr); }
   double val() const { return v; }
-  template <unsigned K> void put(ad_real *a, double *w, double s) const {
+  template <unsigned K> void put(const ad_real **a, double *w, double s) const {
     l.template put<K>(a, w, s * dl);
     r.template put<K + L::n>(a, w, s * dr);
   }
@@ -280,7 +286,7 @@ template <class F, class A> struct ad__et_un : ad__et<ad__et_un<F, A> > {
     d = F::d(y, v);
   }
   double val() const { return v; }
-  template <unsigned K> void put(ad_real *to, double *w, double s) const { a.template put<K>(to, w, s * d); }
+  template <unsigned K> void put(const ad_real **to, double *w, double s) const { a.template put<K>(to, w, s * d); }
   bool live() const { return a.live(); }
   ad_real op() const { return F::rec(a.op()); }
 };
@@ -294,7 +300,7 @@ template <class A, class B, class C> struct ad__et_fma : ad__et<ad__et_fma<A, B,
   double v;
   ad__et_fma(const A &x, const B &y, const C &z) : a(x), b(y), c(z), v(::fma(x.val(), y.val(), z.val())) {}
   double val() const { return v; }
-  template <unsigned K> void put(ad_real *to, double *w, double s) const {
+  template <unsigned K> void put(const ad_real **to, double *w, double s) const {
     a.template put<K>(to, w, s * b.val());
     b.template put<K + A::n>(to, w, s * a.val());
     c.template put<K + A::n + B::n>(to, w, s);
@@ -303,51 +309,81 @@ template <class A, class B, class C> struct ad__et_fma : ad__et<ad__et_fma<A, B,
   ad_real op() const { return ad__fma(a.op(), b.op(), c.op()); }
 };
 
-/* Merge repeated leaves: the first occurrence takes the sum of the partials,
- * the others become passive (dropped when written). With `epochs`, a leaf
- * is the same only with the same recording epoch too (on the library's
- * path, where a stale handle must still be seen). */
-/* Unrolled, the comparisons are register compares at fixed places (one
- * third fewer instructions for the heat cell's nine leaves). */
+/* Merge repeated leaves: a leaf that is the same ad_real object as an earlier
+ * one adds its partial to the first and gets handle 0 (dropped when
+ * written). Leaves are compared by address, not by handle, and where the
+ * optimiser can tell the answer (u[k] named twice is the same object; u[k]
+ * and u[k + 1], or two parameters, are not) the comparison costs nothing at
+ * run time. One it cannot tell is made at run time in expressions of up to
+ * AD__ET_MERGE_MAX leaves (where it is not inlined, in none is anything
+ * known). A larger expression keeps the rest as they are: its quadratic
+ * number of comparisons would cost more than the arguments they save. On
+ * LULESH, all the run-time comparisons cost 8% of the recording's
+ * instructions and save 0.7% of its arguments: -DAD__ET_MERGE_MAX=0 trades
+ * one for the other. Leaves not merged (and two copies of one value, y = x;
+ * x * y) are arguments each, which the sweep adds. */
+#if defined(__GNUC__) && defined(__OPTIMIZE__)
+#define AD__ET_KNOWN(x) __builtin_constant_p(x)
+#else
+#define AD__ET_KNOWN(x) 0
+#endif
 #if defined(__GNUC__) && !defined(__INTEL_COMPILER)
-#define AD__ET_UNROLL _Pragma("GCC unroll 16")
+#define AD__ET_UNROLL _Pragma("GCC unroll 64")
 #else
 #define AD__ET_UNROLL
 #endif
-template <unsigned N> inline void ad__et_merge(ad_real *a, double *w, bool epochs) {
-  if (N < 2 || N > AD__ET_MERGE_MAX) return;
+template <unsigned N> inline void ad__et_merge(const ad_real *const *a, double *w, ad_index *h) {
   AD__ET_UNROLL
   for (unsigned j = 1; j < N; j++) {
-    ad_index h = a[j].i;
-    if (h == 0) continue;
     AD__ET_UNROLL
-    for (unsigned k = 0; k < j; k++)
-      if (a[k].i == h && (!epochs || a[k].e == a[j].e)) {
+    for (unsigned k = 0; k < j; k++) {
+      bool same = a[k] == a[j];
+      if (!AD__ET_KNOWN(same) && N > AD__ET_MERGE_MAX) continue;
+      if (same) {
+        /* The first occurrence is never dropped: it is found first. */
         w[k] += w[j];
-        a[j].i = 0;
+        h[j] = 0;
         break;
       }
+    }
   }
 }
 
 /* The library's path: a new block, a preaccumulation region, a stale
  * handle, no recording, more arguments than a statement takes. */
-template <unsigned N> AD__NOINLINE ad_real ad__et_slow(double v, ad_real *a, double *w) {
-  ad__et_merge<N>(a, w, true);
-  return ad__custom_n(v, N, a, w);
+template <unsigned N>
+AD__NOINLINE ad_real ad__et_slow(double v, const ad_real *const *a, const ad_index *h, const double *w) {
+  /* No tape recording (a run of the primal on ad_real): a passive result,
+   * without the library's call, which cost each statement more than its
+   * arithmetic. (Tested here, not on the inline path, whose code it made
+   * longer.) */
+  if (!ad__rec->active && !ad__rec->fwd) return ad__const(v);
+  ad_real args[N];
+  for (unsigned k = 0; k < N; k++) {
+    args[k] = *a[k];
+    args[k].i = h[k];
+  }
+  return ad__custom_n(v, N, args, w);
 }
 
-/* The statement of an expression: its leaves (a[k].i and a[k].e; a[k].v is
- * not needed) with their partials, repeated ones merged, passive ones
- * dropped; the fast path of ad_custom, specialised for a count known at
+/* The statement of an expression: its leaves' handles with their partials,
+ * repeated ones merged, passive ones and those whose partial is exactly
+ * zero dropped; the fast path of ad_custom, specialised for a count known at
  * compile time. A partial that is not finite sends the expression operation
  * by operation (e.op()). */
-template <unsigned N, class E> inline ad_real ad__et_record(const E &e, ad_real *a, double *w) {
+template <class E> inline ad_real ad__et_eval(const E &e) {
+  const unsigned N = E::n > 0 ? E::n : 1;
+  if (E::n == 0) return ad__const(e.val());
+  const ad_real *a[N];
+  double w[N];
+  ad_index h[N];
+  e.template put<0>(a, w, 1.0);
   ad__recorder *R = ad__rec;
   uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
   uint64_t stale = 0, bad = 0;
   for (unsigned k = 0; k < N; k++) {
-    stale |= (uint64_t)AD__STALE(a[k], ep);
+    h[k] = a[k]->i;
+    stale |= (uint64_t)AD__STALE(*a[k], ep);
     /* A partial is not finite where its exponent bits are all set: adding
      * one to the exponent then carries into bit 63. An integer test: a
      * chain of floating-point sums would be as long as the expression. */
@@ -356,27 +392,18 @@ template <unsigned N, class E> inline ad_real ad__et_record(const E &e, ad_real 
     bad |= (b & 0x7ff0000000000000u) + 0x0010000000000000u;
   }
   if (AD__UNLIKELY(bad >> 63)) return e.op();
-  if (AD__UNLIKELY(N > AD__MAX_ARGS || na + N > R->lim || stale != 0)) return ad__et_slow<N>(e.val(), a, w);
-  ad__et_merge<N>(a, w, false);
+  ad__et_merge<N>(a, w, h);
+  if (AD__UNLIKELY(N > AD__MAX_ARGS || na + N > R->lim || stale != 0)) return ad__et_slow<N>(e.val(), a, h, w);
   ad_index *idx = R->idx;
   double *par = R->par + np; /* partials advance with arguments */
   uint32_t m = na;
   for (unsigned k = 0; k < N; k++) {
-    idx[m] = a[k].i;
+    idx[m] = h[k];
     par[m - na] = w[k];
-    m += (a[k].i != 0);
+    m += (h[k] != 0) & (w[k] != 0.0);
   }
   if (m == na) return ad__const(e.val());
   return ad__emit(R, e.val(), ns, na, m, np + (m - na), AD__KIND_GENERAL);
-}
-
-template <class E> inline ad_real ad__et_eval(const E &e) {
-  const unsigned N = E::n > 0 ? E::n : 1;
-  ad_real a[N];
-  double w[N];
-  if (E::n == 0) return ad__const(e.val());
-  e.template put<0>(a, w, 1.0);
-  return ad__et_record<N>(e, a, w);
 }
 
 /* The operations of two operands. */
@@ -443,25 +470,18 @@ struct ad__et_fmod {
   static ad_real rec(ad_real a, ad_real b) { return ad__fmod(a, b); }
 };
 /* fmin/fmax: the partial follows the operand whose value is returned, as
- * ad_fmin/ad_fmax; the other gets 0. */
-struct ad__et_fmin {
+ * ad_fmin/ad_fmax (First says whether that is the first); the other gets 0. */
+template <int (*First)(double, double), ad_real (*Rec)(ad_real, ad_real)> struct ad__et_pick {
   template <class L, class R> static void eval(const L &l, const R &r, double &v, double &dl, double &dr) {
-    int first = ad__fmin_first(l.val(), r.val());
+    int first = First(l.val(), r.val());
     v = first ? l.val() : r.val();
     dl = first ? 1.0 : 0.0;
     dr = first ? 0.0 : 1.0;
   }
-  static ad_real rec(ad_real a, ad_real b) { return ad__fmin(a, b); }
+  static ad_real rec(ad_real a, ad_real b) { return Rec(a, b); }
 };
-struct ad__et_fmax {
-  template <class L, class R> static void eval(const L &l, const R &r, double &v, double &dl, double &dr) {
-    int first = ad__fmax_first(l.val(), r.val());
-    v = first ? l.val() : r.val();
-    dl = first ? 1.0 : 0.0;
-    dr = first ? 0.0 : 1.0;
-  }
-  static ad_real rec(ad_real a, ad_real b) { return ad__fmax(a, b); }
-};
+typedef ad__et_pick<ad__fmin_first, ad__fmin> ad__et_fmin;
+typedef ad__et_pick<ad__fmax_first, ad__fmax> ad__et_fmax;
 
 /* The node an operator builds from its operands; with an operand that is
  * not one, the static assertion in the operator speaks and this gives a
@@ -531,7 +551,14 @@ template <class A, class = typename ad__et_enable<A>::type>
 inline typename ad__et_un_of<ad__et_neg, A>::type operator-(A &&a) {
   return ad__et_un_of<ad__et_neg, A>::make(a);
 }
-template <class A, class = typename ad__et_enable<A>::type> inline AD__ET_D(A) operator+(A &&a) {
+/* +x names x itself (a copy would be another leaf, which the merge by
+ * address would not see as x); +expression is the expression. */
+template <class A>
+struct ad__et_plus
+    : std::conditional<std::is_lvalue_reference<A>::value && std::is_same<AD__ET_D(A), ad_real>::value,
+                       const ad_real &, AD__ET_D(A)> {};
+template <class A, class = typename ad__et_enable<A>::type>
+inline typename ad__et_plus<A>::type operator+(A &&a) {
   static_assert(ad__et_fresh<A>::value, AD__ET_LVALUE_MESSAGE);
   return a;
 }

@@ -281,6 +281,53 @@ static void test_language(void) {
   ad_tape_destroy(t);
 }
 
+/* With no tape recording (after ad_tape_end, or before any tape), an
+ * expression of values that were active is a passive value, as in C, and
+ * leaves the tape as it was. */
+static void test_not_recording(void) {
+  CHECK_CONTEXT("not recording");
+  ad_tape *t = ad_tape_create();
+  ad_tape_begin(t);
+  ad_real x = ad_input(0.5), y = ad_input(2.0);
+  ad_tape_end(t);
+  std::pair<uint64_t, uint64_t> c0 = counts(t);
+  ad_real z = x * y + sin(x) * x - y / x;
+  ad_real big = x * y + x * x + y * y + x * y * x + y * x * y + x + y + x * x * x + y * y * y;
+  CHECK(counts(t) == c0);
+  CHECK(z.i == 0 && big.i == 0);
+  CHECK_CLOSE(ad_value(z), 0.5 * 2.0 + std::sin(0.5) * 0.5 - 2.0 / 0.5, 1e-15);
+  CHECK_CLOSE(ad_value(big), 1.0 + 0.25 + 4.0 + 0.5 + 2.0 + 2.5 + 0.125 + 8.0, 1e-14);
+  CHECK_INT(ad_tape_error(t), AD_OK);
+  ad_tape_destroy(t);
+}
+
+/* A partial that is exactly zero is not an argument (it adds nothing in the
+ * sweep), and a statement left with none is a passive value. */
+static void test_zero_partials(void) {
+  CHECK_CONTEXT("zero partials");
+  ad_tape *t = ad_tape_create();
+  ad_tape_begin(t);
+  ad_real x = ad_input(3.0), y = ad_input(0.0);
+  std::pair<uint64_t, uint64_t> c0 = counts(t);
+  ad_real z = x * y + 2.0 * y; /* dz/dx = y = 0: only y */
+  std::pair<uint64_t, uint64_t> c1 = counts(t);
+  CHECK_INT(c1.first - c0.first, 1);
+  CHECK_INT(c1.second - c0.second, 1);
+  ad_real q = x * 0.0 + fmin(x, 5.0) * 0.0; /* every partial 0: nothing recorded */
+  std::pair<uint64_t, uint64_t> c2 = counts(t);
+  CHECK(c2 == c1);
+  CHECK(q.i == 0 && ad_value(q) == 0.0);
+  ad_real m = fmax(x, y) * y + x; /* fmax picks x; d/dx = y + 1 = 1, d/dy = x = 3 */
+  ad_tape_end(t);
+  ad_real in[2] = {x, y};
+  double g[2];
+  CHECK_INT(ad_gradient(t, z, 2, in, g), AD_OK);
+  CHECK(g[0] == 0.0 && g[1] == 3.0 + 2.0);
+  CHECK_INT(ad_gradient(t, m, 2, in, g), AD_OK);
+  CHECK(g[0] == 1.0 && g[1] == 3.0);
+  ad_tape_destroy(t);
+}
+
 int main() {
   test_functions();
   test_statement_shape();
@@ -290,5 +337,7 @@ int main() {
   test_region_and_size();
   test_stale();
   test_language();
+  test_not_recording();
+  test_zero_partials();
   return check_finish("test_cxx_et");
 }
