@@ -16,9 +16,15 @@ static int check_use(ad_tape *t, ad_real x, const char *fn, const char *what) {
   return c;
 }
 
+/* A value without a handle that carries this recording's epoch: a C++
+ * expression of active operands whose partials were all exactly zero
+ * (ariadne.hpp). Its derivative is zero here; it is not a misuse. */
+static int zero_derivative(const ad_tape *t, ad_real y) { return y.i == 0 && y.e != 0 && y.e == t->rec.epoch; }
+
 void ad_seed(ad_tape *t, ad_real y, double ybar) {
   if (!t) return;
   int c = check_use(t, y, "ad_seed", "the seeded value");
+  if (c == 0 && zero_derivative(t, y)) return;
   /* On a tape with communication records a passive seed is fine, as for
    * ad_gradient: the rank still sweeps, since the others need its adjoint
    * messages. */
@@ -98,7 +104,7 @@ int ad_gradient(ad_tape *t, ad_real y, size_t n, const ad_real *x, double *g) {
   int c = check_use(t, y, "ad_gradient", "the output");
   /* On a tape with communication records the sweep runs even for a passive
    * output: the other ranks need this rank's adjoint messages. */
-  if (c == 0 && !ad__sweeps_everywhere(t))
+  if (c == 0 && !ad__sweeps_everywhere(t) && !zero_derivative(t, y))
     ad__pending(t, AD_ERR_PASSIVE,
                 "ad_gradient: the output (%g) is passive: it depends on no input recorded on this tape", y.v);
   for (size_t k = 0; k < n; k++)

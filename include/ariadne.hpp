@@ -25,11 +25,12 @@
  * Numbers and passive values are not arguments, and neither is an operand
  * whose partial is exactly zero (y * x where y = 0, the operand fmin does
  * not return): it would add nothing in the sweep, and a statement left with
- * no argument is a passive value, not recorded. On LULESH, where most of the
- * mesh is at rest in the first cycles, that leaves 1.1 M of 6.3 M
- * statements. The one difference it makes: an infinite or NaN adjoint is
- * not carried through a zero partial (0 * inf), and a result all of whose
- * partials are zero is passive (ad_gradient of it: AD_ERR_PASSIVE). The
+ * no argument is not recorded. On LULESH, where most of the mesh is at rest
+ * in the first cycles, that leaves 1.1 M of 6.3 M statements. The
+ * differences it makes: an infinite or NaN adjoint is not carried through a
+ * zero partial (0 * inf), and a result all of whose partials are zero has no
+ * handle: it is passive to the operations that read it, and ad_seed or
+ * ad_gradient of it gives a zero derivative with AD_OK (ad__et_zero). The
  * gradient is the per-operation recording's to round-off (the partials are
  * multiplied in another order). Where a product of partials is not finite (a * sqrt(b) with
  * a = 0 and b = 0, whose per-operation sweep skips the sqrt's infinite
@@ -366,6 +367,19 @@ AD__NOINLINE ad_real ad__et_slow(double v, const ad_real *const *a, const ad_ind
   return ad__custom_n(v, N, args, w);
 }
 
+/* A result with no argument left. If an operand was active in this
+ * recording (or was itself such a result), all its partials were exactly
+ * zero: the result keeps the recording's epoch with handle 0, which ad_seed
+ * and ad_gradient take as an output whose derivative is zero here (a least
+ * squares residual at an exact fit), not as a value no input reaches, which
+ * they refuse. Numbers and passive values have epoch 0. */
+inline ad_real ad__et_zero(double v, const ad_real *const *a, unsigned n, uint32_t ep) {
+  ad_real r = ad__const(v);
+  for (unsigned k = 0; k < n; k++)
+    if (a[k]->e == ep) r.e = ep;
+  return r;
+}
+
 /* The statement of an expression: its leaves' handles with their partials,
  * repeated ones merged, passive ones and those whose partial is exactly
  * zero dropped; the fast path of ad_custom, specialised for a count known at
@@ -402,7 +416,7 @@ template <class E> inline ad_real ad__et_eval(const E &e) {
     par[m - na] = w[k];
     m += (h[k] != 0) & (w[k] != 0.0);
   }
-  if (m == na) return ad__const(e.val());
+  if (m == na) return ad__et_zero(e.val(), a, N, ep);
   return ad__emit(R, e.val(), ns, na, m, np + (m - na), AD__KIND_GENERAL);
 }
 

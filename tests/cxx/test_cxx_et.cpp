@@ -325,7 +325,35 @@ static void test_zero_partials(void) {
   CHECK(g[0] == 0.0 && g[1] == 3.0 + 2.0);
   CHECK_INT(ad_gradient(t, m, 2, in, g), AD_OK);
   CHECK(g[0] == 1.0 && g[1] == 3.0);
+  /* q depends on x through partials that are all zero: its gradient is
+   * zero, not a misuse (a passive value is: AD_ERR_PASSIVE). */
+  g[0] = g[1] = 7.0;
+  CHECK_INT(ad_gradient(t, q, 2, in, g), AD_OK);
+  CHECK(g[0] == 0.0 && g[1] == 0.0);
+  ad_seed(t, q, 1.0);
+  CHECK_INT(ad_tape_error(t), AD_OK);
+  CHECK_INT(ad_gradient(t, ad_real(2.0) * 3.0, 2, in, g), AD_ERR_PASSIVE);
   ad_tape_destroy(t);
+
+  /* A least-squares objective at an exact fit: r = 0, J = r * r / 2. Every
+   * partial of J is zero there, and so is the gradient; recorded again by
+   * the C operations (which keep zero partials), the same. */
+  for (int c = 0; c < 2; c++) {
+    t = ad_tape_create();
+    ad_tape_begin(t);
+    ad_real p = ad_input(2.0);
+    ad_real r = c ? ad_sub(ad_mul(p, 1.5), 3.0) : p * 1.5 - 3.0;
+    ad_real J = c ? ad_mul(ad_mul(r, r), 0.5) : r * r * 0.5;
+    ad_real J2 = c ? ad_add(J, J) : J + J; /* and a result of such a result */
+    ad_tape_end(t);
+    double gp = 7.0;
+    CHECK_INT(ad_gradient(t, J, 1, &p, &gp), AD_OK);
+    CHECK(gp == 0.0);
+    gp = 7.0;
+    CHECK_INT(ad_gradient(t, J2, 1, &p, &gp), AD_OK);
+    CHECK(gp == 0.0);
+    ad_tape_destroy(t);
+  }
 }
 
 int main() {
