@@ -200,28 +200,8 @@ static void ckpt_free(ckpt *c) {
   free(c->bases);
   free(c->bnd);
   ad_revolve_destroy(c->rv);
-  free(c->xs);
-  free(c->lam);
-  free(c->ptmp);
-  free(c->in);
-  free(c->dir);
-  free(c->comms);
   ad_tape_destroy(c->scratch);
-  free(c);
-}
-
-/* A message for the tape (or, without one, for ad_last_error). */
-static int fail(ad_tape *t, int code, const char *fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  if (t)
-    ad__pending(t, code, "%s", buf);
-  else
-    ad__fail_notape(code, "%s", buf);
-  return code;
+  AD__FREE_EACH(c->xs, c->lam, c->ptmp, c->in, c->dir, c->comms, c);
 }
 
 /* The detail of a failure on the scratch tape, for a message of the loop:
@@ -260,7 +240,7 @@ static int loop_agree(ckpt *c, ad_tape *t, int64_t *v) {
   }
   char why[300] = "";
   int rc = ad__loop_comm->agree(c->o.comm ? &c->o.comm : c->comms, c->o.comm ? 1 : c->ncomms, v, why, sizeof why);
-  if (rc != AD_OK) return fail(t, rc, "ad_checkpoint_loop: agreeing with the loop's other ranks: %s", why);
+  if (rc != AD_OK) return ad__pending(t, rc, "ad_checkpoint_loop: agreeing with the loop's other ranks: %s", why);
   return AD_OK;
 }
 
@@ -271,7 +251,7 @@ static int loop_agree_ok(ckpt *c, ad_tape *t, int rc, int code, const char *what
   int arc = loop_agree(c, t, &ok);
   if (rc != AD_OK) return rc;
   if (arc != AD_OK) return arc;
-  return ok ? AD_OK : fail(t, code, "ad_checkpoint_loop: another rank of the loop %s", what);
+  return ok ? AD_OK : ad__pending(t, code, "ad_checkpoint_loop: another rank of the loop %s", what);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -282,12 +262,14 @@ static int loop_agree_ok(ckpt *c, ad_tape *t, int rc, int code, const char *what
  * stay. */
 static int step_result(ckpt *c, ad_tape *t, const char *who, int64_t i, int rc, size_t n, size_t pb, int *last) {
   if (rc < 0)
-    return fail(t, AD_ERR_CALLBACK, "ad_checkpoint_loop: the %s failed (%d) in step %lld", who, rc, (long long)i);
+    return ad__pending(t, AD_ERR_CALLBACK, "ad_checkpoint_loop: the %s failed (%d) in step %lld", who, rc,
+                       (long long)i);
   if (n != c->n || pb != c->pb)
-    return fail(t, AD_ERR_CALLBACK,
-                "ad_checkpoint_loop: the %s changed the state size in step %lld from %zu to %zu values and %zu to %zu "
-                "bytes",
-                who, (long long)i, c->n, n, c->pb, pb);
+    return ad__pending(
+        t, AD_ERR_CALLBACK,
+        "ad_checkpoint_loop: the %s changed the state size in step %lld from %zu to %zu values and %zu to %zu "
+        "bytes",
+        who, (long long)i, c->n, n, c->pb, pb);
   if (last) *last = rc == AD_CKPT_LAST;
   return AD_OK;
 }
@@ -307,22 +289,24 @@ static int twin_compare(ckpt *c, ad_tape *t, int64_t i, const double *v, const u
   for (size_t k = 0; k < c->n; k++) {
     double a = c->xs[k].v;
     if (memcmp(&a, &v[k], sizeof a) != 0)
-      return fail(t, AD_ERR_CALLBACK,
-                  "ad_checkpoint_loop: the passive twin disagrees with the step function in step %lld (%s): state "
-                  "element %zu is %.17g, the step function's %.17g",
-                  (long long)i, where, k, v[k], a);
+      return ad__pending(
+          t, AD_ERR_CALLBACK,
+          "ad_checkpoint_loop: the passive twin disagrees with the step function in step %lld (%s): state "
+          "element %zu is %.17g, the step function's %.17g",
+          (long long)i, where, k, v[k], a);
   }
   for (size_t k = 0; k < c->pb; k++)
     if (p[k] != c->ptmp[k])
-      return fail(t, AD_ERR_CALLBACK,
-                  "ad_checkpoint_loop: the passive twin disagrees with the step function in step %lld (%s): passive "
-                  "state byte %zu is %u, the step function's %u",
-                  (long long)i, where, k, (unsigned)p[k], (unsigned)c->ptmp[k]);
+      return ad__pending(
+          t, AD_ERR_CALLBACK,
+          "ad_checkpoint_loop: the passive twin disagrees with the step function in step %lld (%s): passive "
+          "state byte %zu is %u, the step function's %u",
+          (long long)i, where, k, (unsigned)p[k], (unsigned)c->ptmp[k]);
   if (last != alast)
-    return fail(t, AD_ERR_CALLBACK,
-                "ad_checkpoint_loop: the passive twin disagrees with the step function in step %lld (%s): it "
-                "returned %s AD_CKPT_LAST",
-                (long long)i, where, last ? "" : "not");
+    return ad__pending(t, AD_ERR_CALLBACK,
+                       "ad_checkpoint_loop: the passive twin disagrees with the step function in step %lld (%s): it "
+                       "returned %s AD_CKPT_LAST",
+                       (long long)i, where, last ? "" : "not");
   return AD_OK;
 }
 
@@ -385,7 +369,7 @@ static int tape_step_failed(ckpt *c, ad_tape *t, int64_t i) {
   char detail[512];
   scratch_detail(sc, detail, sizeof detail);
   if (code != AD_ERR_STALE_HANDLE || sc->stale_i == 0)
-    return fail(t, code, "ad_checkpoint_loop: taping step %lld: %s", (long long)i, detail);
+    return ad__pending(t, code, "ad_checkpoint_loop: taping step %lld: %s", (long long)i, detail);
   /* The operation that met it: the scratch message starts with its name. */
   size_t op = strcspn(detail, ":");
   detail[op] = '\0';
@@ -393,11 +377,12 @@ static int tape_step_failed(ckpt *c, ad_tape *t, int64_t i) {
   if (ad__handle_live(t, sc->stale_i, sc->stale_e))
     snprintf(whose, sizeof whose, "handle %llu of the tape the loop is recorded on, computed outside the loop",
              (unsigned long long)sc->stale_i);
-  return fail(t, code,
-              "ad_checkpoint_loop: step %lld uses an active value that is not part of the loop's state (in %s: %s). "
-              "A step may depend on active values only through its state (steps are re-run and recorded on a tape "
-              "of their own): pass the value in the state, or use its ad_value",
-              (long long)i, detail, whose);
+  return ad__pending(
+      t, code,
+      "ad_checkpoint_loop: step %lld uses an active value that is not part of the loop's state (in %s: %s). "
+      "A step may depend on active values only through its state (steps are re-run and recorded on a tape "
+      "of their own): pass the value in the state, or use its ad_value",
+      (long long)i, detail, whose);
 }
 
 /* Record step i from the working state on the scratch tape. Inputs are the
@@ -445,8 +430,8 @@ static int reverse_step(ckpt *c, ad_tape *t, int64_t i) {
   rc = ad__sweep_reverse(sc, start);
   if (rc != AD_OK) {
     char detail[512];
-    return fail(t, rc, "ad_checkpoint_loop: sweeping step %lld: %s", (long long)i,
-                scratch_detail(sc, detail, sizeof detail));
+    return ad__pending(t, rc, "ad_checkpoint_loop: sweeping step %lld: %s", (long long)i,
+                       scratch_detail(sc, detail, sizeof detail));
   }
   for (size_t k = 0; k < c->n; k++) c->lam[k] = sc->adj[k + 1];
   ad__prog_step(&c->pg, c->pg.p.done + 1, c->st.advances);
@@ -500,7 +485,7 @@ static int file_write(ckpt *c, ad_tape *t, const char *what, long long k, uint64
   if (ok) ok = rename(tmp, fn) == 0;
   int rc = AD_OK;
   if (!ok) {
-    rc = fail(t, AD_ERR_IO, "ad_checkpoint_loop: cannot write %s: %s", fn, strerror(errno));
+    rc = ad__pending(t, AD_ERR_IO, "ad_checkpoint_loop: cannot write %s: %s", fn, strerror(errno));
     remove(tmp);
   } else {
     c->st.disk_writes++;
@@ -523,7 +508,7 @@ static int file_read(ckpt *c, ad_tape *t, const char *what, long long k, uint64_
     if (missing) /* the caller expected it might be absent */
       *missing = 1;
     else
-      rc = fail(t, AD_ERR_IO, "ad_checkpoint_loop: cannot read %s: %s", fn, strerror(errno));
+      rc = ad__pending(t, AD_ERR_IO, "ad_checkpoint_loop: cannot read %s: %s", fn, strerror(errno));
     free(fn);
     return rc;
   }
@@ -535,7 +520,7 @@ static int file_read(ckpt *c, ad_tape *t, const char *what, long long k, uint64_
   fclose(f);
   int rc = AD_OK;
   if (!ok)
-    rc = fail(t, AD_ERR_CORRUPT, "ad_checkpoint_loop: %s is corrupt or belongs to another run", fn);
+    rc = ad__pending(t, AD_ERR_CORRUPT, "ad_checkpoint_loop: %s is corrupt or belongs to another run", fn);
   else {
     c->st.disk_reads++;
     if (step) *step = (int64_t)h.step;
@@ -790,7 +775,7 @@ static int reverse_multistage(ckpt *c, ad_tape *t) {
       int arc = loop_agree(c, t, &all);
       if (rc == AD_ERR_CORRUPT) return rc;
       if (arc != AD_OK) return arc;
-      if (all < 0) return fail(t, AD_ERR_CORRUPT, "ad_checkpoint_loop: another rank's adjoint file is corrupt");
+      if (all < 0) return ad__pending(t, AD_ERR_CORRUPT, "ad_checkpoint_loop: another rank's adjoint file is corrupt");
       if (all > 0)
         memcpy(c->lam, c->work.v, c->n * sizeof(double));
       else
@@ -811,7 +796,7 @@ static int reverse_multistage(ckpt *c, ad_tape *t) {
     int64_t step;
     rc = file_read(c, t, "base", j, 1, &step, c->work.v, c->n, c->work.p, c->pb, NULL);
     if (rc == AD_OK && step != c->bnd[j])
-      rc = fail(t, AD_ERR_CORRUPT, "ad_checkpoint_loop: base state %d is at the wrong step", j);
+      rc = ad__pending(t, AD_ERR_CORRUPT, "ad_checkpoint_loop: base state %d is at the wrong step", j);
     /* Every rank re-runs the segment's steps, with their messages, or none. */
     if ((rc = loop_agree_ok(c, t, rc, AD_ERR_IO, "could not read its base state")) != AD_OK) return rc;
     if ((rc = reverse_segment(c, t, c->bnd[j], c->bnd[j + 1], c->o.snapshots)) != AD_OK) return rc;
@@ -980,7 +965,7 @@ static int bad_options(ad_tape *t, const ad_ckpt_options *o, size_t n) {
     why = "opts->passive_check is not AD_CKPT_CHECK_OFF, _FIRST or _FORWARD";
   else if (n > SIZE_MAX / 4 / sizeof(double))
     why = "n: a state too large";
-  return why ? fail(t, AD_ERR_ARG, "ad_checkpoint_loop: %s", why) : AD_OK;
+  return why ? ad__pending(t, AD_ERR_ARG, "ad_checkpoint_loop: %s", why) : AD_OK;
 }
 
 /* A plain loop: no tape records, or the state is passive. */
@@ -991,10 +976,10 @@ static int plain_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, siz
     size_t n1 = n, p1 = pb;
     int rc = step(ud, i, &n1, state, &p1, pstate);
     if (rc < 0)
-      return fail(t, AD_ERR_CALLBACK, "ad_checkpoint_loop: the step function failed (%d) in step %lld", rc,
-                  (long long)i);
+      return ad__pending(t, AD_ERR_CALLBACK, "ad_checkpoint_loop: the step function failed (%d) in step %lld", rc,
+                         (long long)i);
     if (n1 != n || p1 != pb)
-      return fail(t, AD_ERR_CALLBACK, "ad_checkpoint_loop: step %lld changed the state size", (long long)i);
+      return ad__pending(t, AD_ERR_CALLBACK, "ad_checkpoint_loop: step %lld changed the state size", (long long)i);
     last = o->schedule == AD_CKPT_ONLINE && rc == AD_CKPT_LAST;
   }
   return AD_OK;
@@ -1021,7 +1006,7 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
   ad_tape *t = ad_tape_current(); /* the recording tape, possibly in error; NULL if none records */
   if (t && !t->recording) t = NULL;
   const char *null = !o ? "opts" : !step ? "step" : n && !state ? "state" : pb && !pstate ? "pstate" : NULL;
-  if (null) return sticky(t, fail(t, AD_ERR_ARG, "ad_checkpoint_loop: %s is NULL", null));
+  if (null) return sticky(t, ad__pending(t, AD_ERR_ARG, "ad_checkpoint_loop: %s is NULL", null));
   int rc = bad_options(t, o, n);
   if (rc != AD_OK) return sticky(t, rc);
   if (t && t->err != AD_OK) return t->err;
@@ -1030,7 +1015,8 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
   if (!t || !active) return sticky(t, plain_loop(o, step, ud, n, state, pb, pstate, t));
   for (size_t k = 0; k < n; k++)
     if (ad__handle_check(t, state[k]) < 0)
-      return sticky(t, fail(t, AD_ERR_STALE_HANDLE, "ad_checkpoint_loop: state element %zu has a stale handle", k));
+      return sticky(t,
+                    ad__pending(t, AD_ERR_STALE_HANDLE, "ad_checkpoint_loop: state element %zu has a stale handle", k));
 
   ckpt *c = calloc(1, sizeof *c);
   if (!c) return sticky(t, AD_ERR_NOMEM);
@@ -1066,7 +1052,7 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
   if (o->schedule == AD_CKPT_MULTISTAGE) {
     struct stat sb;
     if (stat(c->dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-      rc = fail(t, AD_ERR_IO, "ad_checkpoint_loop: %s is not a directory", c->dir);
+      rc = ad__pending(t, AD_ERR_IO, "ad_checkpoint_loop: %s is not a directory", c->dir);
       ckpt_free(c);
       return sticky(t, rc);
     }
@@ -1082,10 +1068,11 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
       manifest m;
       int mr = manifest_read(c, &m);
       if (mr == -2 || (mr == -1 && !o->replace_foreign)) {
-        rc = fail(t, AD_ERR_CORRUPT,
-                  "ad_checkpoint_loop: %s holds a checkpoint manifest that is %s (set replace_foreign, or use an "
-                  "empty directory)",
-                  c->dir, mr == -2 ? "corrupt" : "of another run");
+        rc =
+            ad__pending(t, AD_ERR_CORRUPT,
+                        "ad_checkpoint_loop: %s holds a checkpoint manifest that is %s (set replace_foreign, or use an "
+                        "empty directory)",
+                        c->dir, mr == -2 ? "corrupt" : "of another run");
       } else if (mr == -1) {
         files_clear(c, c->nseg);
         c->st.replaced_foreign = 1;
@@ -1097,15 +1084,15 @@ int ad_checkpoint_loop(const ad_ckpt_options *o, ad_ckpt_step step, void *ud, si
       int arc = loop_agree(c, t, &all);
       if (rc == AD_OK) rc = arc;
       if (rc == AD_OK && all < 0)
-        rc = fail(t, AD_ERR_CORRUPT,
-                  "ad_checkpoint_loop: another rank's checkpoint manifest is corrupt or of another run");
+        rc = ad__pending(t, AD_ERR_CORRUPT,
+                         "ad_checkpoint_loop: another rank's checkpoint manifest is corrupt or of another run");
       if (all > 0) {
         rc = file_read(c, t, "final", 0, 3, NULL, c->work.v, n, c->work.p, pb, NULL);
         int64_t read = rc == AD_OK;
         int arc = loop_agree(c, t, &read);
         if (rc == AD_OK) rc = arc;
         if (rc == AD_OK && !read)
-          rc = fail(t, AD_ERR_CORRUPT, "ad_checkpoint_loop: another rank cannot read its final state");
+          rc = ad__pending(t, AD_ERR_CORRUPT, "ad_checkpoint_loop: another rank cannot read its final state");
         if (rc == AD_OK) c->resumed_forward = 1;
       }
     }

@@ -48,20 +48,31 @@ int ad_reverse_to(ad_tape *t, ad_tape_pos pos) {
   return ad__sweep_reverse(t, pos);
 }
 
-double ad_adjoint(const ad_tape *t, ad_real x) {
-  if (!t) return 0.0;
-  int c = check_use((ad_tape *)t, x, "ad_adjoint", "the value");
+/* x's entry of the adjoint or tangent vector v (cap entries, those below
+ * dirty pending a reset): 0 for a passive value or one the vector does not
+ * reach, NaN for a stale one. */
+static double vec_entry(const ad_tape *t, ad_real x, const double *v, size_t cap, size_t dirty, const char *fn) {
+  int c = check_use((ad_tape *)t, x, fn, "the value");
   if (c < 0) return NAN;
-  if (c == 0 || x.i >= t->adj_cap || x.i < t->adj_dirty) return 0.0;
-  return t->adj[x.i];
+  if (c == 0 || x.i >= cap || x.i < dirty) return 0.0;
+  return v[x.i];
+}
+
+/* Zero the adjoint or tangent vector v. Entries past the recording are zero
+ * already, or pending (dirty). */
+static void vec_zero(const ad_tape *t, double *v, size_t cap, size_t *dirty) {
+  if (!v) return;
+  size_t n = ad__max_size(*dirty, ad__span(t) < cap ? ad__span(t) : cap);
+  memset(v, 0, n * sizeof(double));
+  *dirty = 0;
+}
+
+double ad_adjoint(const ad_tape *t, ad_real x) {
+  return t ? vec_entry(t, x, t->adj, t->adj_cap, t->adj_dirty, "ad_adjoint") : 0.0;
 }
 
 void ad_adjoints_zero(ad_tape *t) {
-  if (!t || !t->adj) return;
-  /* Entries past the recording are zero already, or pending (dirty). */
-  size_t n = ad__max_size(t->adj_dirty, ad__span(t) < t->adj_cap ? ad__span(t) : t->adj_cap);
-  memset(t->adj, 0, n * sizeof(double));
-  t->adj_dirty = 0;
+  if (t) vec_zero(t, t->adj, t->adj_cap, &t->adj_dirty);
 }
 
 void ad_tangent_seed(ad_tape *t, ad_real x, double xdot) {
@@ -80,18 +91,11 @@ int ad_forward(ad_tape *t) {
 }
 
 double ad_tangent(const ad_tape *t, ad_real y) {
-  if (!t) return 0.0;
-  int c = check_use((ad_tape *)t, y, "ad_tangent", "the value");
-  if (c < 0) return NAN;
-  if (c == 0 || y.i >= t->tan_cap || y.i < t->tan_dirty) return 0.0;
-  return t->tan[y.i];
+  return t ? vec_entry(t, y, t->tan, t->tan_cap, t->tan_dirty, "ad_tangent") : 0.0;
 }
 
 void ad_tangents_zero(ad_tape *t) {
-  if (!t || !t->tan) return;
-  size_t n = ad__max_size(t->tan_dirty, ad__span(t) < t->tan_cap ? ad__span(t) : t->tan_cap);
-  memset(t->tan, 0, n * sizeof(double));
-  t->tan_dirty = 0;
+  if (t) vec_zero(t, t->tan, t->tan_cap, &t->tan_dirty);
 }
 
 int ad_gradient(ad_tape *t, ad_real y, size_t n, const ad_real *x, double *g) {

@@ -695,16 +695,33 @@ static inline ad_real ad__emit(ad__recorder *R, double v, uint32_t ns, uint32_t 
   return r;
 }
 
+/* The slow path's room for nargs arguments (ad__need), and where the
+ * statement then goes: 0 if it must not be recorded. */
+static inline int ad__room(ad__recorder *R, uint32_t nargs, const ad_real *args, const char *op, uint32_t *ns,
+                           uint32_t *na, uint32_t *np) {
+  if (!ad__need(R, nargs, args, op)) return 0;
+  *ns = R->ns;
+  *na = R->na;
+  *np = R->np;
+  return 1;
+}
+
+/* Argument a with partial da goes at idx[*n], par[*p]; a passive one is
+ * written over by the next. */
+static inline void ad__arg(ad_index *idx, double *par, uint32_t *n, uint32_t *p, ad_real a, double da) {
+  idx[*n] = a.i;
+  par[*p] = da;
+  *n += (a.i != 0);
+  *p += (a.i != 0);
+}
+
 static inline ad_real ad__op1(double v, ad_real a, double da, const char *op) {
   if (a.i == 0) return ad__const(v);
   ad__recorder *R = ad__rec;
   uint32_t ns = R->ns, na = R->na, np = R->np;
   if (AD__UNLIKELY((na + 1 > R->lim) | (a.e != R->epoch))) {
     if (R->fwd) return ad__fwd_op1(R, v, a, da, op);
-    if (!ad__need(R, 1, &a, op)) return ad__const(v);
-    ns = R->ns;
-    na = R->na;
-    np = R->np;
+    if (!ad__room(R, 1, &a, op, &ns, &na, &np)) return ad__const(v);
   }
   R->idx[na] = a.i;
   R->par[np] = da;
@@ -718,22 +735,13 @@ static inline ad_real ad__op2(double v, ad_real a, double da, ad_real b, double 
   if (AD__UNLIKELY((na + 2 > R->lim) | ((AD__STALE(a, ep) | AD__STALE(b, ep)) != 0))) {
     if (R->fwd) return ad__fwd_op2(R, v, a, da, b, db, op);
     ad_real ab[2] = {a, b};
-    if (!ad__need(R, 2, ab, op)) return ad__const(v);
-    ns = R->ns;
-    na = R->na;
-    np = R->np;
+    if (!ad__room(R, 2, ab, op, &ns, &na, &np)) return ad__const(v);
   }
   ad_index *idx = R->idx;
   double *par = R->par;
   uint32_t n = na, p = np;
-  idx[n] = a.i;
-  par[p] = da;
-  n += (a.i != 0);
-  p += (a.i != 0);
-  idx[n] = b.i;
-  par[p] = db;
-  n += (b.i != 0);
-  p += (b.i != 0);
+  ad__arg(idx, par, &n, &p, a, da);
+  ad__arg(idx, par, &n, &p, b, db);
   return ad__emit(R, v, ns, na, n, p, AD__KIND_GENERAL);
 }
 
@@ -746,10 +754,7 @@ static inline ad_real ad__op_pm(double v, ad_real a, ad_real b, int minus, const
   if (AD__UNLIKELY((na + 2 > R->lim) | ((AD__STALE(a, ep) | AD__STALE(b, ep)) != 0))) {
     if (R->fwd) return ad__fwd_op_pm(R, v, a, b, minus, op);
     ad_real ab[2] = {a, b};
-    if (!ad__need(R, 2, ab, op)) return ad__const(v);
-    ns = R->ns;
-    na = R->na;
-    np = R->np;
+    if (!ad__room(R, 2, ab, op, &ns, &na, &np)) return ad__const(v);
   }
   ad_index *idx = R->idx;
   uint32_t n = na;
@@ -768,10 +773,7 @@ static inline ad_real ad__op_unit(double v, ad_real a, int minus, const char *op
   uint32_t ns = R->ns, na = R->na, np = R->np;
   if (AD__UNLIKELY((na + 1 > R->lim) | (a.e != R->epoch))) {
     if (R->fwd) return ad__fwd_op1(R, v, a, minus ? -1.0 : 1.0, op);
-    if (!ad__need(R, 1, &a, op)) return ad__const(v);
-    ns = R->ns;
-    na = R->na;
-    np = R->np;
+    if (!ad__room(R, 1, &a, op, &ns, &na, &np)) return ad__const(v);
   }
   R->idx[na] = a.i;
   return ad__emit(R, v, ns, na, na + 1, np, minus ? AD__KIND_MINUS : AD__KIND_PLUS);
@@ -788,26 +790,14 @@ static inline ad_real ad__op3(double v, ad_real a, double da, ad_real b, double 
       double dabc[3] = {da, db, dc};
       return ad__fwd(R, v, 3, abc, dabc, op);
     }
-    if (!ad__need(R, 3, abc, op)) return ad__const(v);
-    ns = R->ns;
-    na = R->na;
-    np = R->np;
+    if (!ad__room(R, 3, abc, op, &ns, &na, &np)) return ad__const(v);
   }
   ad_index *idx = R->idx;
   double *par = R->par;
   uint32_t n = na, p = np;
-  idx[n] = a.i;
-  par[p] = da;
-  n += (a.i != 0);
-  p += (a.i != 0);
-  idx[n] = b.i;
-  par[p] = db;
-  n += (b.i != 0);
-  p += (b.i != 0);
-  idx[n] = c.i;
-  par[p] = dc;
-  n += (c.i != 0);
-  p += (c.i != 0);
+  ad__arg(idx, par, &n, &p, a, da);
+  ad__arg(idx, par, &n, &p, b, db);
+  ad__arg(idx, par, &n, &p, c, dc);
   return ad__emit(R, v, ns, na, n, p, AD__KIND_GENERAL);
 }
 

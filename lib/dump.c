@@ -73,16 +73,20 @@ typedef struct walker {
   int nrtype;
 } walker;
 
+/* Where the list named key (" in=", " out=") of a record's description d
+ * starts, or NULL: after a space, or at the start of d without it. */
+static const char *list_of(const char *d, const char *key) {
+  const char *p = strstr(d, key);
+  if (p) return p + strlen(key);
+  key++;
+  return strncmp(d, key, strlen(key)) == 0 ? d + strlen(key) : NULL;
+}
+
 /* Remember the handles a record made (out=%A,%B,... or a truncated
  * consecutive list ",...(N)"), to tell them from inputs. */
 static void note_outputs(walker *w, size_t ri, const char *d) {
-  const char *p = strstr(d, " out=");
-  if (p)
-    p += 5;
-  else if (strncmp(d, "out=", 4) == 0)
-    p = d + 4;
-  else
-    return;
+  const char *p = list_of(d, " out=");
+  if (!p) return;
   uint64_t first = 0, prev = 0, count = 0;
   int consecutive = 1;
   while (*p && *p != ' ') {
@@ -187,13 +191,8 @@ static void record_out(walker *w, size_t ri) {
 
 /* Mark the handles of a record's in= list as used. */
 static void note_inputs(walker *w, const char *d) {
-  const char *p = strstr(d, " in=");
-  if (p)
-    p += 4;
-  else if (strncmp(d, "in=", 3) == 0)
-    p = d + 3;
-  else
-    return;
+  const char *p = list_of(d, " in=");
+  if (!p) return;
   while (*p && *p != ' ') {
     if (*p == '%') {
       unsigned long long h = strtoull(p + 1, (char **)&p, 10);

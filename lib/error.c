@@ -77,6 +77,13 @@ void ad__vformat(char *buf, size_t size, int code, const char *fmt, va_list ap) 
   snprintf(buf + n + m, size - (size_t)(n + m), " (%s: %s)", ad_errname(code), ad_strerror(code));
 }
 
+/* An error with no tape to keep it. */
+static void notape(int code, const char *fmt, va_list ap) {
+  ad__vformat(last_msg, sizeof last_msg, code, fmt, ap);
+  last_error = code;
+  ad__report(NULL, code, last_msg);
+}
+
 void ad__fail(ad_tape *t, int code, const char *fmt, ...) {
   if (t->err != AD_OK) return;
   va_list ap;
@@ -90,32 +97,32 @@ void ad__fail(ad_tape *t, int code, const char *fmt, ...) {
   ad__report(t, code, t->msg);
 }
 
-void ad__pending(ad_tape *t, int code, const char *fmt, ...) {
-  if (t->pending != AD_OK) return;
+int ad__pending(ad_tape *t, int code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  ad__vformat(t->pmsg, sizeof t->pmsg, code, fmt, ap);
+  if (!t) {
+    notape(code, fmt, ap);
+  } else if (t->pending == AD_OK) {
+    ad__vformat(t->pmsg, sizeof t->pmsg, code, fmt, ap);
+    t->pending = code;
+    ad__report(t, code, t->pmsg);
+  }
   va_end(ap);
-  t->pending = code;
-  ad__report(t, code, t->pmsg);
+  return code;
 }
 
 void ad__fail_notape(int code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  ad__vformat(last_msg, sizeof last_msg, code, fmt, ap);
+  notape(code, fmt, ap);
   va_end(ap);
-  last_error = code;
-  ad__report(NULL, code, last_msg);
 }
 
 int ad__arg_error(const ad_tape *ct, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   if (!ct) {
-    ad__vformat(last_msg, sizeof last_msg, AD_ERR_ARG, fmt, ap);
-    last_error = AD_ERR_ARG;
-    ad__report(NULL, AD_ERR_ARG, last_msg);
+    notape(AD_ERR_ARG, fmt, ap);
   } else if (ct->err == AD_OK && ct->pending == AD_OK) {
     /* The tape's state is not the caller's mistake: only its message. */
     ad_tape *t = (ad_tape *)(uintptr_t)ct;

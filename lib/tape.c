@@ -260,6 +260,10 @@ void *ad__alloc(ad_tape *t, size_t size) {
   return p;
 }
 
+void ad__each(void (*fn)(void *), size_t n, void *const *blocks) {
+  for (size_t i = 0; i < n; i++) fn(blocks[i]);
+}
+
 void ad__free(ad_tape *t, void *p, size_t size) {
   if (!p) return;
   t->bytes_alloc -= size;

@@ -210,10 +210,19 @@ void ad__free(ad_tape *t, void *p, size_t size);
 int ad__grow(ad_tape *t, void **arr, size_t *cap, size_t need, size_t elem);
 int ad__grow_to(ad_tape *t, void **arr, size_t *cap, size_t ncap, size_t elem);
 
+/* fn on each of n blocks: the arrays of a struct that allocates each of
+ * them on its own, freed (AD__FREE_EACH) or otherwise disposed of
+ * (AD__EACH(fn, a, b, ...)); fn takes NULL. */
+void ad__each(void (*fn)(void *), size_t n, void *const *blocks);
+#define AD__EACH(fn, ...)                                                                                              \
+  ad__each(fn, sizeof((void *const[]){__VA_ARGS__}) / sizeof(void *), (void *const[]){__VA_ARGS__})
+#define AD__FREE_EACH(...) AD__EACH(free, __VA_ARGS__)
+
 /* Sticky error: the first one wins; recording stops. */
 void ad__fail(ad_tape *t, int code, const char *fmt, ...);
-/* Usage error of a void call, reported once by the next sweep or driver. */
-void ad__pending(ad_tape *t, int code, const char *fmt, ...);
+/* Usage error of a void call, reported once by the next sweep or driver
+ * (with t NULL: the thread's last error, as ad__fail_notape); returns code. */
+int ad__pending(ad_tape *t, int code, const char *fmt, ...);
 /* Error with no tape to keep it: thread-local last error and the handler.
  * ad_tape_error_message(NULL) reads the message. */
 void ad__fail_notape(int code, const char *fmt, ...);

@@ -225,18 +225,7 @@ pend *ad__coll_pend_new(const coll *x, int kind, const char *fn) {
 
 void ad__coll_pend_free(pend *q) {
   if (!q) return;
-  free(q->sv);
-  free(q->rv);
-  free(q->all);
-  free(q->cnt);
-  free(q->dsp);
-  free(q->a1);
-  free(q->a2);
-  free(q->a3);
-  free(q->a4);
-  free(q->nanm);
-  free(q->w);
-  free(q);
+  AD__FREE_EACH(q->sv, q->rv, q->all, q->cnt, q->dsp, q->a1, q->a2, q->a3, q->a4, q->nanm, q->w, q);
 }
 
 /* The result of op over every rank's contributions (all: p blocks of n
@@ -317,7 +306,7 @@ static void pend_complete(void *ctx, ad_tape *t, ad_tape *seen, ad__mrec *start,
   (void)seen;
   pend_deliver(q, t && start == q->r ? t : NULL);
   if (t && start && start == q->r) {
-    ad__mrec *d = ad__mrec_push(t, ad__coll_kind(AD__M_ICOLL_DONE), q->x.c, 0, 0);
+    ad__mrec *d = ad__mrec_push(t, AD__M_ICOLL_DONE, q->x.c, 0, 0);
     ad__corder *o = ad__coll_order(t, q->x.c);
     if (d && o) {
       d->seq = o->n - 1; /* the last collective started before this completion */
@@ -332,13 +321,7 @@ static void pend_failed(void *ctx, int rc) {
   pend *q = ctx;
   (void)rc;
   /* MPI may still read or write the buffers. */
-  ad__mpi_keep(q->sv);
-  ad__mpi_keep(q->rv);
-  ad__mpi_keep(q->all);
-  ad__mpi_keep(q->a1);
-  ad__mpi_keep(q->a2);
-  ad__mpi_keep(q->a3);
-  ad__mpi_keep(q->a4);
+  AD__EACH(ad__mpi_keep, q->sv, q->rv, q->all, q->a1, q->a2, q->a3, q->a4);
   q->sv = q->rv = q->all = NULL;
   q->a1 = q->a2 = q->a3 = q->a4 = NULL;
   ad__coll_pend_free(q);
@@ -415,22 +398,6 @@ int ad__coll_both_real(coll *x, MPI_Datatype a, MPI_Datatype b, int a_used, int 
   if ((!a_used || is_real(a)) && (!b_used || is_real(b))) return 1;
   if (x->seen) ad__fail(x->seen, AD_ERR_MPI, "%s: AD_MPI_REAL on one side needs AD_MPI_REAL on the other", fn);
   return 0;
-}
-
-/* Regular counts: n per rank, packed in rank order. */
-int ad__coll_regular(int size, int n, int **cnt, int **dsp) {
-  *cnt = malloc((size_t)size * sizeof **cnt);
-  *dsp = malloc((size_t)size * sizeof **dsp);
-  if (!*cnt || !*dsp) {
-    free(*cnt);
-    free(*dsp);
-    return MPI_ERR_NO_MEM;
-  }
-  for (int j = 0; j < size; j++) {
-    (*cnt)[j] = n;
-    (*dsp)[j] = j * n;
-  }
-  return MPI_SUCCESS;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -898,28 +865,10 @@ static int coll_tangent(ad_tape *t, ad__mrec *r) {
   return fwd_finish(t, r);
 }
 
-/* A nonblocking collective's start leaves a request in p2p.c's slots that
+/* A nonblocking collective's start leaves a request in a slot that
  * points back at it. */
 static void coll_lost(const ad__mrec *r) {
-  if (r->nb) ad__p2p_forget(r);
+  if (r->nb) ad__req_forget(r);
 }
 
-/* The collective record kinds: every one but the completion of a
- * nonblocking collective is numbered on its (tape, communicator). */
-static const ad__mkind kinds[] = {
-    {AD__M_BARRIER, 1, coll_reverse, coll_tangent, coll_lost, NULL},
-    {AD__M_BCAST, 1, coll_reverse, coll_tangent, coll_lost, NULL},
-    {AD__M_REDUCE, 1, coll_reverse, coll_tangent, coll_lost, NULL},
-    {AD__M_ALLREDUCE, 1, coll_reverse, coll_tangent, coll_lost, NULL},
-    {AD__M_GATHERV, 1, coll_reverse, coll_tangent, coll_lost, NULL},
-    {AD__M_SCATTERV, 1, coll_reverse, coll_tangent, coll_lost, NULL},
-    {AD__M_ALLGATHERV, 1, coll_reverse, coll_tangent, coll_lost, NULL},
-    {AD__M_ALLTOALLV, 1, coll_reverse, coll_tangent, coll_lost, NULL},
-    {AD__M_RSB, 1, coll_reverse, coll_tangent, coll_lost, NULL},
-    {AD__M_SCAN, 1, coll_reverse, coll_tangent, coll_lost, NULL},
-    {AD__M_EXSCAN, 1, coll_reverse, coll_tangent, coll_lost, NULL},
-    {AD__M_ICOLL_DONE, 0, coll_reverse, coll_tangent, coll_lost, NULL},
-    {AD__M_NEIGHBOR, 1, coll_reverse, coll_tangent, coll_lost, NULL},
-};
-
-const ad__mkind *ad__coll_kind(int kind) { return ad__mkind_find(kinds, sizeof kinds / sizeof *kinds, kind); }
+const ad__mactions ad__coll_actions = {coll_reverse, coll_tangent, coll_lost, NULL};

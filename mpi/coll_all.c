@@ -28,7 +28,7 @@ static int allgatherv_any(const void *sendbuf, int sendcount, void *recvbuf, con
    * count that does not match recvcounts[rank] is left to MPI to report. */
   int own = inplace || sendcount == recvcounts[me];
   if (own) memcpy(q->rv + displs[me], q->sv, (size_t)nin * sizeof(double));
-  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, ad__coll_kind(AD__M_ALLGATHERV), x.c, nin, tot) : NULL;
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, AD__M_ALLGATHERV, x.c, nin, tot) : NULL;
   if (r) {
     ad__handles(x.t, src, nin, r->in, fn);
     if (!(r->cnt = icopy(recvcounts, p)) || !(r->dsp = icopy(displs, p)))
@@ -54,65 +54,36 @@ int ad__coll_all_check(const void *sendbuf, MPI_Datatype sendtype, MPI_Datatype 
   return ad__coll_both_real(&chk, sendtype, recvtype, use_send, 1, fn) ? MPI_SUCCESS : MPI_ERR_TYPE;
 }
 
-/* Allgatherv and iallgatherv (req). */
-static int allgatherv_front(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                            const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm,
-                            ad_mpi_request *req, const char *fn) {
+/* Allgather(v) and iallgather(v) (req); the regular form (v 0) as the
+ * v-form with recvcount per rank. */
+static int allgather_front(int v, const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                           const int recvcounts[], const int displs[], int recvcount, MPI_Datatype recvtype,
+                           MPI_Comm comm, ad_mpi_request *req, const char *fn) {
   if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__dt_allgatherv(1, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, comm, req);
-  int active, rc = ad__coll_all_check(sendbuf, sendtype, recvtype, fn, &active);
+    return ad__handoff.dt_gatherv(v, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvcount, recvtype,
+                                  AD__ROOT_ALL, comm, req);
+  int active, *reg, rc = ad__coll_all_check(sendbuf, sendtype, recvtype, fn, &active);
   if (rc == MPI_SUCCESS && !active) rc = ad__coll_send_guard(fn, comm, sendbuf, sendcount, 0, NULL, NULL, sendtype);
   if (rc != MPI_SUCCESS) return rc;
-  if (!active) {
-    if (!req) return MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
-    MPI_Request mq;
-    rc = MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, &mq);
-    return ad__coll_passive_req(rc, &mq, req);
-  }
-  return allgatherv_any(sendbuf, sendcount, recvbuf, recvcounts, displs, comm, req, fn);
-}
-
-int ad_mpi_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
-                      const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
-  return allgatherv_front(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, NULL,
-                          "ad_mpi_allgatherv");
-}
-int ad_mpi_iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
-                       const int displs[], MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request) {
-  return allgatherv_front(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request,
-                          "ad_mpi_iallgatherv");
-}
-
-static int allgather_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                         MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
-  if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__dt_allgatherv(0, sendbuf, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, comm, req);
-  int active, rc = ad__coll_all_check(sendbuf, sendtype, recvtype, fn, &active);
-  if (rc == MPI_SUCCESS && !active) rc = ad__coll_send_guard(fn, comm, sendbuf, sendcount, 0, NULL, NULL, sendtype);
-  if (rc != MPI_SUCCESS) return rc;
-  if (!active) {
-    if (!req) return MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    MPI_Request mq;
-    return ad__coll_passive_req(MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &mq),
-                                &mq, req);
-  }
-  int size, *cnt, *dsp;
-  MPI_Comm_size(comm, &size);
-  if ((rc = ad__coll_regular(size, recvcount, &cnt, &dsp)) != MPI_SUCCESS) return rc;
-  rc = allgatherv_any(sendbuf, sendcount, recvbuf, cnt, dsp, comm, req, fn);
-  free(cnt);
-  free(dsp);
+  if (!active)
+    return v ? AD__COLL_PASSIVE(req, MPI_Allgatherv, MPI_Iallgatherv, sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+                                displs, recvtype, comm)
+             : AD__COLL_PASSIVE(req, MPI_Allgather, MPI_Iallgather, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                recvtype, comm);
+  if ((rc = ad__mpi_as_v(v, comm, recvcount, &recvcounts, &displs, &reg)) != MPI_SUCCESS) return rc;
+  rc = allgatherv_any(sendbuf, sendcount, recvbuf, recvcounts, displs, comm, req, fn);
+  free(reg);
   return rc;
 }
 
-int ad_mpi_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                     MPI_Datatype recvtype, MPI_Comm comm) {
-  return allgather_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, NULL, "ad_mpi_allgather");
-}
-int ad_mpi_iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                      MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request) {
-  return allgather_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, "ad_mpi_iallgather");
-}
+AD__COLL_FORMS(allgatherv, allgather_front,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                const int displs[], MPI_Datatype recvtype, MPI_Comm comm),
+               (1, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, comm))
+AD__COLL_FORMS(allgather, allgather_front,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                MPI_Datatype recvtype, MPI_Comm comm),
+               (0, sendbuf, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, comm))
 
 static int alltoallv_any(const void *sendbuf, const int *scnt, const int *sdsp, void *recvbuf, const int *rcnt,
                          const int *rdsp, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
@@ -135,7 +106,7 @@ static int alltoallv_any(const void *sendbuf, const int *scnt, const int *sdsp, 
   }
   q->recvbuf = recvbuf;
   ad__pack(sendbuf, sext, q->sv);
-  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, ad__coll_kind(AD__M_ALLTOALLV), x.c, nin, nout) : NULL;
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, AD__M_ALLTOALLV, x.c, nin, nout) : NULL;
   if (r) {
     if (!(r->cnt = icopy(scnt, p)) || !(r->dsp = icopy(sdsp, p)) || !(r->cnt2 = icopy(rcnt, p)) ||
         !(r->dsp2 = icopy(rdsp, p)))
@@ -150,74 +121,81 @@ static int alltoallv_any(const void *sendbuf, const int *scnt, const int *sdsp, 
   return ad__coll_pend_go(q, rc, mq, req);
 }
 
-/* Alltoallv and ialltoallv (req). */
-static int alltoallv_front(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
-                           void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
-                           MPI_Comm comm, ad_mpi_request *req, const char *fn) {
+/* Alltoall(v) and ialltoall(v) (req); the regular form (v 0) as the v-form
+ * with sendcount and recvcount per rank. */
+static int alltoall_front(int v, const void *sendbuf, const int sendcounts[], const int sdispls[], int sendcount,
+                          MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[],
+                          int recvcount, MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
   if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__dt_alltoallv(1, sendbuf, sendcounts, sdispls, 0, sendtype, recvbuf, recvcounts, rdispls, 0, recvtype,
-                            comm, req);
-  int active, rc = ad__coll_all_check(sendbuf, sendtype, recvtype, fn, &active);
+    return ad__handoff.dt_alltoallv(v, sendbuf, sendcounts, sdispls, sendcount, sendtype, recvbuf, recvcounts, rdispls,
+                                    recvcount, recvtype, comm, req);
+  int *sreg = NULL, *rreg = NULL, active, rc = ad__coll_all_check(sendbuf, sendtype, recvtype, fn, &active);
   if (rc == MPI_SUCCESS && !active)
-    rc = ad__coll_send_guard(fn, comm, sendbuf, 0, comm_size(comm), sendcounts, sdispls, sendtype);
+    rc = v ? ad__coll_send_guard(fn, comm, sendbuf, 0, comm_size(comm), sendcounts, sdispls, sendtype)
+           : ad__coll_send_guard(fn, comm, sendbuf, blocks_of(sendcount, comm_size(comm)), 0, NULL, NULL, sendtype);
   if (rc != MPI_SUCCESS) return rc;
-  if (!active) {
-    if (!req)
-      return MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
-    MPI_Request mq;
-    rc = MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, &mq);
-    return ad__coll_passive_req(rc, &mq, req);
-  }
-  return alltoallv_any(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, comm, req, fn);
-}
-
-int ad_mpi_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
-                     void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
-  return alltoallv_front(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, NULL,
-                         "ad_mpi_alltoallv");
-}
-int ad_mpi_ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
-                      void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
-                      ad_mpi_request *request) {
-  return alltoallv_front(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request,
-                         "ad_mpi_ialltoallv");
-}
-
-static int alltoall_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                        MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
-  if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__dt_alltoallv(0, sendbuf, NULL, NULL, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, comm,
-                            req);
-  int active, rc = ad__coll_all_check(sendbuf, sendtype, recvtype, fn, &active);
-  if (rc == MPI_SUCCESS && !active)
-    rc = ad__coll_send_guard(fn, comm, sendbuf, blocks_of(sendcount, comm_size(comm)), 0, NULL, NULL, sendtype);
-  if (rc != MPI_SUCCESS) return rc;
-  if (!active) {
-    if (!req) return MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    MPI_Request mq;
-    return ad__coll_passive_req(MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &mq),
-                                &mq, req);
-  }
-  int size, *sc, *sd, *rcn, *rd;
-  MPI_Comm_size(comm, &size);
-  if ((rc = ad__coll_regular(size, sendcount, &sc, &sd)) != MPI_SUCCESS) return rc;
-  if ((rc = ad__coll_regular(size, recvcount, &rcn, &rd)) == MPI_SUCCESS) {
-    rc = alltoallv_any(sendbuf, sc, sd, recvbuf, rcn, rd, comm, req, fn);
-    free(rcn);
-    free(rd);
-  }
-  free(sc);
-  free(sd);
+  if (!active)
+    return v ? AD__COLL_PASSIVE(req, MPI_Alltoallv, MPI_Ialltoallv, sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+                                recvcounts, rdispls, recvtype, comm)
+             : AD__COLL_PASSIVE(req, MPI_Alltoall, MPI_Ialltoall, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                recvtype, comm);
+  if ((rc = ad__mpi_as_v(v, comm, sendcount, &sendcounts, &sdispls, &sreg)) == MPI_SUCCESS &&
+      (rc = ad__mpi_as_v(v, comm, recvcount, &recvcounts, &rdispls, &rreg)) == MPI_SUCCESS)
+    rc = alltoallv_any(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, comm, req, fn);
+  AD__FREE_EACH(sreg, rreg);
   return rc;
 }
 
-int ad_mpi_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                    MPI_Datatype recvtype, MPI_Comm comm) {
-  return alltoall_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, NULL, "ad_mpi_alltoall");
+AD__COLL_FORMS(alltoallv, alltoall_front,
+               (const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf,
+                const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm),
+               (1, sendbuf, sendcounts, sdispls, 0, sendtype, recvbuf, recvcounts, rdispls, 0, recvtype, comm))
+AD__COLL_FORMS(alltoall, alltoall_front,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                MPI_Datatype recvtype, MPI_Comm comm),
+               (0, sendbuf, NULL, NULL, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, comm))
+
+/* The slots in use (count not zero) of one side of an alltoallw: their
+ * datatypes refused if they cannot be used, counted, and whether a
+ * displacement is not in whole ad_real elements. */
+static int w_slots(const char *fn, int n, const int *cnt, const int *dsp, const MPI_Aint *adsp,
+                   const MPI_Datatype *types, int *nused, int *nreal, int *bad) {
+  for (int j = 0; j < n; j++) {
+    if (!cnt[j]) continue;
+    (*nused)++;
+    *nreal += is_real(types[j]);
+    *bad |= (adsp ? adsp[j] : dsp[j]) % (MPI_Aint)sizeof(ad_real) != 0;
+    int rc = ad__types_refuse(fn, 1, types[j]);
+    if (rc != MPI_SUCCESS) return rc;
+  }
+  return MPI_SUCCESS;
 }
-int ad_mpi_ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                     MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request) {
-  return alltoall_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, "ad_mpi_ialltoall");
+
+int ad__coll_w_check(const char *fn, MPI_Comm comm, const void *sendbuf, int ns, const int *scnt, const int *sdsp,
+                     const MPI_Aint *sadsp, const MPI_Datatype *stypes, int nr, const int *rcnt, const int *rdsp,
+                     const MPI_Aint *radsp, const MPI_Datatype *rtypes, int *nreal, int **el) {
+  int nused = 0, bad = 0;
+  *nreal = 0;
+  int rc = w_slots(fn, ns, scnt, sdsp, sadsp, stypes, &nused, nreal, &bad);
+  if (rc == MPI_SUCCESS) rc = w_slots(fn, nr, rcnt, rdsp, radsp, rtypes, &nused, nreal, &bad);
+  if (rc == MPI_SUCCESS && *nreal == 0) {
+    rc = ad__mpi_guard_blocks(fn, "send buffer", sendbuf, ns, scnt, sdsp, sdsp != NULL, sadsp, stypes,
+                              MPI_DATATYPE_NULL);
+    rc = ad__mpi_guard_agree(fn, comm, rc);
+  }
+  if (rc != MPI_SUCCESS || *nreal == 0) return rc;
+  if (bad || *nreal != nused) {
+    ad_tape *seen;
+    ad__mpi_tape(&seen);
+    if (seen)
+      ad__fail(seen, AD_ERR_MPI,
+               "%s: every datatype in use must be AD_MPI_REAL, with displacements in whole ad_real elements", fn);
+    return MPI_ERR_TYPE;
+  }
+  if (!(*el = malloc(sizeof(int) * (size_t)(ns + nr + 1)))) return MPI_ERR_NO_MEM;
+  for (int j = 0; j < ns; j++) (*el)[j] = (int)((sadsp ? sadsp[j] : sdsp[j]) / (MPI_Aint)sizeof(ad_real));
+  for (int j = 0; j < nr; j++) (*el)[ns + j] = (int)((radsp ? radsp[j] : rdsp[j]) / (MPI_Aint)sizeof(ad_real));
+  return MPI_SUCCESS;
 }
 
 /* 1 if a slot in use (count not zero) has a datatype built from
@@ -239,7 +217,7 @@ static int alltoallw_any(const void *sendbuf, const int *scnt, const int *sdsp, 
                          ad_mpi_request *req, const char *fn) {
   int size;
   MPI_Comm_size(comm, &size);
-  int inplace = sendbuf == MPI_IN_PLACE, nreal = 0, nused = 0, rc = MPI_SUCCESS;
+  int inplace = sendbuf == MPI_IN_PLACE, nreal, rc, *el = NULL;
   if (ad__coll_derived_in_use(inplace ? 0 : size, scnt, stypes, size, rcnt, rtypes)) {
     MPI_Aint *a = malloc(2 * (size_t)(size ? size : 1) * sizeof *a);
     if (!a) return MPI_ERR_NO_MEM;
@@ -247,65 +225,25 @@ static int alltoallw_any(const void *sendbuf, const int *scnt, const int *sdsp, 
       a[j] = inplace ? 0 : sdsp[j];
       a[size + j] = rdsp[j];
     }
-    rc = ad__dt_alltoallw(0, 0, fn, sendbuf, scnt, a, stypes, size, recvbuf, rcnt, a + size, rtypes, size, comm, req);
+    rc = ad__handoff.dt_alltoallw(0, 0, fn, sendbuf, scnt, a, stypes, size, recvbuf, rcnt, a + size, rtypes, size, comm,
+                                  req);
     free(a);
     return rc;
   }
-  for (int j = 0; j < size && rc == MPI_SUCCESS; j++) {
-    if (!inplace && scnt[j]) {
-      nused++;
-      nreal += is_real(stypes[j]);
-      rc = ad__types_refuse(fn, 1, stypes[j]);
-    }
-    if (rc == MPI_SUCCESS && rcnt[j]) {
-      nused++;
-      nreal += is_real(rtypes[j]);
-      rc = ad__types_refuse(fn, 1, rtypes[j]);
-    }
-  }
-  if (rc == MPI_SUCCESS && nreal == 0) {
-    rc = ad__mpi_guard_blocks(fn, "send buffer", sendbuf, size, scnt, sdsp, 1, NULL, stypes, MPI_DATATYPE_NULL);
-    rc = ad__mpi_guard_agree(fn, comm, rc);
-  }
+  rc = ad__coll_w_check(fn, comm, sendbuf, inplace ? 0 : size, scnt, sdsp, NULL, stypes, size, rcnt, rdsp, NULL, rtypes,
+                        &nreal, &el);
   if (rc != MPI_SUCCESS) return rc;
-  if (nreal == 0) {
-    if (!req) return MPI_Alltoallw(sendbuf, scnt, sdsp, stypes, recvbuf, rcnt, rdsp, rtypes, comm);
-    MPI_Request mq;
-    return ad__coll_passive_req(MPI_Ialltoallw(sendbuf, scnt, sdsp, stypes, recvbuf, rcnt, rdsp, rtypes, comm, &mq),
-                                &mq, req);
-  }
-  int *a = malloc(2 * (size_t)size * sizeof *a);
-  if (!a) return MPI_ERR_NO_MEM;
-  int *sd = a, *rd = a + size;
-  int bad = nreal != nused;
-  for (int j = 0; j < size; j++) {
-    sd[j] = inplace ? 0 : sdsp[j] / (int)sizeof(ad_real);
-    rd[j] = rdsp[j] / (int)sizeof(ad_real);
-    if ((!inplace && scnt[j] && sdsp[j] % (int)sizeof(ad_real)) || (rcnt[j] && rdsp[j] % (int)sizeof(ad_real))) bad = 1;
-  }
-  if (bad) {
-    free(a);
-    ad_tape *seen;
-    ad__mpi_tape(&seen);
-    if (seen)
-      ad__fail(seen, AD_ERR_MPI,
-               "%s: every datatype in use must be AD_MPI_REAL, with displacements in whole ad_real elements", fn);
-    return MPI_ERR_TYPE;
-  }
-  rc = alltoallv_any(sendbuf, inplace ? rcnt : scnt, inplace ? rd : sd, recvbuf, rcnt, rd, comm, req, fn);
-  free(a);
+  if (nreal == 0)
+    return AD__COLL_PASSIVE(req, MPI_Alltoallw, MPI_Ialltoallw, sendbuf, scnt, sdsp, stypes, recvbuf, rcnt, rdsp,
+                            rtypes, comm);
+  int ns = inplace ? 0 : size, *rd = el + ns; /* in place: the receive side's layout */
+  rc = alltoallv_any(sendbuf, inplace ? rcnt : scnt, inplace ? rd : el, recvbuf, rcnt, rd, comm, req, fn);
+  free(el);
   return rc;
 }
 
-int ad_mpi_alltoallw(const void *sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
-                     void *recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
-                     MPI_Comm comm) {
-  return alltoallw_any(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, NULL,
-                       "ad_mpi_alltoallw");
-}
-int ad_mpi_ialltoallw(const void *sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
-                      void *recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
-                      MPI_Comm comm, ad_mpi_request *request) {
-  return alltoallw_any(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request,
-                       "ad_mpi_ialltoallw");
-}
+AD__COLL_FORMS(alltoallw, alltoallw_any,
+               (const void *sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
+                void *recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
+                MPI_Comm comm),
+               (sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm))

@@ -118,11 +118,38 @@ int ad__coll_send_guard(const char *fn, MPI_Comm comm, const void *buf, int coun
                         const int *dsp, MPI_Datatype type);
 int ad__coll_slot_handles(ad_tape *t, const ad_real *b, const int *cnt, const int *dsp, int n, ad_index *h,
                           const char *fn);
-int ad__coll_regular(int size, int n, int **cnt, int **dsp);
 int ad__coll_both_real(coll *x, MPI_Datatype a, MPI_Datatype b, int a_used, int b_used, const char *fn);
 int ad__coll_all_check(const void *sendbuf, MPI_Datatype sendtype, MPI_Datatype recvtype, const char *fn, int *active);
 int ad__coll_derived_in_use(int ns, const int *scnt, const MPI_Datatype *stypes, int nr, const int *rcnt,
                             const MPI_Datatype *rtypes);
 int ad__coll_degrees(MPI_Comm comm, int *indeg, int *outdeg);
+/* The checks of an alltoallw, over a neighbourhood or not: ns send and nr
+ * receive slots, their byte displacements as int (dsp) or MPI_Aint (adsp).
+ * Every datatype in use is refused if it cannot be used; *nreal counts the
+ * AD_MPI_REAL ones. None: the send buffer is guarded (on every rank, in
+ * check mode) for MPI's own call. Some: all must be, with displacements in
+ * whole elements, or the call is refused; *el (malloc'd) holds the
+ * displacements in elements, the ns send slots' and then the nr receive
+ * slots'. MPI_SUCCESS or the error. */
+int ad__coll_w_check(const char *fn, MPI_Comm comm, const void *sendbuf, int ns, const int *scnt, const int *sdsp,
+                     const MPI_Aint *sadsp, const MPI_Datatype *stypes, int nr, const int *rcnt, const int *rdsp,
+                     const MPI_Aint *radsp, const MPI_Datatype *rtypes, int *nreal, int **el);
+
+/* MPI's own collective on passive data: the blocking call, or with req the
+ * nonblocking one, whose MPI request req takes over (ad__coll_passive_req);
+ * the arguments are the blocking call's. */
+#define AD__COLL_PASSIVE(req, blocking, nonblocking, ...)                                                              \
+  ((req) ? ad__coll_passive_req(nonblocking(__VA_ARGS__, &(req)->mpi), &(req)->mpi, (req)) : blocking(__VA_ARGS__))
+
+/* The blocking and the nonblocking wrapper of a collective, one function
+ * (front) taking the request (NULL: blocking) and the wrapper's name after
+ * its other arguments: params is the blocking wrapper's parameter list, args
+ * what it hands to front, each in parentheses. */
+#define AD__COLL_FORMS(name, front, params, args)                                                                      \
+  int ad_mpi_##name(AD__COLL_LIST params) { return front(AD__COLL_LIST args, NULL, "ad_mpi_" #name); }                 \
+  int ad_mpi_i##name(AD__COLL_LIST params, ad_mpi_request *request) {                                                  \
+    return front(AD__COLL_LIST args, request, "ad_mpi_i" #name);                                                       \
+  }
+#define AD__COLL_LIST(...) __VA_ARGS__
 
 #endif

@@ -67,7 +67,7 @@ static int neighbor_any(const void *sendbuf, const int *scnt, const int *sdsp, v
   q->recvbuf = recvbuf;
   q->nslots = indeg;
   ad__pack(sendbuf, sext, q->sv);
-  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, ad__coll_kind(AD__M_NEIGHBOR), x.c, nin, nout) : NULL;
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, AD__M_NEIGHBOR, x.c, nin, nout) : NULL;
   if (r) {
     r->peer = outdeg;
     r->rpeer = indeg;
@@ -120,8 +120,8 @@ static int neighbor_dt(int kind, const void *sendbuf, int sendcount, const int *
     d[outdeg + j] = (kind == 1 || kind == 3 ? rdsp[j] : (MPI_Aint)j * recvcount) * re;
     t[outdeg + j] = recvtype;
   }
-  rc = ad__dt_alltoallw(1, 1, fn, sendbuf, c, d, t, outdeg, recvbuf, c + outdeg, d + outdeg, t + outdeg, indeg, comm,
-                        req);
+  rc = ad__handoff.dt_alltoallw(1, 1, fn, sendbuf, c, d, t, outdeg, recvbuf, c + outdeg, d + outdeg, t + outdeg, indeg,
+                                comm, req);
   free(c);
   free(d);
   free(t);
@@ -155,74 +155,45 @@ static int neighbor_kind(int kind, const void *sendbuf, int sendcount, const int
   if (active) {
     rc = neighbor_any(sendbuf, sc, sd, recvbuf, rc_, rd, indeg, outdeg, comm, req, fn);
   } else if ((rc = ad__coll_send_guard(fn, comm, sendbuf, 0, outdeg, sc, sd, sendtype)) == MPI_SUCCESS) {
-    MPI_Request mq = MPI_REQUEST_NULL;
     switch (kind) {
     case 0:
-      rc = req ? MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &mq)
-               : MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+      rc = AD__COLL_PASSIVE(req, MPI_Neighbor_alltoall, MPI_Ineighbor_alltoall, sendbuf, sendcount, sendtype, recvbuf,
+                            recvcount, recvtype, comm);
       break;
     case 1:
-      rc = req ? MPI_Ineighbor_alltoallv(sendbuf, scnt, sdsp, sendtype, recvbuf, rcnt, rdsp, recvtype, comm, &mq)
-               : MPI_Neighbor_alltoallv(sendbuf, scnt, sdsp, sendtype, recvbuf, rcnt, rdsp, recvtype, comm);
+      rc = AD__COLL_PASSIVE(req, MPI_Neighbor_alltoallv, MPI_Ineighbor_alltoallv, sendbuf, scnt, sdsp, sendtype,
+                            recvbuf, rcnt, rdsp, recvtype, comm);
       break;
     case 2:
-      rc = req ? MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &mq)
-               : MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+      rc = AD__COLL_PASSIVE(req, MPI_Neighbor_allgather, MPI_Ineighbor_allgather, sendbuf, sendcount, sendtype, recvbuf,
+                            recvcount, recvtype, comm);
       break;
     default:
-      rc = req ? MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, rcnt, rdsp, recvtype, comm, &mq)
-               : MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, rcnt, rdsp, recvtype, comm);
+      rc = AD__COLL_PASSIVE(req, MPI_Neighbor_allgatherv, MPI_Ineighbor_allgatherv, sendbuf, sendcount, sendtype,
+                            recvbuf, rcnt, rdsp, recvtype, comm);
       break;
     }
-    if (req) rc = ad__coll_passive_req(rc, &mq, req);
   }
   free(a);
   return rc;
 }
 
-int ad_mpi_neighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                              MPI_Datatype recvtype, MPI_Comm comm) {
-  return neighbor_kind(2, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, recvcount, NULL, NULL, recvtype, comm,
-                       NULL, "ad_mpi_neighbor_allgather");
-}
-int ad_mpi_neighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                               const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
-  return neighbor_kind(3, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, 0, recvcounts, displs, recvtype, comm,
-                       NULL, "ad_mpi_neighbor_allgatherv");
-}
-int ad_mpi_neighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                             MPI_Datatype recvtype, MPI_Comm comm) {
-  return neighbor_kind(0, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, recvcount, NULL, NULL, recvtype, comm,
-                       NULL, "ad_mpi_neighbor_alltoall");
-}
-int ad_mpi_neighbor_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
-                              void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
-                              MPI_Comm comm) {
-  return neighbor_kind(1, sendbuf, 0, sendcounts, sdispls, sendtype, recvbuf, 0, recvcounts, rdispls, recvtype, comm,
-                       NULL, "ad_mpi_neighbor_alltoallv");
-}
-int ad_mpi_ineighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                               MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request) {
-  return neighbor_kind(2, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, recvcount, NULL, NULL, recvtype, comm,
-                       request, "ad_mpi_ineighbor_allgather");
-}
-int ad_mpi_ineighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                                const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm,
-                                ad_mpi_request *request) {
-  return neighbor_kind(3, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, 0, recvcounts, displs, recvtype, comm,
-                       request, "ad_mpi_ineighbor_allgatherv");
-}
-int ad_mpi_ineighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                              MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *request) {
-  return neighbor_kind(0, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, recvcount, NULL, NULL, recvtype, comm,
-                       request, "ad_mpi_ineighbor_alltoall");
-}
-int ad_mpi_ineighbor_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
-                               void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
-                               MPI_Comm comm, ad_mpi_request *request) {
-  return neighbor_kind(1, sendbuf, 0, sendcounts, sdispls, sendtype, recvbuf, 0, recvcounts, rdispls, recvtype, comm,
-                       request, "ad_mpi_ineighbor_alltoallv");
-}
+AD__COLL_FORMS(neighbor_allgather, neighbor_kind,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                MPI_Datatype recvtype, MPI_Comm comm),
+               (2, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, recvcount, NULL, NULL, recvtype, comm))
+AD__COLL_FORMS(neighbor_allgatherv, neighbor_kind,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                const int displs[], MPI_Datatype recvtype, MPI_Comm comm),
+               (3, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, 0, recvcounts, displs, recvtype, comm))
+AD__COLL_FORMS(neighbor_alltoall, neighbor_kind,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                MPI_Datatype recvtype, MPI_Comm comm),
+               (0, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, recvcount, NULL, NULL, recvtype, comm))
+AD__COLL_FORMS(neighbor_alltoallv, neighbor_kind,
+               (const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf,
+                const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm),
+               (1, sendbuf, 0, sendcounts, sdispls, sendtype, recvbuf, 0, recvcounts, rdispls, recvtype, comm))
 
 /* Alltoallw over a neighbourhood: as alltoallw (every type in use
  * AD_MPI_REAL, or none). Its displacements are MPI_Aint bytes. */
@@ -233,61 +204,22 @@ static int neighbor_w(const void *sendbuf, const int *scnt, const MPI_Aint *sdsp
   if (rc != MPI_SUCCESS) return rc;
   if (sendbuf == MPI_IN_PLACE) return MPI_ERR_BUFFER; /* MPI allows no MPI_IN_PLACE here */
   if (ad__coll_derived_in_use(outdeg, scnt, stypes, indeg, rcnt, rtypes))
-    return ad__dt_alltoallw(1, 0, fn, sendbuf, scnt, sdsp, stypes, outdeg, recvbuf, rcnt, rdsp, rtypes, indeg, comm,
-                            req);
-  int nreal = 0, nused = 0, bad = 0;
-  for (int j = 0; j < outdeg && rc == MPI_SUCCESS; j++)
-    if (scnt[j]) {
-      nused++;
-      nreal += is_real(stypes[j]);
-      bad |= sdsp[j] % (MPI_Aint)sizeof(ad_real) != 0;
-      rc = ad__types_refuse(fn, 1, stypes[j]);
-    }
-  for (int j = 0; j < indeg && rc == MPI_SUCCESS; j++)
-    if (rcnt[j]) {
-      nused++;
-      nreal += is_real(rtypes[j]);
-      bad |= rdsp[j] % (MPI_Aint)sizeof(ad_real) != 0;
-      rc = ad__types_refuse(fn, 1, rtypes[j]);
-    }
-  if (rc == MPI_SUCCESS && nreal == 0) {
-    rc = ad__mpi_guard_blocks(fn, "send buffer", sendbuf, outdeg, scnt, NULL, 0, sdsp, stypes, MPI_DATATYPE_NULL);
-    rc = ad__mpi_guard_agree(fn, comm, rc);
-  }
+    return ad__handoff.dt_alltoallw(1, 0, fn, sendbuf, scnt, sdsp, stypes, outdeg, recvbuf, rcnt, rdsp, rtypes, indeg,
+                                    comm, req);
+  int nreal, *el = NULL;
+  rc = ad__coll_w_check(fn, comm, sendbuf, outdeg, scnt, NULL, sdsp, stypes, indeg, rcnt, NULL, rdsp, rtypes, &nreal,
+                        &el);
   if (rc != MPI_SUCCESS) return rc;
-  if (nreal == 0) {
-    if (!req) return MPI_Neighbor_alltoallw(sendbuf, scnt, sdsp, stypes, recvbuf, rcnt, rdsp, rtypes, comm);
-    MPI_Request mq;
-    rc = MPI_Ineighbor_alltoallw(sendbuf, scnt, sdsp, stypes, recvbuf, rcnt, rdsp, rtypes, comm, &mq);
-    return ad__coll_passive_req(rc, &mq, req);
-  }
-  if (bad || nreal != nused) {
-    ad_tape *seen;
-    ad__mpi_tape(&seen);
-    if (seen)
-      ad__fail(seen, AD_ERR_MPI,
-               "%s: every datatype in use must be AD_MPI_REAL, with displacements in whole ad_real elements", fn);
-    return MPI_ERR_TYPE;
-  }
-  int *a = malloc(sizeof(int) * (size_t)(indeg + outdeg + 1));
-  if (!a) return MPI_ERR_NO_MEM;
-  for (int j = 0; j < outdeg; j++) a[j] = (int)(sdsp[j] / (MPI_Aint)sizeof(ad_real));
-  for (int j = 0; j < indeg; j++) a[outdeg + j] = (int)(rdsp[j] / (MPI_Aint)sizeof(ad_real));
-  rc = neighbor_any(sendbuf, scnt, a, recvbuf, rcnt, a + outdeg, indeg, outdeg, comm, req, fn);
-  free(a);
+  if (nreal == 0)
+    return AD__COLL_PASSIVE(req, MPI_Neighbor_alltoallw, MPI_Ineighbor_alltoallw, sendbuf, scnt, sdsp, stypes, recvbuf,
+                            rcnt, rdsp, rtypes, comm);
+  rc = neighbor_any(sendbuf, scnt, el, recvbuf, rcnt, el + outdeg, indeg, outdeg, comm, req, fn);
+  free(el);
   return rc;
 }
 
-int ad_mpi_neighbor_alltoallw(const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
-                              const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
-                              const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm) {
-  return neighbor_w(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, NULL,
-                    "ad_mpi_neighbor_alltoallw");
-}
-int ad_mpi_ineighbor_alltoallw(const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
-                               const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
-                               const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
-                               ad_mpi_request *request) {
-  return neighbor_w(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request,
-                    "ad_mpi_ineighbor_alltoallw");
-}
+AD__COLL_FORMS(neighbor_alltoallw, neighbor_w,
+               (const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[], const MPI_Datatype sendtypes[],
+                void *recvbuf, const int recvcounts[], const MPI_Aint rdispls[], const MPI_Datatype recvtypes[],
+                MPI_Comm comm),
+               (sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm))

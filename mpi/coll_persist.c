@@ -52,15 +52,7 @@ typedef struct pcoll {
 
 static void pcoll_release(void *pctx) {
   pcoll *c = pctx;
-  free(c->scnt);
-  free(c->sdsp);
-  free(c->rcnt);
-  free(c->rdsp);
-  free(c->sdspa);
-  free(c->rdspa);
-  free(c->stypes);
-  free(c->rtypes);
-  free(c);
+  AD__FREE_EACH(c->scnt, c->sdsp, c->rcnt, c->rdsp, c->sdspa, c->rdspa, c->stypes, c->rtypes, c);
 }
 
 static int pcoll_start(void *pctx, MPI_Request *mpi, const ad__req_ops **ops, void **ctx, ad_tape **t, ad__mrec **rec) {

@@ -59,7 +59,7 @@ static int reduce_any(const void *sendbuf, void *recvbuf, int count, const int *
     ad__coll_pend_free(q);
     return MPI_ERR_NO_MEM;
   }
-  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, ad__coll_kind(kind), x.c, n, gets ? m : 0) : NULL;
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, kind, x.c, n, gets ? m : 0) : NULL;
   if (r) {
     r->root = root;
     r->op = q->op;
@@ -112,27 +112,17 @@ static int reduce_guard(const char *fn, const void *sendbuf, const void *recvbuf
  * req. */
 static int reduce_passive(int dt, const void *sendbuf, void *recvbuf, int count, const int *counts, MPI_Datatype type,
                           MPI_Op op, int root, MPI_Comm comm, ad_mpi_request *req) {
-  MPI_Request mq;
-  int rc;
   switch (dt) {
   case 0:
-    if (!req) return MPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
-    rc = MPI_Ireduce(sendbuf, recvbuf, count, type, op, root, comm, &mq);
-    break;
+    return AD__COLL_PASSIVE(req, MPI_Reduce, MPI_Ireduce, sendbuf, recvbuf, count, type, op, root, comm);
   case 1:
-    if (!req) return MPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
-    rc = MPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, &mq);
-    break;
+    return AD__COLL_PASSIVE(req, MPI_Allreduce, MPI_Iallreduce, sendbuf, recvbuf, count, type, op, comm);
   case 4:
-    if (!req) return MPI_Reduce_scatter_block(sendbuf, recvbuf, count, type, op, comm);
-    rc = MPI_Ireduce_scatter_block(sendbuf, recvbuf, count, type, op, comm, &mq);
-    break;
+    return AD__COLL_PASSIVE(req, MPI_Reduce_scatter_block, MPI_Ireduce_scatter_block, sendbuf, recvbuf, count, type, op,
+                            comm);
   default:
-    if (!req) return MPI_Reduce_scatter(sendbuf, recvbuf, counts, type, op, comm);
-    rc = MPI_Ireduce_scatter(sendbuf, recvbuf, counts, type, op, comm, &mq);
-    break;
+    return AD__COLL_PASSIVE(req, MPI_Reduce_scatter, MPI_Ireduce_scatter, sendbuf, recvbuf, counts, type, op, comm);
   }
-  return ad__coll_passive_req(rc, &mq, req);
 }
 
 /* Every reduction wrapper, blocking (req NULL) or not: a derived type or a
@@ -140,8 +130,8 @@ static int reduce_passive(int dt, const void *sendbuf, void *recvbuf, int count,
  * AD_MPI_REAL to reduce_any. dt as for reduce_passive. */
 static int reduce_front(int dt, const void *sendbuf, void *recvbuf, int count, const int *counts, MPI_Datatype type,
                         MPI_Op op, int root, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
-  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
-    return ad__dt_reduce(dt, sendbuf, recvbuf, count, counts, type, op, root, comm, req);
+  if (ad__dtype_any(1, type) || (is_real(type) && ad__handoff.op_user(op)))
+    return ad__handoff.dt_reduce(dt, sendbuf, recvbuf, count, counts, type, op, root, comm, req);
   int e_ = ad__types_refuse(fn, 1, type);
   if (e_ == MPI_SUCCESS && !is_real(type)) {
     int n = dt == 5 ? (counts ? total(counts, comm_size(comm)) : 0) : count;
@@ -153,54 +143,30 @@ static int reduce_front(int dt, const void *sendbuf, void *recvbuf, int count, c
   return reduce_any(sendbuf, recvbuf, count, counts, op, root, comm, kind, req, fn);
 }
 
-int ad_mpi_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
-                  MPI_Comm comm) {
-  return reduce_front(0, sendbuf, recvbuf, count, NULL, type, op, root, comm, NULL, "ad_mpi_reduce");
-}
-int ad_mpi_ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,
-                   ad_mpi_request *request) {
-  return reduce_front(0, sendbuf, recvbuf, count, NULL, type, op, root, comm, request, "ad_mpi_ireduce");
-}
-int ad_mpi_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  return reduce_front(1, sendbuf, recvbuf, count, NULL, type, op, 0, comm, NULL, "ad_mpi_allreduce");
-}
-int ad_mpi_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
-                      ad_mpi_request *request) {
-  return reduce_front(1, sendbuf, recvbuf, count, NULL, type, op, 0, comm, request, "ad_mpi_iallreduce");
-}
-int ad_mpi_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
-                                MPI_Comm comm) {
-  return reduce_front(4, sendbuf, recvbuf, recvcount, NULL, type, op, 0, comm, NULL, "ad_mpi_reduce_scatter_block");
-}
-int ad_mpi_ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
-                                 MPI_Comm comm, ad_mpi_request *request) {
-  return reduce_front(4, sendbuf, recvbuf, recvcount, NULL, type, op, 0, comm, request, "ad_mpi_ireduce_scatter_block");
-}
-int ad_mpi_reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
-                          MPI_Comm comm) {
-  return reduce_front(5, sendbuf, recvbuf, 0, recvcounts, type, op, 0, comm, NULL, "ad_mpi_reduce_scatter");
-}
-int ad_mpi_ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
-                           MPI_Comm comm, ad_mpi_request *request) {
-  return reduce_front(5, sendbuf, recvbuf, 0, recvcounts, type, op, 0, comm, request, "ad_mpi_ireduce_scatter");
-}
+AD__COLL_FORMS(reduce, reduce_front,
+               (const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm),
+               (0, sendbuf, recvbuf, count, NULL, type, op, root, comm))
+AD__COLL_FORMS(allreduce, reduce_front,
+               (const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm),
+               (1, sendbuf, recvbuf, count, NULL, type, op, 0, comm))
+AD__COLL_FORMS(reduce_scatter_block, reduce_front,
+               (const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op, MPI_Comm comm),
+               (4, sendbuf, recvbuf, recvcount, NULL, type, op, 0, comm))
+AD__COLL_FORMS(reduce_scatter, reduce_front,
+               (const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
+                MPI_Comm comm),
+               (5, sendbuf, recvbuf, 0, recvcounts, type, op, 0, comm))
 
 static int scan_any(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, int ex,
                     ad_mpi_request *req, const char *fn) {
-  if (ad__dtype_any(1, type) || (is_real(type) && ad__op_user(op)))
-    return ad__dt_reduce(ex ? 3 : 2, sendbuf, recvbuf, count, NULL, type, op, 0, comm, req);
+  if (ad__dtype_any(1, type) || (is_real(type) && ad__handoff.op_user(op)))
+    return ad__handoff.dt_reduce(ex ? 3 : 2, sendbuf, recvbuf, count, NULL, type, op, 0, comm, req);
   int e_ = ad__types_refuse(fn, 1, type);
   if (e_ == MPI_SUCCESS && !is_real(type)) e_ = reduce_guard(fn, sendbuf, recvbuf, count, type, comm);
   if (e_ != MPI_SUCCESS) return e_;
-  if (!is_real(type)) {
-    if (!req)
-      return ex ? MPI_Exscan(sendbuf, recvbuf, count, type, op, comm)
-                : MPI_Scan(sendbuf, recvbuf, count, type, op, comm);
-    MPI_Request mq;
-    int rc = ex ? MPI_Iexscan(sendbuf, recvbuf, count, type, op, comm, &mq)
-                : MPI_Iscan(sendbuf, recvbuf, count, type, op, comm, &mq);
-    return ad__coll_passive_req(rc, &mq, req);
-  }
+  if (!is_real(type))
+    return ex ? AD__COLL_PASSIVE(req, MPI_Exscan, MPI_Iexscan, sendbuf, recvbuf, count, type, op, comm)
+              : AD__COLL_PASSIVE(req, MPI_Scan, MPI_Iscan, sendbuf, recvbuf, count, type, op, comm);
   if (count < 0) return MPI_ERR_COUNT;
   coll x;
   int rc = ad__coll_begin(&x, comm);
@@ -220,8 +186,7 @@ static int scan_any(const void *sendbuf, void *recvbuf, int count, MPI_Datatype 
   q->n = count;
   q->gets = gets;
   ad__pack(src, count, q->sv);
-  ad__mrec *r = q->r =
-      x.t ? ad__mrec_push(x.t, ad__coll_kind(ex ? AD__M_EXSCAN : AD__M_SCAN), x.c, count, gets ? count : 0) : NULL;
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, ex ? AD__M_EXSCAN : AD__M_SCAN, x.c, count, gets ? count : 0) : NULL;
   if (r) ad__handles(x.t, src, count, r->in, fn);
   MPI_Request mq = MPI_REQUEST_NULL;
   if (req)
@@ -234,17 +199,9 @@ static int scan_any(const void *sendbuf, void *recvbuf, int count, MPI_Datatype 
   return ad__coll_pend_go(q, rc, mq, req);
 }
 
-int ad_mpi_scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  return scan_any(sendbuf, recvbuf, count, type, op, comm, 0, NULL, "ad_mpi_scan");
-}
-int ad_mpi_exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  return scan_any(sendbuf, recvbuf, count, type, op, comm, 1, NULL, "ad_mpi_exscan");
-}
-int ad_mpi_iscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
-                 ad_mpi_request *request) {
-  return scan_any(sendbuf, recvbuf, count, type, op, comm, 0, request, "ad_mpi_iscan");
-}
-int ad_mpi_iexscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
-                   ad_mpi_request *request) {
-  return scan_any(sendbuf, recvbuf, count, type, op, comm, 1, request, "ad_mpi_iexscan");
-}
+AD__COLL_FORMS(scan, scan_any,
+               (const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm),
+               (sendbuf, recvbuf, count, type, op, comm, 0))
+AD__COLL_FORMS(exscan, scan_any,
+               (const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm),
+               (sendbuf, recvbuf, count, type, op, comm, 1))

@@ -15,7 +15,7 @@ static int barrier_any(MPI_Comm comm, ad_mpi_request *req, const char *fn) {
   if (rc != MPI_SUCCESS) return rc;
   pend *q = ad__coll_pend_new(&x, AD__M_BARRIER, fn);
   if (!q) return MPI_ERR_NO_MEM;
-  if (x.t) q->r = ad__mrec_push(x.t, ad__coll_kind(AD__M_BARRIER), x.c, 0, 0);
+  if (x.t) q->r = ad__mrec_push(x.t, AD__M_BARRIER, x.c, 0, 0);
   MPI_Request mq = MPI_REQUEST_NULL;
   rc = req ? MPI_Ibarrier(comm, &mq) : MPI_Barrier(comm);
   return ad__coll_pend_go(q, rc, mq, req);
@@ -41,9 +41,7 @@ static int bcast_any(void *buffer, int count, MPI_Datatype type, int root, MPI_C
      * check mode. */
     e_ = ad__coll_send_guard(fn, comm, is_root(root, comm) ? buffer : NULL, count, 0, NULL, NULL, type);
     if (e_ != MPI_SUCCESS) return e_;
-    if (!req) return MPI_Bcast(buffer, count, type, root, comm);
-    MPI_Request mq;
-    return ad__coll_passive_req(MPI_Ibcast(buffer, count, type, root, comm, &mq), &mq, req);
+    return AD__COLL_PASSIVE(req, MPI_Bcast, MPI_Ibcast, buffer, count, type, root, comm);
   }
   if (count < 0) return MPI_ERR_COUNT;
   coll x;
@@ -58,7 +56,7 @@ static int bcast_any(void *buffer, int count, MPI_Datatype type, int root, MPI_C
   q->recvbuf = buffer;
   q->n = count;
   q->gets = !me;
-  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, ad__coll_kind(AD__M_BCAST), x.c, me ? count : 0, 0) : NULL;
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, AD__M_BCAST, x.c, me ? count : 0, 0) : NULL;
   if (r) r->root = root;
   if (me) {
     ad__pack(buffer, count, q->rv);
@@ -71,11 +69,11 @@ static int bcast_any(void *buffer, int count, MPI_Datatype type, int root, MPI_C
 }
 
 int ad_mpi_bcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-  if (ad__dtype_any(1, type)) return ad__dt_bcast(buffer, count, type, root, comm);
+  if (ad__dtype_any(1, type)) return ad__handoff.dt_bcast(buffer, count, type, root, comm);
   return bcast_any(buffer, count, type, root, comm, NULL, "ad_mpi_bcast");
 }
 int ad_mpi_ibcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm, ad_mpi_request *request) {
-  if (ad__dtype_any(1, type)) return ad__dt_ibcast(buffer, count, type, root, comm, request);
+  if (ad__dtype_any(1, type)) return ad__handoff.dt_ibcast(buffer, count, type, root, comm, request);
   return bcast_any(buffer, count, type, root, comm, request, "ad_mpi_ibcast");
 }
 
@@ -101,7 +99,7 @@ static int gatherv_any(const void *sendbuf, int sendcount, void *recvbuf, const 
   q->recvbuf = recvbuf;
   ad__pack(src, nin, q->sv);
   if (inplace) memcpy(q->rv + displs[root], q->sv, (size_t)nin * sizeof(double));
-  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, ad__coll_kind(AD__M_GATHERV), x.c, nin, tot) : NULL;
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, AD__M_GATHERV, x.c, nin, tot) : NULL;
   if (r) {
     r->root = root;
     r->inplace = inplace;
@@ -133,63 +131,35 @@ static int gather_check(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
   return ad__coll_both_real(&chk, sendtype, recvtype, use_send, rank == root, fn) ? MPI_SUCCESS : MPI_ERR_TYPE;
 }
 
-/* Gatherv and igatherv (req). */
-static int gatherv_front(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                         const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm,
-                         ad_mpi_request *req, const char *fn) {
+/* Gather(v) and igather(v) (req); the regular form (v 0) as the v-form with
+ * recvcount per rank. */
+static int gather_front(int v, const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                        const int recvcounts[], const int displs[], int recvcount, MPI_Datatype recvtype, int root,
+                        MPI_Comm comm, ad_mpi_request *req, const char *fn) {
   if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__dt_gatherv(1, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, root, comm, req);
-  int active, rc = gather_check(sendbuf, sendcount, sendtype, recvtype, root, comm, fn, &active);
+    return ad__handoff.dt_gatherv(v, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvcount, recvtype,
+                                  root, comm, req);
+  int active, *reg, rc = gather_check(sendbuf, sendcount, sendtype, recvtype, root, comm, fn, &active);
   if (rc != MPI_SUCCESS) return rc;
-  if (!active) {
-    if (!req) return MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
-    MPI_Request mq;
-    rc = MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, &mq);
-    return ad__coll_passive_req(rc, &mq, req);
-  }
-  return gatherv_any(sendbuf, sendcount, recvbuf, recvcounts, displs, root, comm, req, fn);
-}
-
-int ad_mpi_gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
-                   const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  return gatherv_front(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, NULL,
-                       "ad_mpi_gatherv");
-}
-int ad_mpi_igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
-                    const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *request) {
-  return gatherv_front(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request,
-                       "ad_mpi_igatherv");
-}
-
-static int gather_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                      MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
-  if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__dt_gatherv(0, sendbuf, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, root, comm, req);
-  int active, rc = gather_check(sendbuf, sendcount, sendtype, recvtype, root, comm, fn, &active);
-  if (rc != MPI_SUCCESS) return rc;
-  if (!active) {
-    if (!req) return MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    MPI_Request mq;
-    rc = MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, &mq);
-    return ad__coll_passive_req(rc, &mq, req);
-  }
-  int size, *cnt, *dsp;
-  MPI_Comm_size(comm, &size);
-  if ((rc = ad__coll_regular(size, recvcount, &cnt, &dsp)) != MPI_SUCCESS) return rc;
-  rc = gatherv_any(sendbuf, sendcount, recvbuf, cnt, dsp, root, comm, req, fn);
-  free(cnt);
-  free(dsp);
+  if (!active)
+    return v ? AD__COLL_PASSIVE(req, MPI_Gatherv, MPI_Igatherv, sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+                                displs, recvtype, root, comm)
+             : AD__COLL_PASSIVE(req, MPI_Gather, MPI_Igather, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                recvtype, root, comm);
+  if ((rc = ad__mpi_as_v(v, comm, recvcount, &recvcounts, &displs, &reg)) != MPI_SUCCESS) return rc;
+  rc = gatherv_any(sendbuf, sendcount, recvbuf, recvcounts, displs, root, comm, req, fn);
+  free(reg);
   return rc;
 }
 
-int ad_mpi_gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                  MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  return gather_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, NULL, "ad_mpi_gather");
-}
-int ad_mpi_igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                   MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *request) {
-  return gather_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, "ad_mpi_igather");
-}
+AD__COLL_FORMS(gatherv, gather_front,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm),
+               (1, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, root, comm))
+AD__COLL_FORMS(gather, gather_front,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                MPI_Datatype recvtype, int root, MPI_Comm comm),
+               (0, sendbuf, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, root, comm))
 
 static int scatterv_any(const void *sendbuf, const int *sendcounts, const int *displs, void *recvbuf, int recvcount,
                         int root, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
@@ -219,8 +189,7 @@ static int scatterv_any(const void *sendbuf, const int *sendcounts, const int *d
   q->n = recvcount;
   q->gets = !inplace;
   if (me) ad__pack(sendbuf, ext, q->sv);
-  ad__mrec *r = q->r =
-      x.t ? ad__mrec_push(x.t, ad__coll_kind(AD__M_SCATTERV), x.c, nin, inplace ? 0 : recvcount) : NULL;
+  ad__mrec *r = q->r = x.t ? ad__mrec_push(x.t, AD__M_SCATTERV, x.c, nin, inplace ? 0 : recvcount) : NULL;
   if (r) {
     r->root = root;
     r->inplace = inplace;
@@ -263,62 +232,33 @@ static int scatter_check(const void *sendbuf, int sendcount, const int *sendcoun
   return ad__coll_both_real(&chk, sendtype, recvtype, rank == root, use_recv, fn) ? MPI_SUCCESS : MPI_ERR_TYPE;
 }
 
-/* Scatterv and iscatterv (req). */
-static int scatterv_front(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
-                          void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
-                          ad_mpi_request *req, const char *fn) {
+/* Scatter(v) and iscatter(v) (req); the regular form (v 0) as the v-form
+ * with sendcount per rank. */
+static int scatter_front(int v, const void *sendbuf, const int sendcounts[], const int displs[], int sendcount,
+                         MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
+                         MPI_Comm comm, ad_mpi_request *req, const char *fn) {
   if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__dt_scatterv(1, sendbuf, sendcounts, displs, 0, sendtype, recvbuf, recvcount, recvtype, root, comm, req);
-  int active, rc = scatter_check(sendbuf, 0, sendcounts, displs, sendtype, recvbuf, recvtype, root, comm, fn, &active);
+    return ad__handoff.dt_scatterv(v, sendbuf, sendcounts, displs, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                   root, comm, req);
+  int active, *reg,
+      rc = scatter_check(sendbuf, sendcount, sendcounts, displs, sendtype, recvbuf, recvtype, root, comm, fn, &active);
   if (rc != MPI_SUCCESS) return rc;
-  if (!active) {
-    if (!req) return MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    MPI_Request mq;
-    rc = MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, &mq);
-    return ad__coll_passive_req(rc, &mq, req);
-  }
-  return scatterv_any(sendbuf, sendcounts, displs, recvbuf, recvcount, root, comm, req, fn);
-}
-
-int ad_mpi_scatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
-                    void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  return scatterv_front(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, NULL,
-                        "ad_mpi_scatterv");
-}
-int ad_mpi_iscatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
-                     void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
-                     ad_mpi_request *request) {
-  return scatterv_front(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request,
-                        "ad_mpi_iscatterv");
-}
-
-static int scatter_reg(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                       MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
-  if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__dt_scatterv(0, sendbuf, NULL, NULL, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, req);
-  int active, rc = scatter_check(sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, recvtype, root, comm, fn, &active);
-  if (rc != MPI_SUCCESS) return rc;
-  if (!active) {
-    if (!req) return MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    MPI_Request mq;
-    rc = MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, &mq);
-    return ad__coll_passive_req(rc, &mq, req);
-  }
-  int size, *cnt, *dsp;
-  MPI_Comm_size(comm, &size);
-  if ((rc = ad__coll_regular(size, sendcount, &cnt, &dsp)) != MPI_SUCCESS) return rc;
-  rc = scatterv_any(sendbuf, cnt, dsp, recvbuf, recvcount, root, comm, req, fn);
-  free(cnt);
-  free(dsp);
+  if (!active)
+    return v ? AD__COLL_PASSIVE(req, MPI_Scatterv, MPI_Iscatterv, sendbuf, sendcounts, displs, sendtype, recvbuf,
+                                recvcount, recvtype, root, comm)
+             : AD__COLL_PASSIVE(req, MPI_Scatter, MPI_Iscatter, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                recvtype, root, comm);
+  if ((rc = ad__mpi_as_v(v, comm, sendcount, &sendcounts, &displs, &reg)) != MPI_SUCCESS) return rc;
+  rc = scatterv_any(sendbuf, sendcounts, displs, recvbuf, recvcount, root, comm, req, fn);
+  free(reg);
   return rc;
 }
 
-int ad_mpi_scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                   MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  return scatter_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, NULL, "ad_mpi_scatter");
-}
-int ad_mpi_iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                    MPI_Datatype recvtype, int root, MPI_Comm comm, ad_mpi_request *request) {
-  return scatter_reg(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request,
-                     "ad_mpi_iscatter");
-}
+AD__COLL_FORMS(scatterv, scatter_front,
+               (const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void *recvbuf,
+                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm),
+               (1, sendbuf, sendcounts, displs, 0, sendtype, recvbuf, recvcount, recvtype, root, comm))
+AD__COLL_FORMS(scatter, scatter_front,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                MPI_Datatype recvtype, int root, MPI_Comm comm),
+               (0, sendbuf, NULL, NULL, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm))

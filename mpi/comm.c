@@ -538,7 +538,7 @@ void ad__recv_attach(ad__comm *c, uint64_t post, int slot, unsigned gen) {
  * matched already (a later receive that accepts fewer messages got one), so
  * it completes without anybody else's help; 0 if that cannot be seen. */
 static int wildcard_source(const ad__rentry *e, int *asrc, int *atag) {
-  MPI_Request r = e->slot >= 0 ? ad__p2p_request(e->slot, e->gen) : MPI_REQUEST_NULL;
+  MPI_Request r = e->slot >= 0 ? ad__req_mpi(e->slot, e->gen) : MPI_REQUEST_NULL;
   if (r == MPI_REQUEST_NULL) return 0;
   double t0 = MPI_Wtime();
   for (;;) {
@@ -630,6 +630,21 @@ int ad__mpi_forward_error(ad_tape *t, int mpirc, const char *fn) {
   return mpirc;
 }
 
+int ad__mpi_refuse(int mpicode, const char *fmt, ...) {
+  char msg[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  ad_tape *seen;
+  ad__mpi_tape(&seen);
+  if (seen)
+    ad__fail(seen, AD_ERR_MPI, "%s", msg);
+  else
+    ad__fail_notape(AD_ERR_MPI, "%s", msg);
+  return mpicode;
+}
+
 double ad__mpi_timeout(void) { return timeout_s; }
 
 int ad__mpi_wait(ad_tape *t, MPI_Request *r, MPI_Status *st, const char *what) {
@@ -691,8 +706,94 @@ int ad__mpi_abandon(MPI_Request *r, int is_recv) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Messages on active data: their numbers and records                        */
+/* ------------------------------------------------------------------------ */
+
+ad__mrec *ad__mpi_send_record(ad__comm *c, ad_tape *t, ad_tape *seen, int dest, int tag, const ad_real *buf, int n,
+                              int kind, const char *fn) {
+  if (dest == MPI_PROC_NULL) return NULL;
+  int k = ad__send_seq(c, dest, tag);
+  ad__mpi_note_peer(seen, c, dest, 0, tag, n, k);
+  ad__mrec *r = t ? ad__mrec_push(t, kind, c, n, 0) : NULL;
+  if (r) {
+    r->peer = dest;
+    r->tag = tag;
+    r->k = k;
+    ad__handles(t, buf, n, r->in, fn);
+  }
+  return r;
+}
+
+/* Finish an active receive of n values from (asrc, atag): sequence it, and
+ * record it with fresh handles for the received elements. */
+ad__mrec *ad__mpi_recv_record(ad__comm *c, ad_tape *t, ad_tape *seen, uint64_t post, const MPI_Status *st, int n,
+                              int kind) {
+  int k = ad__recv_complete(c, post, st->MPI_SOURCE, st->MPI_TAG);
+  ad__mpi_note_peer(seen, c, st->MPI_SOURCE, 1, st->MPI_TAG, n, k);
+  ad__mrec *r = t ? ad__mrec_push(t, kind, c, 0, n) : NULL;
+  if (r) {
+    r->peer = st->MPI_SOURCE;
+    r->tag = st->MPI_TAG;
+    r->k = k;
+  }
+  return r;
+}
+
+ad__mrec *ad__mpi_recv_deliver(ad__comm *c, ad_tape *t, ad_tape *seen, uint64_t post, const MPI_Status *st,
+                               ad_real *buf, const double *v, int kind) {
+  int n = ad__mpi_received(st);
+  ad__mrec *r = ad__mpi_recv_record(c, t, seen, post, st, n, kind);
+  ad__unpack(r ? t : NULL, buf, n, v, r ? r->out : NULL);
+  return r;
+}
+
+int ad__mpi_received(const MPI_Status *st) {
+  int n = 0;
+  MPI_Get_count(st, MPI_DOUBLE, &n);
+  return n == MPI_UNDEFINED ? 0 : n;
+}
+
+/* An active receive that failed with MPI error `rc`. A truncated message was
+ * taken off the wire all the same: count it in its stream, so that later
+ * messages keep their sequence numbers, and note its sender, so that the
+ * sender's sweep learns of this rank's error in the handshake instead of
+ * waiting for it. Any other failure took no message. */
+void ad__mpi_recv_failed(ad__comm *c, ad_tape *seen, uint64_t post, int rc, const MPI_Status *st) {
+  int cls = MPI_ERR_OTHER;
+  MPI_Error_class(rc, &cls);
+  if (cls == MPI_ERR_TRUNCATE && st->MPI_SOURCE >= 0) {
+    ad__recv_complete(c, post, st->MPI_SOURCE, st->MPI_TAG);
+    ad__mpi_note_peer(seen, c, st->MPI_SOURCE, 1, st->MPI_TAG, -1, -1);
+  } else {
+    ad__recv_complete(c, post, -2, -2);
+  }
+}
+
+void ad__mrec_link(ad__mrec *start, ad__mrec *done) {
+  if (!start || !done) return;
+  done->link = start;
+  start->link = done;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Buffers and vectors                                                       */
 /* ------------------------------------------------------------------------ */
+
+int ad__mpi_as_v(int v, MPI_Comm comm, int n, const int **cnt, const int **dsp, int **block) {
+  *block = NULL;
+  if (v) return MPI_SUCCESS;
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  int *a = malloc(2 * (size_t)(size > 0 ? size : 1) * sizeof *a);
+  if (!a) return MPI_ERR_NO_MEM;
+  for (int j = 0; j < size; j++) {
+    a[j] = n;
+    a[size + j] = j * n;
+  }
+  *cnt = *block = a;
+  *dsp = a + size;
+  return MPI_SUCCESS;
+}
 
 void ad__pack(const ad_real *x, int n, double *v) {
   for (int i = 0; i < n; i++) v[i] = x[i].v;
@@ -757,20 +858,10 @@ static void mrec_destroy(void *data) {
     r->sbuf = r->sbuf2 = NULL;
     r->keep = NULL;
   }
-  if (r->ops->lost) r->ops->lost(r);
+  if (r->ops->act->lost) r->ops->act->lost(r);
   if (r->link) r->link->link = NULL;
-  free(r->sbuf);
-  free(r->sbuf2);
-  free(r->keep);
-  free(r->in);
-  free(r->out);
-  free(r->w);
-  free(r->cnt);
-  free(r->dsp);
-  free(r->cnt2);
-  free(r->dsp2);
-  if (r->ops->free) r->ops->free(r);
-  free(r);
+  if (r->ops->act->free) r->ops->act->free(r);
+  AD__FREE_EACH(r->sbuf, r->sbuf2, r->keep, r->in, r->out, r->w, r->cnt, r->dsp, r->cnt2, r->dsp2, r);
 }
 
 /* A sweep's action of record r: its kind's reverse or tangent action, on a
@@ -780,7 +871,7 @@ static int mrec_sweep(ad_tape *t, ad__mrec *r, int reverse) {
     ad__pending(t, AD_ERR_MPI, "a communicator recorded on this tape was freed before the sweep");
     return AD_ERR_MPI;
   }
-  return reverse ? r->ops->reverse(t, r) : r->ops->tangent(t, r);
+  return reverse ? r->ops->act->reverse(t, r) : r->ops->act->tangent(t, r);
 }
 static int mrec_reverse(ad_tape *t, void *data) { return mrec_sweep(t, data, 1); }
 static int mrec_forward(ad_tape *t, void *data) { return mrec_sweep(t, data, 0); }
@@ -788,7 +879,7 @@ static int mrec_forward(ad_tape *t, void *data) { return mrec_sweep(t, data, 0);
 static const ad__record_ops mrec_ops = {"MPI communication", mrec_reverse, mrec_forward, mrec_destroy,
                                         ad__mrec_describe};
 
-ad__mrec *ad__mrec_push(ad_tape *t, const ad__mkind *kind, ad__comm *c, int nin, int nout) {
+ad__mrec *ad__mrec_push(ad_tape *t, int kind, ad__comm *c, int nin, int nout) {
   ad__mrec *r = calloc(1, sizeof *r);
   if (r) {
     ad__mrec_rekind(r, kind);
@@ -804,7 +895,7 @@ ad__mrec *ad__mrec_push(ad_tape *t, const ad__mkind *kind, ad__comm *c, int nin,
     ad__fail(t, AD_ERR_NOMEM, "no memory for an MPI communication record");
     return NULL;
   }
-  if (kind->coll && (r->seq = ad__coll_number(t, c)) < 0) {
+  if (r->ops->coll && (r->seq = ad__coll_number(t, c)) < 0) {
     mrec_destroy(r);
     return NULL;
   }
@@ -814,15 +905,9 @@ ad__mrec *ad__mrec_push(ad_tape *t, const ad__mkind *kind, ad__comm *c, int nin,
   return r;
 }
 
-const ad__mkind *ad__mkind_find(const ad__mkind *tab, size_t n, int kind) {
-  for (size_t i = 0; i < n; i++)
-    if (tab[i].kind == kind) return &tab[i];
-  return NULL;
-}
-
-void ad__mrec_rekind(ad__mrec *r, const ad__mkind *kind) {
-  r->kind = kind->kind;
-  r->ops = kind;
+void ad__mrec_rekind(ad__mrec *r, int kind) {
+  r->kind = kind;
+  r->ops = ad__mkind_of(kind);
 }
 
 int ad__mpi_comm_transposed(ad__comm *c, MPI_Comm *out) {

@@ -4,6 +4,7 @@
 #define ARIADNE_MPI_IMPL_H
 
 #include <ariadne_mpi.h>
+#include <limits.h>
 #include <stdarg.h>
 
 #include "../lib/tape_impl.h"
@@ -32,7 +33,7 @@ typedef struct ad__rentry {
   int src, tag; /* posted pattern, wildcards allowed */
   int done;     /* completed, with the actual source and tag below */
   int asrc, atag;
-  int slot; /* the nonblocking request's slot (p2p.c), -1 for a blocking receive */
+  int slot; /* the nonblocking request's slot (request.c), -1 for a blocking receive */
   unsigned gen;
 } ad__rentry;
 
@@ -115,11 +116,12 @@ int ad__mpi_comm_settled(ad__comm *c);
 int ad__send_seq(ad__comm *c, int dest, int tag);
 uint64_t ad__recv_post(ad__comm *c, int src, int tag);
 int ad__recv_complete(ad__comm *c, uint64_t post, int asrc, int atag);
-/* The request of a nonblocking receive posted as `post`, kept in p2p.c's
+/* The request of a nonblocking receive posted as `post`, kept in request.c's
  * slot (slot, gen): lets ad__recv_complete read where an earlier wildcard
- * receive's message came from. */
+ * receive's message came from (ad__req_mpi: the slot's MPI request, or
+ * MPI_REQUEST_NULL once it is gone). */
 void ad__recv_attach(ad__comm *c, uint64_t post, int slot, unsigned gen);
-MPI_Request ad__p2p_request(int slot, unsigned gen);
+MPI_Request ad__req_mpi(int slot, unsigned gen);
 /* The tag on the private communicator of the sweep message for the message
  * of `tag` and sequence number k that this rank sent to (was_recv 0) or
  * received from (1) peer, as recorded on t: the message's number among
@@ -191,6 +193,11 @@ void ad__mpi_note_peer(ad_tape *t, ad__comm *c, int peer, int recv, int tag, int
  * (passive if t is NULL). Handles of sent elements: 0 for passive ones; a
  * stale handle sets the tape's error. */
 void ad__pack(const ad_real *x, int n, double *v);
+/* A regular collective (v 0: n elements per rank of comm, packed in rank
+ * order) as its v-form: *cnt and *dsp point into *block, which the caller
+ * frees. A v-form (v 1) keeps its own (*block NULL). MPI_SUCCESS or
+ * MPI_ERR_NO_MEM. */
+int ad__mpi_as_v(int v, MPI_Comm comm, int n, const int **cnt, const int **dsp, int **block);
 void ad__unpack(ad_tape *t, ad_real *x, int n, const double *v, ad_index *out);
 int ad__handles(ad_tape *t, const ad_real *x, int n, ad_index *in, const char *op);
 
@@ -221,6 +228,10 @@ int ad__mpi_lazy(ad_tape *t, MPI_Request r, double *buf);
 int ad__mpi_fail(ad_tape *t, int mpirc, const char *what);
 /* Record an MPI error of a forward wrapper on the tape (sticky) and return it. */
 int ad__mpi_forward_error(ad_tape *t, int mpirc, const char *fn);
+/* Bad input of a wrapper: a sticky error with the message on the tape seen
+ * recording (or the thread's last error if none), and mpicode for the
+ * caller. */
+int ad__mpi_refuse(int mpicode, const char *fmt, ...);
 
 /* MPI_ERR_TYPE, with a sticky error on the recording tape naming fn, if one
  * of the n datatypes that follow is built from AD_MPI_REAL: for the calls
@@ -252,59 +263,62 @@ int ad__mpi_guard_blocks(const char *fn, const char *what, const void *buf, int 
  * passive path of a collective calls it. */
 int ad__mpi_guard_agree(const char *fn, MPI_Comm comm, int rc);
 
-/* Derived datatypes of active values (types.c). ad__dtype_any: 1 if one of
- * the n datatypes that follow is built from AD_MPI_REAL (and is not
- * AD_MPI_REAL itself); the wrapper then hands the whole call to its
- * ad__dt_* twin, which gathers the elements into a contiguous ad_real
- * buffer, calls the wrapper on AD_MPI_REAL and scatters what arrived. The
- * gather/scatter forms (v = 0) take recvcount/sendcount, the v-forms the
- * count and displacement arrays. */
+/* Derived datatypes of active values: their typemaps (types.c, a service).
+ * ad__dtype_any: 1 if one of the n datatypes that follow is built from
+ * AD_MPI_REAL (and is not AD_MPI_REAL itself); the wrapper then hands the
+ * whole call to its ad__dt_* twin (through ad__handoff, below), which
+ * gathers the elements into a contiguous ad_real buffer, calls the wrapper
+ * on AD_MPI_REAL and scatters what arrived. The gather/scatter forms (v = 0)
+ * take recvcount/sendcount, the v-forms the count and displacement arrays.
+ * The ad__*_f types are those of the functions of ad__handoff. */
 typedef struct ad__dtype ad__dtype;
 const ad__dtype *ad__dtype_get(MPI_Datatype t);
 int ad__dtype_any(int n, ...);
 int ad__dtype_refuse(const char *fn, const char *fmt, ...);
 typedef int (*ad__dt_send_fn)(const void *, int, MPI_Datatype, int, int, MPI_Comm);
-int ad__dt_send(ad__dt_send_fn fn, const char *name, const void *buf, int count, MPI_Datatype type, int dest, int tag,
-                MPI_Comm comm);
+typedef int ad__dt_send_f(ad__dt_send_fn fn, const char *name, const void *buf, int count, MPI_Datatype type, int dest,
+                          int tag, MPI_Comm comm);
 /* isend, issend, ibsend, irsend: the MPI call (for a type with passive
  * fields, sent as bytes) and the wrapper (on AD_MPI_REAL) of the mode. */
 typedef int (*ad__dt_mpi_isend_fn)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
 typedef int (*ad__dt_isend_fn)(const void *, int, MPI_Datatype, int, int, MPI_Comm, ad_mpi_request *);
-int ad__dt_isend(ad__dt_mpi_isend_fn mpifn, ad__dt_isend_fn fn, const char *name, const void *buf, int count,
-                 MPI_Datatype type, int dest, int tag, MPI_Comm comm, ad_mpi_request *request);
-int ad__dt_recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status *status);
-int ad__dt_irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, ad_mpi_request *request);
-int ad__dt_mrecv(void *buf, int count, MPI_Datatype type, ad_mpi_message *message, MPI_Status *status);
-int ad__dt_imrecv(void *buf, int count, MPI_Datatype type, ad_mpi_message *message, ad_mpi_request *request);
+typedef int ad__dt_isend_f(ad__dt_mpi_isend_fn mpifn, ad__dt_isend_fn fn, const char *name, const void *buf, int count,
+                           MPI_Datatype type, int dest, int tag, MPI_Comm comm, ad_mpi_request *request);
+typedef int ad__dt_recv_f(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                          MPI_Status *status);
+typedef int ad__dt_irecv_f(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                           ad_mpi_request *request);
+typedef int ad__dt_mrecv_f(void *buf, int count, MPI_Datatype type, ad_mpi_message *message, MPI_Status *status);
+typedef int ad__dt_imrecv_f(void *buf, int count, MPI_Datatype type, ad_mpi_message *message, ad_mpi_request *request);
 /* The probed message of a matched receive on a derived type: 1 with its
  * communicator, its place in the receive order and MPI's message, the
  * message taken (*message is null after); 0 for MPI_MESSAGE_NO_PROC; an MPI
  * error code, negated, after refusing a stale or null message. */
 int ad__msg_take(ad_mpi_message *message, const char *fn, ad__comm **c, uint64_t *post, MPI_Message *m);
-int ad__dt_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf,
-                    int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status *status);
-int ad__dt_sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int sendtag, int source, int recvtag,
-                            MPI_Comm comm, MPI_Status *status);
-int ad__dt_bcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm);
-int ad__dt_ibcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm, ad_mpi_request *req);
+typedef int ad__dt_sendrecv_f(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                              void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                              MPI_Comm comm, MPI_Status *status);
+typedef int ad__dt_sendrecv_replace_f(void *buf, int count, MPI_Datatype type, int dest, int sendtag, int source,
+                                      int recvtag, MPI_Comm comm, MPI_Status *status);
+typedef int ad__dt_bcast_f(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm);
+typedef int ad__dt_ibcast_f(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm, ad_mpi_request *req);
 /* Reductions that go to types.c and reduce_ext.c: on a type built from
  * AD_MPI_REAL, or with a user-defined operation. kind: 0 reduce, 1
  * allreduce, 2 scan, 3 exscan, 4 reduce_scatter_block (count = recvcount),
  * 5 reduce_scatter (recvcounts); nonblocking if req. */
-int ad__dt_reduce(int kind, const void *sendbuf, void *recvbuf, int count, const int *recvcounts, MPI_Datatype type,
-                  MPI_Op op, int root, MPI_Comm comm, ad_mpi_request *req);
-int ad__dt_gatherv(int v, const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                   const int recvcounts[], const int displs[], int recvcount, MPI_Datatype recvtype, int root,
-                   MPI_Comm comm, ad_mpi_request *req);
-int ad__dt_scatterv(int v, const void *sendbuf, const int sendcounts[], const int displs[], int sendcount,
-                    MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
-                    ad_mpi_request *req);
-int ad__dt_allgatherv(int v, const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                      const int recvcounts[], const int displs[], int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
-                      ad_mpi_request *req);
-int ad__dt_alltoallv(int v, const void *sendbuf, const int sendcounts[], const int sdispls[], int sendcount,
-                     MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], int recvcount,
-                     MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *req);
+typedef int ad__dt_reduce_f(int kind, const void *sendbuf, void *recvbuf, int count, const int *recvcounts,
+                            MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm, ad_mpi_request *req);
+/* Gather, or allgather with root AD__ROOT_ALL (no rank's number). */
+#define AD__ROOT_ALL INT_MIN
+typedef int ad__dt_gatherv_f(int v, const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                             const int recvcounts[], const int displs[], int recvcount, MPI_Datatype recvtype, int root,
+                             MPI_Comm comm, ad_mpi_request *req);
+typedef int ad__dt_scatterv_f(int v, const void *sendbuf, const int sendcounts[], const int displs[], int sendcount,
+                              MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
+                              MPI_Comm comm, ad_mpi_request *req);
+typedef int ad__dt_alltoallv_f(int v, const void *sendbuf, const int sendcounts[], const int sdispls[], int sendcount,
+                               MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[],
+                               int recvcount, MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *req);
 
 /* Alltoallw (neighbor 0) or a neighbourhood alltoallw (1) with a datatype
  * built from AD_MPI_REAL in use: ns send and nr receive slots, each with its
@@ -313,21 +327,23 @@ int ad__dt_alltoallv(int v, const void *sendbuf, const int sendcounts[], const i
  * neighbourhood collectives come here with their slots spelled out and
  * one_type 1: one datatype per side, so a struct with passive fields can
  * move them (every rank has them); the w-forms refuse such a struct. */
-int ad__dt_alltoallw(int neighbor, int one_type, const char *fn, const void *sendbuf, const int *scnt,
-                     const MPI_Aint *sdsp, const MPI_Datatype *stypes, int ns, void *recvbuf, const int *rcnt,
-                     const MPI_Aint *rdsp, const MPI_Datatype *rtypes, int nr, MPI_Comm comm, ad_mpi_request *req);
+typedef int ad__dt_alltoallw_f(int neighbor, int one_type, const char *fn, const void *sendbuf, const int *scnt,
+                               const MPI_Aint *sdsp, const MPI_Datatype *stypes, int ns, void *recvbuf, const int *rcnt,
+                               const MPI_Aint *rdsp, const MPI_Datatype *rtypes, int nr, MPI_Comm comm,
+                               ad_mpi_request *req);
 
 /* Reductions beyond the four predefined operations (reduce_ext.c):
  * 1 if op was made by ad_mpi_op_create. */
-int ad__op_user(MPI_Op op);
+typedef int ad__op_user_f(MPI_Op op);
 /* A reduction gathered and applied locally: a user-defined operation on
  * AD_MPI_REAL or a type built from it, MINLOC/MAXLOC on AD_MPI_REAL_INT
  * (kinds as ad__dt_reduce). */
-int ad__user_reduce(int kind, const void *sendbuf, void *recvbuf, int count, const int *recvcounts, MPI_Datatype type,
-                    MPI_Op op, int root, MPI_Comm comm, ad_mpi_request *req);
-/* For user operations on derived types: 0 if t can be used (else an error
- * code, with the tape's error naming fn); copy the ad_real elements of
- * `items` items of t; the memory extent of one item. */
+typedef int ad__user_reduce_f(int kind, const void *sendbuf, void *recvbuf, int count, const int *recvcounts,
+                              MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm, ad_mpi_request *req);
+/* Typemap queries (types.c). For user operations on derived types: 0 if t
+ * can be used (else an error code, with the tape's error naming fn); copy
+ * the ad_real elements of `items` items of t; the memory extent of one
+ * item. */
 int ad__dtype_check(const char *fn, MPI_Datatype t);
 void ad__dtype_copy(MPI_Datatype t, void *dst, const void *src, long long items);
 MPI_Aint ad__dtype_extent(MPI_Datatype t);
@@ -338,7 +354,57 @@ MPI_Aint ad__dtype_extent(MPI_Datatype t);
 long ad__dtype_offsets(const char *fn, MPI_Datatype t, int count, MPI_Aint **off);
 /* How far the elements of the last item of t reach beyond its extent. */
 MPI_Aint ad__dtype_tail(MPI_Datatype t);
-int ad__loc_reduce(int all, const void *sendbuf, void *recvbuf, int count, MPI_Op op, int root, MPI_Comm comm);
+typedef int ad__loc_reduce_f(int all, const void *sendbuf, void *recvbuf, int count, MPI_Op op, int root,
+                             MPI_Comm comm);
+
+/* The calls a wrapper hands over to another chapter, through this table
+ * (kinds.c) so that the chapters do not call each other: a datatype built
+ * from AD_MPI_REAL (ad__dtype_any) goes to the derived-type chapter
+ * (types_p2p.c, types_coll.c: dt_*), a reduction with a user-defined
+ * operation (op_user), or MINLOC/MAXLOC on AD_MPI_REAL_INT, to reduce_ext.c.
+ * Each member is the function ad__<member> of the type ad__<member>_f
+ * declared above. */
+typedef struct ad__handoff_ops {
+  ad__dt_send_f *dt_send;
+  ad__dt_isend_f *dt_isend;
+  ad__dt_recv_f *dt_recv;
+  ad__dt_irecv_f *dt_irecv;
+  ad__dt_mrecv_f *dt_mrecv;
+  ad__dt_imrecv_f *dt_imrecv;
+  ad__dt_sendrecv_f *dt_sendrecv;
+  ad__dt_sendrecv_replace_f *dt_sendrecv_replace;
+  ad__dt_bcast_f *dt_bcast;
+  ad__dt_ibcast_f *dt_ibcast;
+  ad__dt_reduce_f *dt_reduce;
+  ad__dt_gatherv_f *dt_gatherv;
+  ad__dt_scatterv_f *dt_scatterv;
+  ad__dt_alltoallv_f *dt_alltoallv;
+  ad__dt_alltoallw_f *dt_alltoallw;
+  ad__op_user_f *op_user;
+  ad__user_reduce_f *user_reduce;
+  ad__loc_reduce_f *loc_reduce;
+} ad__handoff_ops;
+extern const ad__handoff_ops ad__handoff;
+/* The functions of the table, declared for kinds.c, which fills it; nothing
+ * else calls them from outside their chapter. */
+ad__dt_send_f ad__dt_send;
+ad__dt_isend_f ad__dt_isend;
+ad__dt_recv_f ad__dt_recv;
+ad__dt_irecv_f ad__dt_irecv;
+ad__dt_mrecv_f ad__dt_mrecv;
+ad__dt_imrecv_f ad__dt_imrecv;
+ad__dt_sendrecv_f ad__dt_sendrecv;
+ad__dt_sendrecv_replace_f ad__dt_sendrecv_replace;
+ad__dt_bcast_f ad__dt_bcast;
+ad__dt_ibcast_f ad__dt_ibcast;
+ad__dt_reduce_f ad__dt_reduce;
+ad__dt_gatherv_f ad__dt_gatherv;
+ad__dt_scatterv_f ad__dt_scatterv;
+ad__dt_alltoallv_f ad__dt_alltoallv;
+ad__dt_alltoallw_f ad__dt_alltoallw;
+ad__op_user_f ad__op_user;
+ad__user_reduce_f ad__user_reduce;
+ad__loc_reduce_f ad__loc_reduce;
 
 extern ad_mpi_stats ad__mpi_counters;
 
@@ -402,48 +468,64 @@ enum {
   AD__M_RMA_SYNC        /* a rank's synchronisation of its part of a window */
 };
 
-/* A record kind and its actions: one entry in the chapter that records it
- * (p2p.c, coll.c, rma.c; types.c and reduce_ext.c record the kinds of the
- * first two). comm.c runs every record's actions through its entry, as the
- * tape runs its statement kinds, and knows no kind by name: a new kind is a
- * new entry. */
+/* The actions of a chapter's record kinds: the reverse (adjoint) and
+ * tangent (ad_forward) sweep actions; what to do when the record goes away
+ * (ad_tape_reset_to, a reset, the tape's end) while a request it started may
+ * be pending, so that the request no longer links to it (NULL: the chapter's
+ * kinds start no request); what to free that the chapter hung on the record
+ * (r->rma; NULL: nothing). Each chapter defines one (p2p.c, coll.c, rma.c);
+ * types.c and reduce_ext.c record the kinds of the first two. */
+typedef struct ad__mactions {
+  int (*reverse)(ad_tape *t, ad__mrec *r);
+  int (*tangent)(ad_tape *t, ad__mrec *r);
+  void (*lost)(const ad__mrec *r);
+  void (*free)(ad__mrec *r);
+} ad__mactions;
+extern const ad__mactions ad__p2p_actions, ad__coll_actions, ad__rma_actions;
+
+/* A record kind's entry in the table of kinds (kinds.c). comm.c runs every
+ * record's actions through its entry, as the tape runs its statement kinds,
+ * and knows no kind or chapter by name: a new kind is a new entry. */
 typedef struct ad__mkind {
   int kind; /* AD__M_*, for ad_tape_dump and the chapter's own switches */
   /* Numbered among the collectives of (tape, communicator) when pushed
    * (see ad__corder); a sweep operation it leaves pending cannot be
    * cancelled, so its buffers are kept and its communicator retired. */
   int coll;
-  /* The reverse (adjoint) and tangent (ad_forward) sweep actions. */
-  int (*reverse)(ad_tape *t, ad__mrec *r);
-  int (*tangent)(ad_tape *t, ad__mrec *r);
-  /* The record goes away (ad_tape_reset_to, a reset, the tape's end) while
-   * a request it started may be pending: the request must not link to it.
-   * NULL: the kind starts no request. */
-  void (*lost)(const ad__mrec *r);
-  /* Free what the chapter hung on the record (r->rma); NULL: nothing. */
-  void (*free)(ad__mrec *r);
+  const ad__mactions *act;
 } ad__mkind;
 
+/* The entry of a kind (kinds.c; NULL if there is none). */
+const ad__mkind *ad__mkind_of(int kind);
 /* A new record of `kind` on t with room for nin/nout handles (NULL, and a
  * sticky error, on failure). */
-ad__mrec *ad__mrec_push(ad_tape *t, const ad__mkind *kind, ad__comm *c, int nin, int nout);
-/* The entry of `kind` in a chapter's table of n entries (NULL if none). */
-const ad__mkind *ad__mkind_find(const ad__mkind *tab, size_t n, int kind);
+ad__mrec *ad__mrec_push(ad_tape *t, int kind, ad__comm *c, int nin, int nout);
 /* A record's kind changes (a cancelled receive's start). */
-void ad__mrec_rekind(ad__mrec *r, const ad__mkind *kind);
-/* The entries of the point-to-point (p2p.c) and collective (coll.c) kinds,
- * for types.c and reduce_ext.c, which record them too. */
-const ad__mkind *ad__p2p_kind(int kind);
+void ad__mrec_rekind(ad__mrec *r, int kind);
+/* Messages on active data (comm.c). An active send of n values of buf to
+ * dest: numbered, noted for the handshake, and its record of `kind` pushed
+ * on t (if not NULL) with the handles of what was sent; NULL for
+ * MPI_PROC_NULL. */
+ad__mrec *ad__mpi_send_record(ad__comm *c, ad_tape *t, ad_tape *seen, int dest, int tag, const ad_real *buf, int n,
+                              int kind, const char *fn);
 /* An active receive of n values (post) completed with status st: its
  * sequence number noted, and its record of `kind` pushed on t (if not NULL)
- * with room for the handles of what arrived (p2p.c). */
-ad__mrec *ad__p2p_recv_record(ad__comm *c, ad_tape *t, ad_tape *seen, uint64_t post, const MPI_Status *st, int n,
+ * with room for the handles of what arrived. */
+ad__mrec *ad__mpi_recv_record(ad__comm *c, ad_tape *t, ad_tape *seen, uint64_t post, const MPI_Status *st, int n,
                               int kind);
+/* The same, and the values v that arrived delivered into buf (fresh handles
+ * if recorded): the record, or NULL. */
+ad__mrec *ad__mpi_recv_deliver(ad__comm *c, ad_tape *t, ad_tape *seen, uint64_t post, const MPI_Status *st,
+                               ad_real *buf, const double *v, int kind);
+/* How many values a completed active receive got. */
+int ad__mpi_received(const MPI_Status *st);
 /* An active receive (post) failed with MPI's error rc: a truncated message
  * is counted in its stream and its sender noted, anything else took no
- * message (p2p.c). */
-void ad__p2p_recv_failed(ad__comm *c, ad_tape *seen, uint64_t post, int rc, const MPI_Status *st);
-const ad__mkind *ad__coll_kind(int kind);
+ * message. */
+void ad__mpi_recv_failed(ad__comm *c, ad_tape *seen, uint64_t post, int rc, const MPI_Status *st);
+/* A nonblocking operation's start and completion records point at each
+ * other (nothing if either is NULL). */
+void ad__mrec_link(ad__mrec *start, ad__mrec *done);
 
 /* What a chapter does beyond its records, joined to comm.c's list the first
  * time the chapter holds state (ad__mpi_chapter_join; joining twice is a
@@ -464,11 +546,12 @@ int ad__mpi_chapters_barrier(int after);
 /* The joined chapters' sweep checks: 1 as soon as one says t cannot be
  * swept (handshake.c, at a sweep's start). */
 int ad__mpi_chapters_sweep_check(ad_tape *t);
-/* A record is going away with a request of p2p.c's slots possibly pending
- * that it started (the `lost` action of the kinds that start requests). */
-void ad__p2p_forget(const ad__mrec *r);
+/* A record is going away with a request of request.c's slots possibly
+ * pending that it started (the `lost` action of the kinds that start
+ * requests). */
+void ad__req_forget(const ad__mrec *r);
 /* Requests of other kinds than point to point (nonblocking collectives)
- * live in p2p.c's slots too, so that every completion call takes them. At
+ * live in request.c's slots too, so that every completion call takes them. At
  * completion, `complete` delivers the results and pushes the completion
  * record on t (NULL if the start was not recorded there; `seen` is the
  * current tape, to report errors on); `failed` is called instead when MPI

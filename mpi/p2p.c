@@ -106,129 +106,124 @@ static int wait_held(ad_tape *t, ad__mrec *h, int n, int peer, const char *what)
   return rc;
 }
 
+/* The two sweeps mirror each other: the reverse sweep (tan 0) moves a
+ * message's adjoint from its receiver back to its sender, the tangent sweep
+ * (tan 1) moves its tangent along with it. So a record's sweep sends the
+ * adjoints of what it received, or the tangents of what it sent, and lands
+ * what it receives on the other handles: added to the adjoints of what it
+ * sent, or set as the tangents of what it received. */
+static const char *const sweep_name[2] = {"adjoint", "tangent"};
+
+static void sweep_land(ad_tape *t, const ad__mrec *r, int tan, const double *buf) {
+  if (tan)
+    ad__tan_set(t, r->out, r->nout, buf);
+  else
+    ad__adj_add(t, r->in, r->nin, buf, NULL);
+}
+
+/* The record's sweep message to peer (tag and sequence k of the recorded
+ * message it answers or follows). */
+static int sweep_out(ad_tape *t, const ad__mrec *r, int tan, int peer, int tag, int k) {
+  int n = tan ? r->nin : r->nout;
+  double *buf = ad__p2p_scratch(n);
+  if (!buf) return AD_ERR_NOMEM;
+  if (tan)
+    ad__tan_get(t, r->in, n, buf);
+  else
+    ad__adj_take(t, r->out, n, buf);
+  int rc = sweep_isend(t, r, buf, n, peer, tag, k, !tan,
+                       tan ? &ad__mpi_counters.tangent_bytes : &ad__mpi_counters.adjoint_bytes);
+  free(buf);
+  return rc;
+}
+
+/* The record's sweep message from peer, landed. An empty message still has
+ * a sweep message, which the partner sends: it is received whatever the
+ * count (sweep_recv skips a half that was not active). */
+static int sweep_in(ad_tape *t, const ad__mrec *r, int tan, int peer, int tag, int k, const char *message) {
+  int n = tan ? r->nout : r->nin;
+  double *buf = ad__p2p_scratch(n);
+  if (!buf) return AD_ERR_NOMEM;
+  char what[80];
+  snprintf(what, sizeof what, "the %s of a %s", sweep_name[tan], message);
+  int rc = sweep_recv(t, r, buf, n, peer, tag, k, tan, what);
+  if (rc == AD_OK) sweep_land(t, r, tan, buf);
+  free(buf);
+  return rc;
+}
+
+/* A nonblocking pair's sweep receive, finished at its second record: h holds
+ * the buffer posted at the first (post_held), r's handles take the values. */
+static int sweep_in_held(ad_tape *t, ad__mrec *h, const ad__mrec *r, int tan, const char *message) {
+  char what[80];
+  snprintf(what, sizeof what, "the %s of an %s", sweep_name[tan], message);
+  int rc = wait_held(t, h, tan ? r->nout : r->nin, r->peer, what);
+  if (rc == AD_OK && h->sbuf) sweep_land(t, r, tan, h->sbuf);
+  free(h->sbuf);
+  h->sbuf = NULL;
+  return rc;
+}
+
+/* A nonblocking start record whose completion was never recorded. */
+static int sweep_unfinished(ad_tape *t, const char *fn, const char *how) {
+  ad__pending(t, AD_ERR_MPI, "an %s recorded on this tape was never completed%s while recording", fn, how);
+  return AD_ERR_MPI;
+}
+
 static int p2p_reverse(ad_tape *t, ad__mrec *r) {
-  int rc = AD_OK;
-  double *buf;
-  uint64_t *bytes = &ad__mpi_counters.adjoint_bytes;
+  int rc;
   switch (r->kind) {
   case AD__M_SEND:
-    if (!(buf = ad__p2p_scratch(r->nin))) return AD_ERR_NOMEM;
-    rc = sweep_recv(t, r, buf, r->nin, r->peer, r->tag, r->k, 0, "the adjoint of a sent message");
-    if (rc == AD_OK) ad__adj_add(t, r->in, r->nin, buf, NULL);
-    free(buf);
-    return rc;
+    return sweep_in(t, r, 0, r->peer, r->tag, r->k, "sent message");
   case AD__M_RECV:
   case AD__M_IRECV_DONE:
-    if (!(buf = ad__p2p_scratch(r->nout))) return AD_ERR_NOMEM;
-    ad__adj_take(t, r->out, r->nout, buf);
-    rc = sweep_isend(t, r, buf, r->nout, r->peer, r->tag, r->k, 1, bytes);
-    free(buf);
-    return rc;
+    return sweep_out(t, r, 0, r->peer, r->tag, r->k);
   case AD__M_ISEND_DONE:
     return r->link ? post_held(t, r->link, r->link, r->link->nin, 0, "posting the adjoint receive of an isend") : AD_OK;
   case AD__M_ISEND:
-    if (!r->link) {
-      ad__pending(t, AD_ERR_MPI,
-                  "an ad_mpi_isend recorded on this tape was never completed (wait or test) while recording");
-      return AD_ERR_MPI;
-    }
-    rc = wait_held(t, r, r->nin, r->peer, "the adjoint of an isend message");
-    if (rc == AD_OK && r->sbuf) ad__adj_add(t, r->in, r->nin, r->sbuf, NULL);
-    free(r->sbuf);
-    r->sbuf = NULL;
-    return rc;
+    return r->link ? sweep_in_held(t, r, r, 0, "isend message")
+                   : sweep_unfinished(t, "ad_mpi_isend", " (wait or test)");
   case AD__M_IRECV:
-    if (!r->link) {
-      ad__pending(t, AD_ERR_MPI,
-                  "an ad_mpi_irecv recorded on this tape was never completed (wait or test) while recording");
-      return AD_ERR_MPI;
-    }
-    return AD_OK;
+    return r->link ? AD_OK : sweep_unfinished(t, "ad_mpi_irecv", " (wait or test)");
   case AD__M_SENDRECV:
-    if (!(buf = ad__p2p_scratch(r->nout > r->nin ? r->nout : r->nin))) return AD_ERR_NOMEM;
-    ad__adj_take(t, r->out, r->nout, buf);
-    rc = sweep_isend(t, r, buf, r->nout, r->rpeer, r->rtag, r->rk, 1, bytes);
-    /* An empty message still has an adjoint message, which the partner
-     * sends: receive it whatever the count (sweep_recv skips a half that was
-     * not active). */
-    if (rc == AD_OK) {
-      rc = sweep_recv(t, r, buf, r->nin, r->peer, r->tag, r->k, 0, "the adjoint of a sendrecv message");
-      if (rc == AD_OK) ad__adj_add(t, r->in, r->nin, buf, NULL);
-    }
-    free(buf);
-    return rc;
+    rc = sweep_out(t, r, 0, r->rpeer, r->rtag, r->rk);
+    return rc == AD_OK ? sweep_in(t, r, 0, r->peer, r->tag, r->k, "sendrecv message") : rc;
   default: /* AD__M_CANCELLED: a receive that never was */
     return AD_OK;
   }
 }
 
 static int p2p_tangent(ad_tape *t, ad__mrec *r) {
-  int rc = AD_OK;
-  double *buf;
-  uint64_t *bytes = &ad__mpi_counters.tangent_bytes;
+  int rc;
   switch (r->kind) {
   case AD__M_SEND:
   case AD__M_ISEND:
-    if (!(buf = ad__p2p_scratch(r->nin))) return AD_ERR_NOMEM;
-    ad__tan_get(t, r->in, r->nin, buf);
-    rc = sweep_isend(t, r, buf, r->nin, r->peer, r->tag, r->k, 0, bytes);
-    free(buf);
-    return rc;
+    return sweep_out(t, r, 1, r->peer, r->tag, r->k);
   case AD__M_RECV:
-    if (!(buf = ad__p2p_scratch(r->nout))) return AD_ERR_NOMEM;
-    rc = sweep_recv(t, r, buf, r->nout, r->peer, r->tag, r->k, 1, "the tangent of a received message");
-    if (rc == AD_OK) ad__tan_set(t, r->out, r->nout, buf);
-    free(buf);
-    return rc;
+    return sweep_in(t, r, 1, r->peer, r->tag, r->k, "received message");
   case AD__M_ISEND_DONE:
     return AD_OK;
-  case AD__M_IRECV: {
-    ad__mrec *d = r->link;
-    if (!d) {
-      ad__pending(t, AD_ERR_MPI, "an ad_mpi_irecv recorded on this tape was never completed while recording");
-      return AD_ERR_MPI;
-    }
-    return post_held(t, r, d, d->nout, 1, "posting the tangent receive of an irecv");
-  }
-  case AD__M_IRECV_DONE: {
-    ad__mrec *s = r->link;
-    if (!s || !s->sbuf) return AD_OK;
-    rc = wait_held(t, s, r->nout, r->peer, "the tangent of an irecv message");
-    if (rc == AD_OK) ad__tan_set(t, r->out, r->nout, s->sbuf);
-    free(s->sbuf);
-    s->sbuf = NULL;
-    return rc;
-  }
+  case AD__M_IRECV:
+    return r->link ? post_held(t, r, r->link, r->link->nout, 1, "posting the tangent receive of an irecv")
+                   : sweep_unfinished(t, "ad_mpi_irecv", "");
+  case AD__M_IRECV_DONE:
+    return r->link && r->link->sbuf ? sweep_in_held(t, r->link, r, 1, "irecv message") : AD_OK;
   case AD__M_SENDRECV:
-    if (!(buf = ad__p2p_scratch(r->nout > r->nin ? r->nout : r->nin))) return AD_ERR_NOMEM;
-    ad__tan_get(t, r->in, r->nin, buf);
-    rc = sweep_isend(t, r, buf, r->nin, r->peer, r->tag, r->k, 0, bytes);
-    if (rc == AD_OK) { /* empty messages too, as in the reverse sweep */
-      rc = sweep_recv(t, r, buf, r->nout, r->rpeer, r->rtag, r->rk, 1, "the tangent of a sendrecv message");
-      if (rc == AD_OK) ad__tan_set(t, r->out, r->nout, buf);
-    }
-    free(buf);
-    return rc;
+    rc = sweep_out(t, r, 1, r->peer, r->tag, r->k);
+    return rc == AD_OK ? sweep_in(t, r, 1, r->rpeer, r->rtag, r->rk, "sendrecv message") : rc;
   default: /* AD__M_CANCELLED: a receive that never was */
     return AD_OK;
   }
 }
 
-/* The point-to-point record kinds. Nonblocking starts leave a request in a
- * slot that points back at them (see ad__p2p_forget); a cancelled receive's
- * start becomes AD__M_CANCELLED, with no action. */
-static const ad__mkind kinds[] = {
-    {AD__M_SEND, 0, p2p_reverse, p2p_tangent, NULL, NULL},
-    {AD__M_RECV, 0, p2p_reverse, p2p_tangent, NULL, NULL},
-    {AD__M_ISEND, 0, p2p_reverse, p2p_tangent, ad__p2p_forget, NULL},
-    {AD__M_ISEND_DONE, 0, p2p_reverse, p2p_tangent, NULL, NULL},
-    {AD__M_IRECV, 0, p2p_reverse, p2p_tangent, ad__p2p_forget, NULL},
-    {AD__M_IRECV_DONE, 0, p2p_reverse, p2p_tangent, NULL, NULL},
-    {AD__M_SENDRECV, 0, p2p_reverse, p2p_tangent, NULL, NULL},
-    {AD__M_CANCELLED, 0, p2p_reverse, p2p_tangent, NULL, NULL},
-};
+/* Nonblocking starts leave a request in a slot that points back at them
+ * (see ad__req_forget); a cancelled receive's start becomes AD__M_CANCELLED,
+ * with no action. */
+static void p2p_lost(const ad__mrec *r) {
+  if (r->kind == AD__M_ISEND || r->kind == AD__M_IRECV) ad__req_forget(r);
+}
 
-const ad__mkind *ad__p2p_kind(int kind) { return ad__mkind_find(kinds, sizeof kinds / sizeof *kinds, kind); }
+const ad__mactions ad__p2p_actions = {p2p_reverse, p2p_tangent, p2p_lost, NULL};
 
 /* ------------------------------------------------------------------------ */
 /* Blocking wrappers                                                         */
@@ -236,31 +231,32 @@ const ad__mkind *ad__p2p_kind(int kind) { return ad__mkind_find(kinds, sizeof ki
 
 typedef int (*send_fn)(const void *, int, MPI_Datatype, int, int, MPI_Comm);
 
+/* What a blocking call on active data needs: its communicator's record, the
+ * tapes, and room for its count values. MPI_SUCCESS, or the error to return. */
+static int p2p_begin(MPI_Comm comm, int count, ad__comm **c, ad_tape **t, ad_tape **seen, double **v) {
+  *c = NULL;
+  *t = *seen = NULL;
+  *v = NULL;
+  if (count < 0) return MPI_ERR_COUNT;
+  int err;
+  if (!(*c = ad__mpi_comm(comm, &err))) return err;
+  *t = ad__mpi_tape(seen);
+  return (*v = ad__p2p_scratch(count)) ? MPI_SUCCESS : MPI_ERR_NO_MEM;
+}
+
 static int send_any(send_fn fn, const char *name, const void *buf, int count, MPI_Datatype type, int dest, int tag,
                     MPI_Comm comm) {
   if (!is_real(type)) {
     int bad = ad__mpi_guard(name, "buffer", buf, count, type);
     return bad != MPI_SUCCESS ? bad : fn(buf, count, type, dest, tag, comm);
   }
-  if (count < 0) return MPI_ERR_COUNT;
-  int err;
-  ad__comm *c = ad__mpi_comm(comm, &err);
-  if (!c) return err;
-  ad_tape *seen, *t = ad__mpi_tape(&seen);
-  double *v = ad__p2p_scratch(count);
-  if (!v) return MPI_ERR_NO_MEM;
+  ad__comm *c;
+  ad_tape *t, *seen;
+  double *v;
+  int e = p2p_begin(comm, count, &c, &t, &seen, &v);
+  if (e != MPI_SUCCESS) return e;
   ad__pack(buf, count, v);
-  if (dest != MPI_PROC_NULL) {
-    int k = ad__send_seq(c, dest, tag);
-    ad__mpi_note_peer(seen, c, dest, 0, tag, count, k);
-    ad__mrec *r = t ? ad__mrec_push(t, ad__p2p_kind(AD__M_SEND), c, count, 0) : NULL;
-    if (r) {
-      r->peer = dest;
-      r->tag = tag;
-      r->k = k;
-      ad__handles(t, buf, count, r->in, name);
-    }
-  }
+  ad__mpi_send_record(c, t, seen, dest, tag, buf, count, AD__M_SEND, name);
   int rc = fn(v, count, MPI_DOUBLE, dest, tag, comm);
   free(v);
   if (rc != MPI_SUCCESS) return ad__mpi_forward_error(seen, rc, name);
@@ -268,76 +264,30 @@ static int send_any(send_fn fn, const char *name, const void *buf, int count, MP
   return MPI_SUCCESS;
 }
 
-/* Finish an active receive of n values from (asrc, atag): sequence it, and
- * record it with fresh handles for the received elements. */
-ad__mrec *ad__p2p_recv_record(ad__comm *c, ad_tape *t, ad_tape *seen, uint64_t post, const MPI_Status *st, int n,
-                              int kind) {
-  int k = ad__recv_complete(c, post, st->MPI_SOURCE, st->MPI_TAG);
-  ad__mpi_note_peer(seen, c, st->MPI_SOURCE, 1, st->MPI_TAG, n, k);
-  ad__mrec *r = t ? ad__mrec_push(t, ad__p2p_kind(kind), c, 0, n) : NULL;
-  if (r) {
-    r->peer = st->MPI_SOURCE;
-    r->tag = st->MPI_TAG;
-    r->k = k;
-  }
-  return r;
-}
-
-void ad__p2p_recv_finish(ad__comm *c, ad_tape *t, ad_tape *seen, uint64_t post, const MPI_Status *st, ad_real *buf,
-                         const double *v, int n, int kind, ad__mrec **rec) {
-  ad__mrec *r = ad__p2p_recv_record(c, t, seen, post, st, n, kind);
-  ad__unpack(r ? t : NULL, buf, n, v, r ? r->out : NULL);
-  if (rec) *rec = r;
-}
-
-int ad__p2p_received(const MPI_Status *st) {
-  int n = 0;
-  MPI_Get_count(st, MPI_DOUBLE, &n);
-  return n == MPI_UNDEFINED ? 0 : n;
-}
-
-/* An active receive that failed with MPI error `rc`. A truncated message was
- * taken off the wire all the same: count it in its stream, so that later
- * messages keep their sequence numbers, and note its sender, so that the
- * sender's sweep learns of this rank's error in the handshake instead of
- * waiting for it. Any other failure took no message. */
-void ad__p2p_recv_failed(ad__comm *c, ad_tape *seen, uint64_t post, int rc, const MPI_Status *st) {
-  int cls = MPI_ERR_OTHER;
-  MPI_Error_class(rc, &cls);
-  if (cls == MPI_ERR_TRUNCATE && st->MPI_SOURCE >= 0) {
-    ad__recv_complete(c, post, st->MPI_SOURCE, st->MPI_TAG);
-    ad__mpi_note_peer(seen, c, st->MPI_SOURCE, 1, st->MPI_TAG, -1, -1);
-  } else {
-    ad__recv_complete(c, post, -2, -2);
-  }
-}
-
 /* A blocking receive into v (of post) returned rc with status st: its
  * record and delivery into buf, or its failure; v is freed. */
 static int recv_done(ad__comm *c, ad_tape *t, ad_tape *seen, uint64_t post, int rc, const MPI_Status *st, ad_real *buf,
                      double *v, MPI_Status *status, const char *fn) {
   if (rc != MPI_SUCCESS) {
-    ad__p2p_recv_failed(c, seen, post, rc, st);
+    ad__mpi_recv_failed(c, seen, post, rc, st);
     free(v);
     return ad__mpi_forward_error(seen, rc, fn);
   }
-  ad__p2p_recv_finish(c, t, seen, post, st, buf, v, ad__p2p_received(st), AD__M_RECV, NULL);
+  ad__mpi_recv_deliver(c, t, seen, post, st, buf, v, AD__M_RECV);
   free(v);
   if (status != MPI_STATUS_IGNORE) *status = *st;
   return MPI_SUCCESS;
 }
 
 int ad_mpi_recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status *status) {
-  if (ad__dtype_any(1, type)) return ad__dt_recv(buf, count, type, source, tag, comm, status);
+  if (ad__dtype_any(1, type)) return ad__handoff.dt_recv(buf, count, type, source, tag, comm, status);
   if (!is_real(type) || source == MPI_PROC_NULL)
     return MPI_Recv(buf, count, type == AD_MPI_REAL ? MPI_DOUBLE : type, source, tag, comm, status);
-  if (count < 0) return MPI_ERR_COUNT;
-  int err;
-  ad__comm *c = ad__mpi_comm(comm, &err);
-  if (!c) return err;
-  ad_tape *seen, *t = ad__mpi_tape(&seen);
-  double *v = ad__p2p_scratch(count);
-  if (!v) return MPI_ERR_NO_MEM;
+  ad__comm *c;
+  ad_tape *t, *seen;
+  double *v;
+  int e = p2p_begin(comm, count, &c, &t, &seen, &v);
+  if (e != MPI_SUCCESS) return e;
   MPI_Status st;
   st.MPI_SOURCE = st.MPI_TAG = -1;
   uint64_t post = ad__recv_post(c, source, tag);
@@ -348,8 +298,8 @@ int ad_mpi_recv(void *buf, int count, MPI_Datatype type, int source, int tag, MP
 int ad_mpi_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf,
                     int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status *status) {
   if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__dt_sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
-                           comm, status);
+    return ad__handoff.dt_sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
+                                   recvtag, comm, status);
   int sa = is_real(sendtype), ra = is_real(recvtype);
   int bad = sa ? MPI_SUCCESS : ad__mpi_guard("ad_mpi_sendrecv", "send buffer", sendbuf, sendcount, sendtype);
   if (bad != MPI_SUCCESS) return bad;
@@ -372,9 +322,8 @@ int ad_mpi_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, i
   int k = active_send ? ad__send_seq(c, dest, sendtag) : 0;
   uint64_t post = active_recv ? ad__recv_post(c, source, recvtag) : 0;
   if (active_send) ad__mpi_note_peer(seen, c, dest, 0, sendtag, sendcount, k);
-  ad__mrec *r = t && (active_send || active_recv)
-                    ? ad__mrec_push(t, ad__p2p_kind(AD__M_SENDRECV), c, active_send ? sendcount : 0, 0)
-                    : NULL;
+  ad__mrec *r =
+      t && (active_send || active_recv) ? ad__mrec_push(t, AD__M_SENDRECV, c, active_send ? sendcount : 0, 0) : NULL;
   if (r) {
     r->peer = active_send ? dest : -1;
     r->tag = sendtag;
@@ -388,13 +337,13 @@ int ad_mpi_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, i
                         ra ? (void *)rv : recvbuf, recvcount, ra ? MPI_DOUBLE : recvtype, source, recvtag, comm, &st);
   free(sv);
   if (rc != MPI_SUCCESS) {
-    if (active_recv) ad__p2p_recv_failed(c, seen, post, rc, &st);
+    if (active_recv) ad__mpi_recv_failed(c, seen, post, rc, &st);
     free(rv);
     return ad__mpi_forward_error(seen, rc, "ad_mpi_sendrecv");
   }
   if (active_send) ad__mpi_counters.forward_bytes += (uint64_t)sendcount * sizeof(double);
   if (ra) {
-    int n = ad__p2p_received(&st);
+    int n = ad__mpi_received(&st);
     if (active_recv) {
       int rk = ad__recv_complete(c, post, st.MPI_SOURCE, st.MPI_TAG);
       ad__mpi_note_peer(seen, c, st.MPI_SOURCE, 1, st.MPI_TAG, n, rk);
@@ -419,7 +368,7 @@ int ad_mpi_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, i
 int ad_mpi_sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int sendtag, int source, int recvtag,
                             MPI_Comm comm, MPI_Status *status) {
   if (ad__dtype_any(1, type))
-    return ad__dt_sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
+    return ad__handoff.dt_sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
   if (!is_real(type)) return MPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
   if (count < 0) return MPI_ERR_COUNT;
   /* The values go out from a copy, so the buffer can take the received ones. */
@@ -429,43 +378,6 @@ int ad_mpi_sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, i
   int rc = ad_mpi_sendrecv(copy, count, type, dest, sendtag, buf, count, type, source, recvtag, comm, status);
   free(copy);
   return rc;
-}
-
-/* ------------------------------------------------------------------------ */
-/* An active send from slot q starts: pack the values of buf, number the
- * message and record its start. */
-void ad__p2p_send_start(rslot *q, const ad_real *buf, int dest, int tag, const char *fn) {
-  ad_tape *seen, *t = ad__mpi_tape(&seen);
-  ad__pack(buf, q->count, q->v);
-  if (dest == MPI_PROC_NULL) return;
-  int k = ad__send_seq(q->c, dest, tag);
-  ad__mpi_note_peer(seen, q->c, dest, 0, tag, q->count, k);
-  ad__mrec *r = t ? ad__mrec_push(t, ad__p2p_kind(AD__M_ISEND), q->c, q->count, 0) : NULL;
-  if (r) {
-    r->peer = dest;
-    r->tag = tag;
-    r->k = k;
-    ad__handles(t, buf, q->count, r->in, fn);
-    q->tape = t;
-    q->epoch = t->rec.epoch;
-    q->start = r;
-  }
-}
-
-/* An active receive into slot s starts: its place in the receive order
- * (post, unless it has one already: an ad_mpi_imrecv), and its start
- * record. */
-void ad__p2p_recv_start(int s, int source, int tag, int posted) {
-  rslot *q = &ad__req_slots[s];
-  ad_tape *seen, *t = ad__mpi_tape(&seen);
-  if (!posted) q->post = ad__recv_post(q->c, source, tag);
-  ad__recv_attach(q->c, q->post, s, q->gen);
-  ad__mrec *r = t ? ad__mrec_push(t, ad__p2p_kind(AD__M_IRECV), q->c, 0, 0) : NULL;
-  if (r) {
-    q->tape = t;
-    q->epoch = t->rec.epoch;
-    q->start = r;
-  }
 }
 
 /* Persistent requests on datatypes derived from AD_MPI_REAL: every start
@@ -518,8 +430,9 @@ static int pp2p_start(void *pctx, MPI_Request *mpi, const ad__req_ops **ops, voi
                       ad__mrec **start) {
   pp2p *p = pctx;
   ad_mpi_request r = AD_MPI_REQUEST_NULL;
-  int rc = p->mpifn ? ad__dt_isend(p->mpifn, p->fn, p->name, p->buf, p->count, p->type, p->peer, p->tag, p->comm, &r)
-                    : ad__dt_irecv(p->buf, p->count, p->type, p->peer, p->tag, p->comm, &r);
+  int rc = p->mpifn
+               ? ad__handoff.dt_isend(p->mpifn, p->fn, p->name, p->buf, p->count, p->type, p->peer, p->tag, p->comm, &r)
+               : ad__handoff.dt_irecv(p->buf, p->count, p->type, p->peer, p->tag, p->comm, &r);
   if (rc != MPI_SUCCESS) return rc;
   p->inner = r;
   if (r.slot >= 0) ad__req_slots[r.slot].outer = p->self + 1;
@@ -593,6 +506,15 @@ static int slot_activate(int s, MPI_Comm comm, void *buf, int count, int peer, i
   return MPI_SUCCESS;
 }
 
+/* A new slot, in *s, for a request of count values (pers: persistent).
+ * MPI_SUCCESS, or the error to return. */
+static int slot_open(int count, int pers, int *s) {
+  if (count < 0) return MPI_ERR_COUNT;
+  if ((*s = ad__req_slot_new()) < 0) return MPI_ERR_NO_MEM;
+  ad__req_slots[*s].pers = pers;
+  return MPI_SUCCESS;
+}
+
 /* A new request in slot s once MPI's call returned rc: the user's, or freed. */
 static int slot_hand(ad_mpi_request *request, int s, int rc) {
   if (rc != MPI_SUCCESS) {
@@ -613,12 +535,9 @@ static int isend_any(nbsend_fn fn, const char *name, int pers, const void *buf, 
   int rc = ad__types_refuse(name, 1, type);
   /* A persistent send's buffer is read at each start, not here. */
   if (rc == MPI_SUCCESS && !is_real(type) && !pers) rc = ad__mpi_guard(name, "buffer", buf, count, type);
-  if (rc != MPI_SUCCESS) return rc;
-  if (count < 0) return MPI_ERR_COUNT;
-  int s = ad__req_slot_new();
-  if (s < 0) return MPI_ERR_NO_MEM;
+  int s;
+  if (rc != MPI_SUCCESS || (rc = slot_open(count, pers, &s)) != MPI_SUCCESS) return rc;
   rslot *q = &ad__req_slots[s];
-  q->pers = pers;
   if (!is_real(type)) {
     rc = fn(buf, count, type, dest, tag, comm, &q->mpi);
   } else {
@@ -626,7 +545,7 @@ static int isend_any(nbsend_fn fn, const char *name, int pers, const void *buf, 
     q = &ad__req_slots[s];
     ad_tape *seen;
     ad__mpi_tape(&seen);
-    if (!pers) ad__p2p_send_start(q, buf, dest, tag, name);
+    if (!pers) ad__req_send_start(q, buf, dest, tag, name);
     rc = fn(q->v, count, MPI_DOUBLE, dest, tag, comm, &q->mpi);
     if (rc != MPI_SUCCESS)
       ad__mpi_forward_error(seen, rc, name);
@@ -649,13 +568,14 @@ static int isend_any(nbsend_fn fn, const char *name, int pers, const void *buf, 
 
 #define SEND_WRAPPERS(b, nb, pers, mpi_b, mpi_nb, mpi_pers)                                                            \
   int ad_mpi_##b(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {                    \
-    if (ad__dtype_any(1, type)) return ad__dt_send(ad_mpi_##b, "ad_mpi_" #b, buf, count, type, dest, tag, comm);       \
+    if (ad__dtype_any(1, type))                                                                                        \
+      return ad__handoff.dt_send(ad_mpi_##b, "ad_mpi_" #b, buf, count, type, dest, tag, comm);                         \
     return send_any(mpi_b, "ad_mpi_" #b, buf, count, type, dest, tag, comm);                                           \
   }                                                                                                                    \
   int ad_mpi_##nb(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,                     \
                   ad_mpi_request *request) {                                                                           \
     if (ad__dtype_any(1, type))                                                                                        \
-      return ad__dt_isend(mpi_nb, ad_mpi_##nb, "ad_mpi_" #nb, buf, count, type, dest, tag, comm, request);             \
+      return ad__handoff.dt_isend(mpi_nb, ad_mpi_##nb, "ad_mpi_" #nb, buf, count, type, dest, tag, comm, request);     \
     return isend_any(mpi_nb, "ad_mpi_" #nb, 0, buf, count, type, dest, tag, comm, request);                            \
   }                                                                                                                    \
   int ad_mpi_##pers(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,                   \
@@ -673,14 +593,11 @@ static int irecv_any(const char *name, int pers, void *buf, int count, MPI_Datat
                      MPI_Comm comm, ad_mpi_request *request) {
   if (ad__dtype_any(1, type))
     return pers ? pp2p_init(NULL, NULL, name, buf, count, type, source, tag, comm, request)
-                : ad__dt_irecv(buf, count, type, source, tag, comm, request);
+                : ad__handoff.dt_irecv(buf, count, type, source, tag, comm, request);
   int rc = ad__types_refuse(name, 1, type);
-  if (rc != MPI_SUCCESS) return rc;
-  if (count < 0) return MPI_ERR_COUNT;
-  int s = ad__req_slot_new();
-  if (s < 0) return MPI_ERR_NO_MEM;
+  int s;
+  if (rc != MPI_SUCCESS || (rc = slot_open(count, pers, &s)) != MPI_SUCCESS) return rc;
   rslot *q = &ad__req_slots[s];
-  q->pers = pers;
   MPI_Datatype mt = is_real(type) ? MPI_DOUBLE : type;
   if (!is_real(type) || source == MPI_PROC_NULL) {
     rc = pers ? MPI_Recv_init(buf, count, mt, source, tag, comm, &q->mpi)
@@ -693,7 +610,7 @@ static int irecv_any(const char *name, int pers, void *buf, int count, MPI_Datat
     if (pers) {
       rc = MPI_Recv_init(q->v, count, MPI_DOUBLE, source, tag, comm, &q->mpi);
     } else {
-      ad__p2p_recv_start(s, source, tag, 0);
+      ad__req_recv_start(s, source, tag, 0);
       rc = MPI_Irecv(q->v, count, MPI_DOUBLE, source, tag, comm, &q->mpi);
       if (rc != MPI_SUCCESS) ad__recv_complete(q->c, q->post, -2, -2);
     }
@@ -788,18 +705,6 @@ int ad_mpi_improbe(int source, int tag, MPI_Comm comm, int *flag, ad_mpi_message
 
 /* 1 a probed message's slot, 0 MPI_MESSAGE_NO_PROC, -1 a message received
  * already (a stale copy) or a null one. */
-static int msg_check(const ad_mpi_message *m) {
-  if (m->slot < 0) return m->mpi == MPI_MESSAGE_NO_PROC ? 0 : -1;
-  if (m->slot >= ad__req_nslots || !ad__req_slots[m->slot].live || ad__req_slots[m->slot].gen != m->gen ||
-      !ad__req_slots[m->slot].is_msg)
-    return -1;
-  return 1;
-}
-
-static int msg_misuse(const char *fn) {
-  return ad__req_refuse(MPI_ERR_REQUEST, "%s: message was already received (a copy used twice?) or never probed", fn);
-}
-
 /* A probed message received as passive data: its entry retires without a
  * number. A later active receive of the same stream that completed before
  * this counted it as an earlier active message, which the sender did not:
@@ -809,7 +714,7 @@ static void msg_passive(ad__comm *c, uint64_t post, const char *fn) {
     const ad__rentry *e = &c->rq[post - c->rq_base];
     for (size_t i = (size_t)(post - c->rq_base) + 1; i < c->rq_n; i++) {
       if (c->rq[i].done && c->rq[i].asrc == e->src && c->rq[i].atag == e->tag) {
-        ad__req_refuse(
+        ad__mpi_refuse(
             MPI_ERR_OTHER,
             "%s: a message probed with ad_mpi_mprobe was received as passive data after a later active message "
             "of its source and tag; that message's sequence number is lost (receive probed messages in order)",
@@ -821,27 +726,12 @@ static void msg_passive(ad__comm *c, uint64_t post, const char *fn) {
   ad__recv_complete(c, post, -2, -2);
 }
 
-int ad__msg_take(ad_mpi_message *message, const char *fn, ad__comm **c, uint64_t *post, MPI_Message *m) {
-  int mc = msg_check(message);
-  if (mc < 0) return -msg_misuse(fn);
-  if (mc == 0) return 0;
-  int s = message->slot;
-  *c = ad__req_slots[s].c;
-  *post = ad__req_slots[s].post;
-  *m = ad__req_slots[s].msg;
-  ad__req_slot_free(s);
-  message->mpi = MPI_MESSAGE_NULL;
-  message->slot = -1;
-  message->gen = 0;
-  return 1;
-}
-
 int ad_mpi_mrecv(void *buf, int count, MPI_Datatype type, ad_mpi_message *message, MPI_Status *status) {
-  if (ad__dtype_any(1, type)) return ad__dt_mrecv(buf, count, type, message, status);
+  if (ad__dtype_any(1, type)) return ad__handoff.dt_mrecv(buf, count, type, message, status);
   int rc = ad__types_refuse("ad_mpi_mrecv", 1, type);
   if (rc != MPI_SUCCESS) return rc;
-  int mc = msg_check(message);
-  if (mc < 0) return msg_misuse("ad_mpi_mrecv");
+  int mc = ad__req_msg_check(message);
+  if (mc < 0) return ad__req_msg_misuse("ad_mpi_mrecv");
   if (mc == 0) return MPI_Mrecv(buf, count, is_real(type) ? MPI_DOUBLE : type, &message->mpi, status);
   if (count < 0) return MPI_ERR_COUNT;
   int s = message->slot;
@@ -867,11 +757,11 @@ int ad_mpi_mrecv(void *buf, int count, MPI_Datatype type, ad_mpi_message *messag
 }
 
 int ad_mpi_imrecv(void *buf, int count, MPI_Datatype type, ad_mpi_message *message, ad_mpi_request *request) {
-  if (ad__dtype_any(1, type)) return ad__dt_imrecv(buf, count, type, message, request);
+  if (ad__dtype_any(1, type)) return ad__handoff.dt_imrecv(buf, count, type, message, request);
   int rc = ad__types_refuse("ad_mpi_imrecv", 1, type);
   if (rc != MPI_SUCCESS) return rc;
-  int mc = msg_check(message);
-  if (mc < 0) return msg_misuse("ad_mpi_imrecv");
+  int mc = ad__req_msg_check(message);
+  if (mc < 0) return ad__req_msg_misuse("ad_mpi_imrecv");
   if (count < 0) return MPI_ERR_COUNT;
   ad_tape *seen;
   ad__mpi_tape(&seen);
@@ -902,7 +792,7 @@ int ad_mpi_imrecv(void *buf, int count, MPI_Datatype type, ad_mpi_message *messa
       q->is_recv = 1;
       q->ubuf = buf;
       q->count = count;
-      ad__p2p_recv_start(s, 0, 0, 1);
+      ad__req_recv_start(s, 0, 0, 1);
       rc = MPI_Imrecv(q->v, count, MPI_DOUBLE, &m, &q->mpi);
       if (rc != MPI_SUCCESS) ad__recv_complete(q->c, q->post, -2, -2);
     }

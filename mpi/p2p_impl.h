@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* What point-to-point communication (p2p.c) and the requests (request.c)
- * share: the table of request slots, and the starts and deliveries of
- * point-to-point operations that the completion calls run. */
+/* The table of request slots (request.c), a service of the layer: point to
+ * point (p2p.c) fills slots and starts its requests through it; the
+ * completion calls deliver what arrived and record the completions. */
 #ifndef ARIADNE_MPI_P2P_IMPL_H
 #define ARIADNE_MPI_P2P_IMPL_H
 
@@ -51,16 +51,23 @@ extern int ad__req_nslots;
 int ad__req_slot_new(void);
 void ad__req_slot_free(int s);
 void ad__req_set(ad_mpi_request *q, int s);
-int ad__req_refuse(int mpicode, const char *fmt, ...);
 void ad__req_slot_complete(int s, const MPI_Status *st);
 void ad__req_slot_failed(int s, int rc, const MPI_Status *st);
 
+/* An active send from slot q starts: the values of buf packed, the message
+ * numbered and its start recorded. */
+void ad__req_send_start(rslot *q, const ad_real *buf, int dest, int tag, const char *fn);
+/* An active receive into slot s starts: its place in the receive order
+ * (post, unless it has one already: an ad_mpi_imrecv), and its start
+ * record. */
+void ad__req_recv_start(int s, int source, int tag, int posted);
+
+/* A message of ad_mpi_mprobe: 1 live, 0 MPI_MESSAGE_NO_PROC, -1 received
+ * already or never probed (ad__req_msg_misuse refuses it naming fn). */
+int ad__req_msg_check(const ad_mpi_message *m);
+int ad__req_msg_misuse(const char *fn);
+
 /* p2p.c */
-int ad__p2p_received(const MPI_Status *st);
-void ad__p2p_recv_finish(ad__comm *c, ad_tape *t, ad_tape *seen, uint64_t post, const MPI_Status *st, ad_real *buf,
-                         const double *v, int n, int kind, ad__mrec **rec);
-void ad__p2p_recv_start(int s, int source, int tag, int posted);
-void ad__p2p_send_start(rslot *q, const ad_real *buf, int dest, int tag, const char *fn);
 double *ad__p2p_scratch(int n);
 
 #endif

@@ -192,25 +192,9 @@ typedef struct ufold {
 } ufold;
 
 static void ufold_free(ufold *f, int ok) {
-  if (ok) {
-    free(f->own);
-    free(f->all);
-    free(f->vown);
-    free(f->vall);
-    free(f->iown);
-    free(f->iall);
-    free(f->c);
-  } else { /* MPI may still use them */
-    ad__mpi_keep(f->own);
-    ad__mpi_keep(f->all);
-    ad__mpi_keep(f->vown);
-    ad__mpi_keep(f->vall);
-    ad__mpi_keep(f->iown);
-    ad__mpi_keep(f->iall);
-    ad__mpi_keep(f->c);
-  }
-  free(f->acc);
-  free(f);
+  /* Unless MPI is done with the blocks, it may still use them. */
+  AD__EACH(ok ? free : ad__mpi_keep, f->own, f->all, f->vown, f->vall, f->iown, f->iall, f->c);
+  AD__FREE_EACH(f->acc, f);
 }
 
 /* The blocks have arrived: fold them into recvbuf. */
@@ -361,8 +345,7 @@ int ad__loc_reduce(int all, const void *sendbuf, void *recvbuf, int count, MPI_O
   }
   if (rc == MPI_SUCCESS) {
     for (int k = 0; k < count; k++) w[k] = owner[k] == me ? 1.0 : 0.0;
-    ad__mrec *r =
-        t ? ad__mrec_push(t, ad__coll_kind(all ? AD__M_ALLREDUCE : AD__M_REDUCE), c, count, gets ? count : 0) : NULL;
+    ad__mrec *r = t ? ad__mrec_push(t, all ? AD__M_ALLREDUCE : AD__M_REDUCE, c, count, gets ? count : 0) : NULL;
     if (r) {
       r->root = root;
       r->op = op == MPI_MINLOC ? 2 : 3;

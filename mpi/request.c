@@ -48,7 +48,7 @@ int ad__req_slot_new(void) {
   return s;
 }
 
-void ad__p2p_forget(const ad__mrec *r) {
+void ad__req_forget(const ad__mrec *r) {
   for (int s = 0; s < ad__req_nslots; s++) {
     if (ad__req_slots[s].live && ad__req_slots[s].start == r) {
       ad__req_slots[s].start = NULL;
@@ -168,6 +168,63 @@ static void req_after(ad_mpi_request *q, int s) {
     req_clear(q);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Starts of point-to-point requests                                         */
+/* ------------------------------------------------------------------------ */
+
+/* Slot q's request started on tape t with start record r (if recorded). */
+static void slot_recorded(rslot *q, ad_tape *t, ad__mrec *r) {
+  if (!t || !r) return;
+  q->tape = t;
+  q->epoch = t->rec.epoch;
+  q->start = r;
+}
+
+void ad__req_send_start(rslot *q, const ad_real *buf, int dest, int tag, const char *fn) {
+  ad_tape *seen, *t = ad__mpi_tape(&seen);
+  ad__pack(buf, q->count, q->v);
+  slot_recorded(q, t, ad__mpi_send_record(q->c, t, seen, dest, tag, buf, q->count, AD__M_ISEND, fn));
+}
+
+void ad__req_recv_start(int s, int source, int tag, int posted) {
+  rslot *q = &ad__req_slots[s];
+  ad_tape *seen, *t = ad__mpi_tape(&seen);
+  if (!posted) q->post = ad__recv_post(q->c, source, tag);
+  ad__recv_attach(q->c, q->post, s, q->gen);
+  slot_recorded(q, t, t ? ad__mrec_push(t, AD__M_IRECV, q->c, 0, 0) : NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Probed messages                                                           */
+/* ------------------------------------------------------------------------ */
+
+int ad__req_msg_check(const ad_mpi_message *m) {
+  if (m->slot < 0) return m->mpi == MPI_MESSAGE_NO_PROC ? 0 : -1;
+  if (m->slot >= ad__req_nslots || !ad__req_slots[m->slot].live || ad__req_slots[m->slot].gen != m->gen ||
+      !ad__req_slots[m->slot].is_msg)
+    return -1;
+  return 1;
+}
+
+int ad__req_msg_misuse(const char *fn) {
+  return ad__mpi_refuse(MPI_ERR_REQUEST, "%s: message was already received (a copy used twice?) or never probed", fn);
+}
+
+int ad__msg_take(ad_mpi_message *message, const char *fn, ad__comm **c, uint64_t *post, MPI_Message *m) {
+  int mc = ad__req_msg_check(message);
+  if (mc < 0) return -ad__req_msg_misuse(fn);
+  if (mc == 0) return 0;
+  int s = message->slot;
+  *c = ad__req_slots[s].c;
+  *post = ad__req_slots[s].post;
+  *m = ad__req_slots[s].msg;
+  ad__req_slot_free(s);
+  message->mpi = MPI_MESSAGE_NULL;
+  message->slot = -1;
+  message->gen = 0;
+  return 1;
+}
+
 /* 1 live slot, 0 a null request, -1 a request used after it completed. */
 static int req_check(const ad_mpi_request *q) {
   if (q->slot < 0) return q->mpi == MPI_REQUEST_NULL ? 0 : -1;
@@ -177,7 +234,7 @@ static int req_check(const ad_mpi_request *q) {
   return 1;
 }
 
-MPI_Request ad__p2p_request(int slot, unsigned gen) {
+MPI_Request ad__req_mpi(int slot, unsigned gen) {
   if (slot < 0 || slot >= ad__req_nslots || !ad__req_slots[slot].live || ad__req_slots[slot].gen != gen)
     return MPI_REQUEST_NULL;
   /* The persistent request holds the MPI request that completion calls use. */
@@ -185,25 +242,8 @@ MPI_Request ad__p2p_request(int slot, unsigned gen) {
   return ad__req_slots[slot].mpi;
 }
 
-/* Bad input: a sticky error on the recording tape (or the thread's error if
- * none records) with the message, and the MPI error code for the caller. */
-int ad__req_refuse(int mpicode, const char *fmt, ...) {
-  char msg[320];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  ad_tape *seen;
-  ad__mpi_tape(&seen);
-  if (seen)
-    ad__fail(seen, AD_ERR_MPI, "%s", msg);
-  else
-    ad__fail_notape(AD_ERR_MPI, "%s", msg);
-  return mpicode;
-}
-
 static int req_misuse(const char *fn) {
-  return ad__req_refuse(MPI_ERR_REQUEST,
+  return ad__mpi_refuse(MPI_ERR_REQUEST,
                         "%s: request was already completed or freed (a copy used twice?) or never started", fn);
 }
 
@@ -216,11 +256,7 @@ int ad__req_new(ad_mpi_request *request, MPI_Request mpi, ad_tape *t, ad__mrec *
   q->active = ops != NULL; /* without ops: a passive request, nothing to do at completion */
   q->ops = ops;
   q->ctx = ctx;
-  if (t && start) {
-    q->tape = t;
-    q->epoch = t->rec.epoch;
-    q->start = start;
-  }
+  slot_recorded(q, t, start);
   ad__req_set(request, s);
   return MPI_SUCCESS;
 }
@@ -244,19 +280,10 @@ static void slot_deliver(int s, const MPI_Status *st) {
   if (q->ops) {
     q->ops->complete(q->ctx, recorded ? t : NULL, seen, recorded ? q->start : NULL, st);
   } else if (q->is_recv) {
-    ad__mrec *d = NULL;
-    ad__p2p_recv_finish(q->c, recorded ? t : NULL, seen, q->post, st, q->ubuf, q->v, ad__p2p_received(st),
-                        AD__M_IRECV_DONE, &d);
-    if (d && recorded) {
-      d->link = q->start;
-      q->start->link = d;
-    }
+    ad__mrec *d = ad__mpi_recv_deliver(q->c, recorded ? t : NULL, seen, q->post, st, q->ubuf, q->v, AD__M_IRECV_DONE);
+    if (recorded) ad__mrec_link(q->start, d);
   } else if (recorded) {
-    ad__mrec *d = ad__mrec_push(t, ad__p2p_kind(AD__M_ISEND_DONE), q->c, 0, 0);
-    if (d) {
-      d->link = q->start;
-      q->start->link = d;
-    }
+    ad__mrec_link(q->start, ad__mrec_push(t, AD__M_ISEND_DONE, q->c, 0, 0));
   }
 }
 
@@ -269,7 +296,7 @@ void ad__req_slot_complete(int s, const MPI_Status *st) {
 }
 
 /* The request in slot s failed with error rc and MPI has freed it (or made
- * a persistent one inactive): retire the slot (see ad__p2p_recv_failed). */
+ * a persistent one inactive): retire the slot (see ad__mpi_recv_failed). */
 void ad__req_slot_failed(int s, int rc, const MPI_Status *st) {
   rslot *q = &ad__req_slots[s];
   if (q->pers && !q->started) return;
@@ -278,7 +305,7 @@ void ad__req_slot_failed(int s, int rc, const MPI_Status *st) {
   } else if (q->active && q->is_recv) {
     ad_tape *seen;
     ad__mpi_tape(&seen);
-    ad__p2p_recv_failed(q->c, seen, q->post, rc, st);
+    ad__mpi_recv_failed(q->c, seen, q->post, rc, st);
   }
   slot_retire(s, 0);
 }
@@ -498,11 +525,11 @@ int ad_mpi_testsome(int incount, ad_mpi_request reqs[], int *outcount, int indic
 int ad_mpi_request_free(ad_mpi_request *request) {
   int c = req_check(request);
   if (c < 0) return req_misuse("ad_mpi_request_free");
-  if (c == 0) return ad__req_refuse(MPI_ERR_REQUEST, "ad_mpi_request_free: the request is null");
+  if (c == 0) return ad__mpi_refuse(MPI_ERR_REQUEST, "ad_mpi_request_free: the request is null");
   int s = request->slot;
   rslot *q = &ad__req_slots[s];
   if (q->ops)
-    return ad__req_refuse(
+    return ad__mpi_refuse(
         MPI_ERR_REQUEST,
         "ad_mpi_request_free: the request of a nonblocking collective, or an active persistent request on "
         "a derived datatype, cannot be freed; complete it with a wait or test");
@@ -523,7 +550,7 @@ int ad_mpi_request_free(ad_mpi_request *request) {
     return MPI_SUCCESS;
   }
   if (q->is_recv)
-    return ad__req_refuse(
+    return ad__mpi_refuse(
         MPI_ERR_REQUEST,
         "ad_mpi_request_free: the receive is active; its values would arrive after nobody can differentiate "
         "them (complete it with a wait or test, or cancel it first)");
@@ -543,17 +570,17 @@ int ad_mpi_request_free(ad_mpi_request *request) {
 int ad_mpi_cancel(ad_mpi_request *request) {
   int c = req_check(request);
   if (c < 0) return req_misuse("ad_mpi_cancel");
-  if (c == 0) return ad__req_refuse(MPI_ERR_REQUEST, "ad_mpi_cancel: the request is null");
+  if (c == 0) return ad__mpi_refuse(MPI_ERR_REQUEST, "ad_mpi_cancel: the request is null");
   rslot *q = &ad__req_slots[request->slot];
   if (q->ops)
-    return ad__req_refuse(MPI_ERR_REQUEST,
+    return ad__mpi_refuse(MPI_ERR_REQUEST,
                           "ad_mpi_cancel: a nonblocking collective, or a request on a derived datatype, "
                           "cannot be cancelled");
   if (q->pers && !q->started)
-    return ad__req_refuse(MPI_ERR_REQUEST, "ad_mpi_cancel: the persistent request is not active (not started)");
+    return ad__mpi_refuse(MPI_ERR_REQUEST, "ad_mpi_cancel: the persistent request is not active (not started)");
   if (!q->active) return MPI_Cancel(&q->mpi);
   if (!q->is_recv)
-    return ad__req_refuse(
+    return ad__mpi_refuse(
         MPI_ERR_REQUEST,
         "ad_mpi_cancel: a send of AD_MPI_REAL data cannot be cancelled (the receiver could not tell which "
         "messages it missed)");
@@ -562,7 +589,7 @@ int ad_mpi_cancel(ad_mpi_request *request) {
   MPI_Status st;
   int rc = MPI_Request_get_status(q->mpi, &flag, &st);
   if (rc == MPI_SUCCESS && flag)
-    return ad__req_refuse(MPI_ERR_REQUEST,
+    return ad__mpi_refuse(MPI_ERR_REQUEST,
                           "ad_mpi_cancel: the receive has already matched a message; complete it with a wait or test");
   if (rc == MPI_SUCCESS) rc = MPI_Cancel(&q->mpi);
   /* A receive marked for cancellation completes without anybody else's
@@ -582,7 +609,7 @@ int ad_mpi_cancel(ad_mpi_request *request) {
   if (cancelled) {
     q->cancelled = 1;
     ad__recv_complete(q->c, q->post, -2, -2);
-    if (q->start) ad__mrec_rekind(q->start, ad__p2p_kind(AD__M_CANCELLED));
+    if (q->start) ad__mrec_rekind(q->start, AD__M_CANCELLED);
     q->start = NULL;
   }
   return MPI_SUCCESS;
@@ -598,9 +625,9 @@ static int start_check(const ad_mpi_request *request, const char *fn) {
   int c = req_check(request);
   if (c < 0) return -req_misuse(fn);
   const rslot *q = c ? &ad__req_slots[request->slot] : NULL;
-  if (!q || !q->pers) return -ad__req_refuse(MPI_ERR_REQUEST, "%s: not a persistent request", fn);
+  if (!q || !q->pers) return -ad__mpi_refuse(MPI_ERR_REQUEST, "%s: not a persistent request", fn);
   if (q->started)
-    return -ad__req_refuse(MPI_ERR_REQUEST,
+    return -ad__mpi_refuse(MPI_ERR_REQUEST,
                            "%s: the persistent request is active already (started twice without a completion)", fn);
   return 1;
 }
@@ -636,9 +663,9 @@ static int start_one(ad_mpi_request *request, const char *fn) {
   }
   if (q->active) {
     if (q->is_recv)
-      ad__p2p_recv_start(s, q->peer, q->tag, 0);
+      ad__req_recv_start(s, q->peer, q->tag, 0);
     else
-      ad__p2p_send_start(q, q->ubuf, q->peer, q->tag, fn);
+      ad__req_send_start(q, q->ubuf, q->peer, q->tag, fn);
   }
   int rc = MPI_Start(&q->mpi);
   if (rc != MPI_SUCCESS) {
@@ -675,7 +702,7 @@ int ad_mpi_startall(int count, ad_mpi_request reqs[]) {
     if (c < 0) return -c;
     for (int j = 0; j < i; j++)
       if (reqs[j].slot == reqs[i].slot)
-        return ad__req_refuse(MPI_ERR_REQUEST, "ad_mpi_startall: request %d is request %d again (started twice)", i, j);
+        return ad__mpi_refuse(MPI_ERR_REQUEST, "ad_mpi_startall: request %d is request %d again (started twice)", i, j);
   }
   for (int i = 0; i < count; i++) {
     int rc = start_one(&reqs[i], "ad_mpi_startall");

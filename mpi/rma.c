@@ -38,7 +38,6 @@ static int win_keyval = MPI_KEYVAL_INVALID;
  * recorded on its tape, and ad_mpi_barrier synchronises the windows. */
 static int rma_sweep_check(ad_tape *t);
 static ad__mpi_chapter chapter = {rma_sweep_check, ad__rma_barrier, NULL, NULL, 0};
-const ad__mkind *ad__rma_kind(int kind);
 
 typedef struct rma_rec {
   int what; /* RMA_EPOCH */
@@ -71,41 +70,13 @@ static void rma_free(void *data) {
     return;
   }
   rma_rec *x = data;
-  free(x->o);
-  free(x->tg);
-  free(x->ooff);
-  free(x->toff);
-  free(x->ostart);
-  free(x->tstart);
-  free(x->o_in);
-  free(x->o_out);
-  free(x->t_old);
-  free(x->t_new);
-  free(x->fcnt);
-  free(x->fdsp);
-  free(x->bcnt);
-  free(x->bdsp);
-  free(x);
+  AD__FREE_EACH(x->o, x->tg, x->ooff, x->toff, x->ostart, x->tstart, x->o_in, x->o_out, x->t_old, x->t_new, x->fcnt,
+                x->fdsp, x->bcnt, x->bdsp, x);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                    */
 /* ------------------------------------------------------------------------ */
-
-/* An MPI error code, with a sticky error naming the call on the tape that
- * was seen recording (or the thread's last error if none). */
-int ad__rma_refuse(ad_tape *seen, int mpirc, const char *fmt, ...) {
-  char msg[400];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (seen)
-    ad__fail(seen, AD_ERR_MPI, "%s", msg);
-  else
-    ad__fail_notape(AD_ERR_MPI, "%s", msg);
-  return mpirc;
-}
 
 /* Complete a nonblocking collective of a forward call, as its blocking
  * twin would, but yielding the processor once spinning is clearly not
@@ -168,14 +139,14 @@ static int agree(ad__comm *c, int ok) {
 static int win_make(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, int allocate, void *baseptr,
                     MPI_Win *out, const char *fn) {
   ad_tape *seen, *t = ad__mpi_tape(&seen);
-  if (!out) return ad__rma_refuse(seen, MPI_ERR_ARG, "%s: the window argument is NULL", fn);
+  if (!out) return ad__mpi_refuse(MPI_ERR_ARG, "%s: the window argument is NULL", fn);
   int err;
   ad__comm *c = ad__mpi_comm(comm, &err);
-  if (!c) return ad__rma_refuse(seen, err, "%s: the communicator is not valid", fn);
+  if (!c) return ad__mpi_refuse(err, "%s: the communicator is not valid", fn);
   if (ad__mpi_comm_settled(c) != MPI_SUCCESS || c->freed)
-    return ad__rma_refuse(seen, MPI_ERR_COMM, "%s: the communicator's private duplicate is not available", fn);
+    return ad__mpi_refuse(MPI_ERR_COMM, "%s: the communicator's private duplicate is not available", fn);
   if ((err = ad__mpi_comm_renew(seen, c)) != MPI_SUCCESS)
-    return ad__rma_refuse(seen, err, "%s: renewing the communicator's private duplicate failed", fn);
+    return ad__mpi_refuse(err, "%s: renewing the communicator's private duplicate failed", fn);
   ad__mpi_note_coll(seen, c);
   /* A window on ad_real memory counts in elements: its displacement unit
    * is sizeof(ad_real) and its size a whole number of them. */
@@ -198,19 +169,18 @@ static int win_make(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI
     free(snap);
     free(sizes);
     if (mine == MPI_ERR_DISP)
-      return ad__rma_refuse(
-          seen, mine,
+      return ad__mpi_refuse(
+          mine,
           "%s: a window on ad_real memory has the displacement unit sizeof(ad_real) = %d, not %d (a window "
           "on the wrong type?)",
           fn, (int)sizeof(ad_real), disp_unit);
     if (mine == MPI_ERR_SIZE)
-      return ad__rma_refuse(
-          seen, mine,
-          "%s: size %ld is not a whole number of ad_real elements of %d bytes (a window on the wrong type?)", fn,
+      return ad__mpi_refuse(
+          mine, "%s: size %ld is not a whole number of ad_real elements of %d bytes (a window on the wrong type?)", fn,
           (long)size, (int)sizeof(ad_real));
-    if (mine == MPI_ERR_BUFFER) return ad__rma_refuse(seen, mine, "%s: base is NULL with a nonzero size", fn);
-    if (!ok) return ad__rma_refuse(seen, MPI_ERR_NO_MEM, "%s: no memory", fn);
-    return ad__rma_refuse(seen, MPI_ERR_OTHER, "%s: another rank refused the window (see its message)", fn);
+    if (mine == MPI_ERR_BUFFER) return ad__mpi_refuse(mine, "%s: base is NULL with a nonzero size", fn);
+    if (!ok) return ad__mpi_refuse(MPI_ERR_NO_MEM, "%s: no memory", fn);
+    return ad__mpi_refuse(MPI_ERR_OTHER, "%s: another rank refused the window (see its message)", fn);
   }
   w->c = c;
   w->base = ubase;
@@ -272,11 +242,7 @@ int ad_mpi_win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info, M
 }
 
 int ad_mpi_win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr, MPI_Win *win) {
-  if (!baseptr) {
-    ad_tape *seen;
-    ad__mpi_tape(&seen);
-    return ad__rma_refuse(seen, MPI_ERR_ARG, "ad_mpi_win_allocate: baseptr is NULL");
-  }
+  if (!baseptr) return ad__mpi_refuse(MPI_ERR_ARG, "ad_mpi_win_allocate: baseptr is NULL");
   return win_make(NULL, size, disp_unit, info, comm, 1, baseptr, win, "ad_mpi_win_allocate");
 }
 
@@ -312,15 +278,14 @@ int ad_mpi_win_free(MPI_Win *mwin) {
     v[0] = 1;
   if (v[0]) {
     if (w->nacc)
-      return ad__rma_refuse(
-          seen, MPI_ERR_RMA_SYNC,
+      return ad__mpi_refuse(
+          MPI_ERR_RMA_SYNC,
           "ad_mpi_win_free: %d one-sided operation(s) on the window are not completed: close the epoch "
           "with ad_mpi_win_fence or complete it with ad_mpi_win_unlock first",
           w->nacc);
-    if (locks)
-      return ad__rma_refuse(seen, MPI_ERR_RMA_SYNC, "ad_mpi_win_free: this rank still holds a lock on the window");
-    return ad__rma_refuse(
-        seen, MPI_ERR_RMA_SYNC,
+    if (locks) return ad__mpi_refuse(MPI_ERR_RMA_SYNC, "ad_mpi_win_free: this rank still holds a lock on the window");
+    return ad__mpi_refuse(
+        MPI_ERR_RMA_SYNC,
         "ad_mpi_win_free: another rank has one-sided operations or locks on the window not completed");
   }
   int rc = MPI_SUCCESS;
@@ -331,7 +296,7 @@ int ad_mpi_win_free(MPI_Win *mwin) {
     int ok = w->mode != MODE_FENCE && rc == MPI_SUCCESS;
     if (ok) rc = ad__rma_psync(w, t, seen, "ad_mpi_win_free");
     if (ok && t && w->pw && w->pw->tape == t && !ad__rma_pw_end(w, t, ad__rma_my_tickets(w)))
-      rc = ad__rma_refuse(seen, MPI_ERR_NO_MEM, "ad_mpi_win_free: no memory for the record");
+      rc = ad__mpi_refuse(MPI_ERR_NO_MEM, "ad_mpi_win_free: no memory for the record");
   }
   int frc = MPI_Win_free(&w->mpi);
   if (frc != MPI_SUCCESS) return ad__mpi_forward_error(seen, frc, "ad_mpi_win_free");
@@ -346,12 +311,7 @@ int ad_mpi_win_free(MPI_Win *mwin) {
   }
   if (w->owned) free(w->base);
   if (w->pw) ad__rma_pw_release(w->pw);
-  free(w->snap);
-  free(w->sizes);
-  free(w->acc);
-  free(w->seen);
-  free(w->lk);
-  free(w);
+  AD__FREE_EACH(w->snap, w->sizes, w->acc, w->seen, w->lk, w);
   *mwin = MPI_WIN_NULL;
   return rc;
 }
@@ -373,36 +333,35 @@ static int rma_access(const ad_real *origin, ad_real *result, ad_real **dst, int
                       int kind, MPI_Op op, win *w, const char *fn) {
   ad_tape *seen, *t = ad__mpi_tape(&seen);
   ad__mpi_note_coll(seen, w->c);
-  if (count < 0) return ad__rma_refuse(seen, MPI_ERR_COUNT, "%s: negative count", fn);
+  if (count < 0) return ad__mpi_refuse(MPI_ERR_COUNT, "%s: negative count", fn);
   if (target == MPI_PROC_NULL) return MPI_SUCCESS;
   if (target < 0 || target >= w->c->size)
-    return ad__rma_refuse(seen, MPI_ERR_RANK, "%s: target rank %d is not in the window's group", fn, target);
+    return ad__mpi_refuse(MPI_ERR_RANK, "%s: target rank %d is not in the window's group", fn, target);
   if (w->mode == MODE_PASSIVE) {
     if (!w->lk_all && !w->lk[target])
-      return ad__rma_refuse(seen, MPI_ERR_RMA_SYNC,
+      return ad__mpi_refuse(MPI_ERR_RMA_SYNC,
                             "%s: this rank holds no lock on rank %d's part of the window (ad_mpi_win_lock or "
                             "ad_mpi_win_lock_all first)",
                             fn, target);
     int pc = ad__rma_passive_check(w, t, seen, fn);
     if (pc != MPI_SUCCESS) return pc;
     if ((kind == K_ACC_REPLACE || kind == K_GACC_SUM || kind == K_GACC_REPLACE) && w->lk[target] != MPI_LOCK_EXCLUSIVE)
-      return ad__rma_refuse(seen, MPI_ERR_RMA_SYNC,
+      return ad__mpi_refuse(MPI_ERR_RMA_SYNC,
                             "%s: %s under a shared lock may be applied in another order than the ranks complete their "
                             "epochs, which the sweeps must know; take an exclusive lock (ad_mpi_win_lock with "
                             "MPI_LOCK_EXCLUSIVE)",
                             fn, kind_name(kind));
   } else if (!w->open)
-    return ad__rma_refuse(seen, MPI_ERR_RMA_SYNC,
+    return ad__mpi_refuse(MPI_ERR_RMA_SYNC,
                           "%s: no access epoch is open on the window (call ad_mpi_win_fence first; a fence with "
                           "MPI_MODE_NOSUCCEED opens none; or lock it for a passive-target epoch)",
                           fn);
   if (disp < 0 || disp + count > w->sizes[target])
-    return ad__rma_refuse(seen, MPI_ERR_RMA_RANGE,
-                          "%s: elements %ld to %ld are outside rank %d's window of %d elements", fn, (long)disp,
-                          (long)disp + count - 1, target, w->sizes[target]);
+    return ad__mpi_refuse(MPI_ERR_RMA_RANGE, "%s: elements %ld to %ld are outside rank %d's window of %d elements", fn,
+                          (long)disp, (long)disp + count - 1, target, w->sizes[target]);
   if (w->nacc && w->tape != t)
-    return ad__rma_refuse(
-        seen, MPI_ERR_RMA_SYNC,
+    return ad__mpi_refuse(
+        MPI_ERR_RMA_SYNC,
         "%s: the open epoch's earlier one-sided operations were recorded %s; one epoch belongs to one "
         "recording",
         fn, w->tape ? "on another tape" : "outside a recording");
@@ -412,22 +371,22 @@ static int rma_access(const ad_real *origin, ad_real *result, ad_real **dst, int
   else if (returns(kind))
     inwin = in_some_window(result, count);
   if (inwin)
-    return ad__rma_refuse(
-        seen, MPI_ERR_BUFFER,
+    return ad__mpi_refuse(
+        MPI_ERR_BUFFER,
         "%s: the result buffer lies in a window's memory; fetch into other memory and copy after the fence", fn);
   if (w->nacc == w->cap) {
     int ncap = w->cap ? 2 * w->cap : 8;
     access *na = realloc(w->acc, (size_t)ncap * sizeof *na);
-    if (!na) return ad__rma_refuse(seen, MPI_ERR_NO_MEM, "%s: no memory", fn);
+    if (!na) return ad__mpi_refuse(MPI_ERR_NO_MEM, "%s: no memory", fn);
     w->acc = na;
     w->cap = ncap;
   }
   if (t && !w->tok) {
     token *k = calloc(1, sizeof *k);
-    ad__mrec *r = k ? ad__mrec_push(t, ad__rma_kind(AD__M_RMA_OPEN), w->c, 0, 0) : NULL;
+    ad__mrec *r = k ? ad__mrec_push(t, AD__M_RMA_OPEN, w->c, 0, 0) : NULL;
     if (!r) {
       free(k);
-      return ad__rma_refuse(seen, MPI_ERR_NO_MEM, "%s: no memory", fn);
+      return ad__mpi_refuse(MPI_ERR_NO_MEM, "%s: no memory", fn);
     }
     k->what = RMA_NOTE;
     k->state = NOTE_OPEN;
@@ -459,7 +418,7 @@ static int rma_access(const ad_real *origin, ad_real *result, ad_real **dst, int
   }
   if (nomem) {
     ad__rma_access_free(&a);
-    return ad__rma_refuse(seen, MPI_ERR_NO_MEM, "%s: no memory", fn);
+    return ad__mpi_refuse(MPI_ERR_NO_MEM, "%s: no memory", fn);
   }
   if (contributes(kind)) {
     ad__pack(origin, count, a.val);
@@ -505,15 +464,13 @@ static win *access_window(MPI_Win mwin, int n_types, const MPI_Datatype *types, 
   int nreal = 0;
   for (int i = 0; i < n_types; i++) nreal += types[i] == AD_MPI_REAL || ad__dtype_any(1, types[i]);
   win *w = ad__rma_lookup(mwin);
-  ad_tape *seen;
-  ad__mpi_tape(&seen);
   if (!w && nreal)
-    *rc = ad__rma_refuse(
-        seen, MPI_ERR_WIN,
-        "%s: AD_MPI_REAL data on a window that ad_mpi_win_create or ad_mpi_win_allocate did not create", fn);
+    *rc = ad__mpi_refuse(
+        MPI_ERR_WIN, "%s: AD_MPI_REAL data on a window that ad_mpi_win_create or ad_mpi_win_allocate did not create",
+        fn);
   else if (w && nreal != n_types)
-    *rc = ad__rma_refuse(
-        seen, MPI_ERR_TYPE,
+    *rc = ad__mpi_refuse(
+        MPI_ERR_TYPE,
         "%s: a window on ad_real memory is accessed with AD_MPI_REAL data only (a window on the wrong type?)", fn);
   return w;
 }
@@ -526,32 +483,28 @@ static win *access_window(MPI_Win mwin, int n_types, const MPI_Datatype *types, 
 static int typed_access(const void *origin, int ocount, MPI_Datatype otype, void *result, int rcount,
                         MPI_Datatype rtype, int target, MPI_Aint tdisp, int tcount, MPI_Datatype ttype, int kind,
                         MPI_Op op, win *w, const char *fn) {
-  ad_tape *seen;
-  ad__mpi_tape(&seen);
   int c = contributes(kind), r = returns(kind);
   if ((!c || otype == AD_MPI_REAL) && (!r || rtype == AD_MPI_REAL) && ttype == AD_MPI_REAL) {
     if ((c && ocount != tcount) || (r && rcount != tcount))
-      return ad__rma_refuse(seen, MPI_ERR_COUNT, "%s: origin count %d, result count %d and target count %d differ", fn,
+      return ad__mpi_refuse(MPI_ERR_COUNT, "%s: origin count %d, result count %d and target count %d differ", fn,
                             c ? ocount : tcount, r ? rcount : tcount, tcount);
     return rma_access(origin, result, NULL, tcount, target, tdisp, kind, op, w, fn);
   }
-  if (ocount < 0 || rcount < 0 || tcount < 0) return ad__rma_refuse(seen, MPI_ERR_COUNT, "%s: negative count", fn);
+  if (ocount < 0 || rcount < 0 || tcount < 0) return ad__mpi_refuse(MPI_ERR_COUNT, "%s: negative count", fn);
   MPI_Aint *to = NULL, *oo = NULL, *ro = NULL;
   long nt = ad__dtype_offsets(fn, ttype, tcount, &to), no = 0, nr = 0;
   int rc = nt < 0 ? MPI_ERR_TYPE : MPI_SUCCESS;
   if (rc == MPI_SUCCESS && c && (no = ad__dtype_offsets(fn, otype, ocount, &oo)) < 0) rc = MPI_ERR_TYPE;
   if (rc == MPI_SUCCESS && r && (nr = ad__dtype_offsets(fn, rtype, rcount, &ro)) < 0) rc = MPI_ERR_TYPE;
   if (rc == MPI_SUCCESS && ((c && no != nt) || (r && nr != nt)))
-    rc = ad__rma_refuse(seen, MPI_ERR_COUNT,
-                        "%s: the origin has %ld, the result %ld and the target %ld ad_real elements", fn, c ? no : nt,
-                        r ? nr : nt, nt);
+    rc = ad__mpi_refuse(MPI_ERR_COUNT, "%s: the origin has %ld, the result %ld and the target %ld ad_real elements", fn,
+                        c ? no : nt, r ? nr : nt, nt);
   for (long k = 0; rc == MPI_SUCCESS && k < nt; k++)
     if (to[k] % (MPI_Aint)sizeof(ad_real) != 0)
-      rc = ad__rma_refuse(seen, MPI_ERR_TYPE, "%s: the target datatype places an element between two ad_real elements",
-                          fn);
+      rc = ad__mpi_refuse(MPI_ERR_TYPE, "%s: the target datatype places an element between two ad_real elements", fn);
   ad_real *ob = c ? malloc(((size_t)nt + 1) * sizeof *ob) : NULL;
   ad_real **rd = r ? malloc(((size_t)nt + 1) * sizeof *rd) : NULL;
-  if (rc == MPI_SUCCESS && ((c && !ob) || (r && !rd))) rc = ad__rma_refuse(seen, MPI_ERR_NO_MEM, "%s: no memory", fn);
+  if (rc == MPI_SUCCESS && ((c && !ob) || (r && !rd))) rc = ad__mpi_refuse(MPI_ERR_NO_MEM, "%s: no memory", fn);
   for (long k0 = 0, k1; rc == MPI_SUCCESS && k0 < nt; k0 = k1) {
     MPI_Aint e0 = tdisp + to[k0] / (MPI_Aint)sizeof(ad_real);
     for (k1 = k0 + 1; k1 < nt && tdisp + to[k1] / (MPI_Aint)sizeof(ad_real) == e0 + (k1 - k0); k1++) {
@@ -568,20 +521,40 @@ static int typed_access(const void *origin, int ocount, MPI_Datatype otype, void
   return rc;
 }
 
-int ad_mpi_put(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
-               MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win) {
-  const char *fn = "ad_mpi_put";
+/* Put (acc 0) and accumulate (acc 1, with op). */
+static int put_any(int acc, const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+                   MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win,
+                   const char *fn) {
   MPI_Datatype ty[2] = {origin_datatype, target_datatype};
   int rc;
   struct win *w = access_window(win, 2, ty, &rc, fn);
   if (!w && rc == MPI_SUCCESS) rc = ad__mpi_guard(fn, "origin buffer", origin_addr, origin_count, origin_datatype);
-  if (!w)
-    return rc != MPI_SUCCESS ? rc
-                             : MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
-                                       target_count, target_datatype, win);
+  if (!w && rc == MPI_SUCCESS)
+    return acc ? MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count,
+                                target_datatype, op, win)
+               : MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count,
+                         target_datatype, win);
   if (rc != MPI_SUCCESS) return rc;
+  if (acc && op != MPI_SUM && op != MPI_REPLACE)
+    return ad__mpi_refuse(MPI_ERR_OP, "%s: only MPI_SUM and MPI_REPLACE are differentiable here", fn);
   return typed_access(origin_addr, origin_count, origin_datatype, NULL, 0, MPI_DATATYPE_NULL, target_rank, target_disp,
-                      target_count, target_datatype, K_PUT, MPI_REPLACE, w, fn);
+                      target_count, target_datatype,
+                      !acc            ? K_PUT
+                      : op == MPI_SUM ? K_ACC_SUM
+                                      : K_ACC_REPLACE,
+                      acc ? op : MPI_REPLACE, w, fn);
+}
+
+int ad_mpi_put(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+               MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win) {
+  return put_any(0, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype,
+                 MPI_REPLACE, win, "ad_mpi_put");
+}
+
+int ad_mpi_accumulate(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+                      MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win) {
+  return put_any(1, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype,
+                 op, win, "ad_mpi_accumulate");
 }
 
 int ad_mpi_get(void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp,
@@ -597,26 +570,6 @@ int ad_mpi_get(void *origin_addr, int origin_count, MPI_Datatype origin_datatype
   if (rc != MPI_SUCCESS) return rc;
   return typed_access(NULL, 0, MPI_DATATYPE_NULL, origin_addr, origin_count, origin_datatype, target_rank, target_disp,
                       target_count, target_datatype, K_GET, MPI_OP_NULL, w, fn);
-}
-
-int ad_mpi_accumulate(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
-                      MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win) {
-  const char *fn = "ad_mpi_accumulate";
-  MPI_Datatype ty[2] = {origin_datatype, target_datatype};
-  int rc;
-  struct win *w = access_window(win, 2, ty, &rc, fn);
-  if (!w && rc == MPI_SUCCESS) rc = ad__mpi_guard(fn, "origin buffer", origin_addr, origin_count, origin_datatype);
-  if (!w)
-    return rc != MPI_SUCCESS ? rc
-                             : MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
-                                              target_count, target_datatype, op, win);
-  if (rc != MPI_SUCCESS) return rc;
-  ad_tape *seen;
-  ad__mpi_tape(&seen);
-  if (op != MPI_SUM && op != MPI_REPLACE)
-    return ad__rma_refuse(seen, MPI_ERR_OP, "%s: only MPI_SUM and MPI_REPLACE are differentiable here", fn);
-  return typed_access(origin_addr, origin_count, origin_datatype, NULL, 0, MPI_DATATYPE_NULL, target_rank, target_disp,
-                      target_count, target_datatype, op == MPI_SUM ? K_ACC_SUM : K_ACC_REPLACE, op, w, fn);
 }
 
 int ad_mpi_get_accumulate(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, void *result_addr,
@@ -636,10 +589,8 @@ int ad_mpi_get_accumulate(const void *origin_addr, int origin_count, MPI_Datatyp
                : MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count,
                                     result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
   if (rc != MPI_SUCCESS) return rc;
-  ad_tape *seen;
-  ad__mpi_tape(&seen);
   if (op != MPI_SUM && op != MPI_REPLACE && !noop)
-    return ad__rma_refuse(seen, MPI_ERR_OP, "%s: only MPI_SUM, MPI_REPLACE and MPI_NO_OP are differentiable here", fn);
+    return ad__mpi_refuse(MPI_ERR_OP, "%s: only MPI_SUM, MPI_REPLACE and MPI_NO_OP are differentiable here", fn);
   int kind = noop ? K_GET : op == MPI_SUM ? K_GACC_SUM : K_GACC_REPLACE;
   return typed_access(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype,
                       target_rank, target_disp, target_count, target_datatype, kind, op, w, fn);
@@ -916,7 +867,7 @@ int ad_mpi_win_fence(int assert, MPI_Win mwin) {
   rma_rec *x = NULL;
   if (rt && v[1]) {
     x = rec_make(w, tl, tl_origin, nt);
-    ad__mrec *r = x ? ad__mrec_push(rt, ad__rma_kind(AD__M_RMA_FENCE), w->c, 0, 0) : NULL;
+    ad__mrec *r = x ? ad__mrec_push(rt, AD__M_RMA_FENCE, w->c, 0, 0) : NULL;
     if (r)
       r->rma = x;
     else {
@@ -960,7 +911,7 @@ int ad_mpi_win_fence(int assert, MPI_Win mwin) {
   free(tl_origin);
   free(mode);
   free(who);
-  if (code != MPI_SUCCESS) return ad__rma_refuse(seen, code, "%s: %s", fn, why);
+  if (code != MPI_SUCCESS) return ad__mpi_refuse(code, "%s: %s", fn, why);
   return MPI_SUCCESS;
 }
 
@@ -1098,14 +1049,5 @@ static int rma_tangent(ad_tape *t, ad__mrec *r) {
 
 static void rma_free_record(ad__mrec *r) { rma_free(r->rma); }
 
-/* The one-sided record kinds: each keeps its epoch's description in r->rma. */
-static const ad__mkind kinds[] = {
-    {AD__M_RMA_FENCE, 0, rma_reverse, rma_tangent, NULL, rma_free_record},
-    {AD__M_RMA_OPEN, 0, rma_reverse, rma_tangent, NULL, rma_free_record},
-    {AD__M_RMA_PBEGIN, 0, rma_reverse, rma_tangent, NULL, rma_free_record},
-    {AD__M_RMA_PEND, 0, rma_reverse, rma_tangent, NULL, rma_free_record},
-    {AD__M_RMA_BATCH, 0, rma_reverse, rma_tangent, NULL, rma_free_record},
-    {AD__M_RMA_SYNC, 0, rma_reverse, rma_tangent, NULL, rma_free_record},
-};
-
-const ad__mkind *ad__rma_kind(int kind) { return ad__mkind_find(kinds, sizeof kinds / sizeof *kinds, kind); }
+/* The one-sided record kinds each keep their epoch's description in r->rma. */
+const ad__mactions ad__rma_actions = {rma_reverse, rma_tangent, NULL, rma_free_record};

@@ -150,9 +150,7 @@ void ad__rma_access_free(access *a);
 void ad__rma_deliver(access *a, ad_tape *t, ad_index *out);
 int ad__rma_finish(int e, MPI_Request *r);
 win *ad__rma_lookup(MPI_Win w);
-int ad__rma_refuse(ad_tape *seen, int mpirc, const char *fmt, ...);
 int ad__rma_same_real(ad_real a, ad_real b);
-const ad__mkind *ad__rma_kind(int kind);
 
 /* rma_passive.c */
 int ad__rma_passive_sweep(ad_tape *t, ad__mrec *r, int reverse);

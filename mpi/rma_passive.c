@@ -47,20 +47,12 @@
 
 static void batch_free(pbatch *x) {
   if (!x) return;
-  free(x->a);
-  free(x->off);
-  free(x->in);
-  free(x->out);
-  free(x);
+  AD__FREE_EACH(x->a, x->off, x->in, x->out, x);
 }
 
 static void sync_free(psyncrec *x) {
   if (!x) return;
-  free(x->ie);
-  free(x->pe);
-  free(x->ih);
-  free(x->ph);
-  free(x);
+  AD__FREE_EACH(x->ie, x->pe, x->ih, x->ph, x);
 }
 
 /* Off the list of windows whose recording lives (their begin record is
@@ -103,7 +95,7 @@ void ad__rma_passive_free(void *data) {
 }
 
 static int pw_push(ad_tape *t, int kind, win *w, phead *h) {
-  ad__mrec *r = ad__mrec_push(t, ad__rma_kind(kind), w->c, 0, 0);
+  ad__mrec *r = ad__mrec_push(t, kind, w->c, 0, 0);
   if (!r) return 0;
   r->rma = h;
   w->pw->refs++;
@@ -188,7 +180,7 @@ static const char *passive_bar(const win *w, const ad_tape *t, const ad_tape *se
 /* Whether this rank may use passive-target synchronisation on w now. */
 int ad__rma_passive_check(win *w, ad_tape *t, ad_tape *seen, const char *fn) {
   const char *why = passive_bar(w, t, seen);
-  return why ? ad__rma_refuse(seen, MPI_ERR_RMA_SYNC, why, fn) : MPI_SUCCESS;
+  return why ? ad__mpi_refuse(MPI_ERR_RMA_SYNC, why, fn) : MPI_SUCCESS;
 }
 
 static int read_marks(win *w, uint64_t *m) {
@@ -223,7 +215,7 @@ static int psync_as(win *w, ad_tape *t, ad_tape *seen, const char *fn, int flags
   if (!m || !what) {
     free(m);
     free(what);
-    return ad__rma_refuse(seen, MPI_ERR_NO_MEM, "%s: no memory", fn);
+    return ad__mpi_refuse(MPI_ERR_NO_MEM, "%s: no memory", fn);
   }
   if (!own) rc = MPI_Win_lock(MPI_LOCK_SHARED, me, 0, w->mpi);
   if (rc == MPI_SUCCESS) rc = read_marks(w, m);
@@ -320,7 +312,7 @@ static int psync_as(win *w, ad_tape *t, ad_tape *seen, const char *fn, int flags
   free(what);
   if (todo && rc == MPI_SUCCESS && (flags & SYNC_TENTATIVE)) w->pubs++;
   if (rc != MPI_SUCCESS) return ad__mpi_forward_error(seen, rc, fn);
-  if (code != MPI_SUCCESS) return ad__rma_refuse(seen, code, "%s: %s", fn, why);
+  if (code != MPI_SUCCESS) return ad__mpi_refuse(code, "%s: %s", fn, why);
   return MPI_SUCCESS;
 }
 
@@ -439,7 +431,7 @@ static int batch_complete(win *w, int target, ad_tape *t, ad_tape *seen, const c
     w->tape = NULL;
   }
   if (rc != MPI_SUCCESS) return ad__mpi_forward_error(seen, rc, fn);
-  if (code != MPI_SUCCESS) return ad__rma_refuse(seen, code, "%s: %s", fn, why);
+  if (code != MPI_SUCCESS) return ad__mpi_refuse(code, "%s: %s", fn, why);
   return MPI_SUCCESS;
 }
 
@@ -464,13 +456,12 @@ int ad_mpi_win_lock(int lock_type, int rank, int assert, MPI_Win mwin) {
   win *w = passive_window(mwin, &t, &seen, &rc, fn);
   if (!w) return rc != MPI_SUCCESS ? rc : MPI_Win_lock(lock_type, rank, assert, mwin);
   if (rank < 0 || rank >= w->c->size)
-    return ad__rma_refuse(seen, MPI_ERR_RANK, "%s: rank %d is not in the window's group", fn, rank);
+    return ad__mpi_refuse(MPI_ERR_RANK, "%s: rank %d is not in the window's group", fn, rank);
   if (lock_type != MPI_LOCK_SHARED && lock_type != MPI_LOCK_EXCLUSIVE)
-    return ad__rma_refuse(seen, MPI_ERR_LOCKTYPE, "%s: the lock type is neither MPI_LOCK_SHARED nor MPI_LOCK_EXCLUSIVE",
-                          fn);
+    return ad__mpi_refuse(MPI_ERR_LOCKTYPE, "%s: the lock type is neither MPI_LOCK_SHARED nor MPI_LOCK_EXCLUSIVE", fn);
   if (w->lk[rank] || w->lk_all)
-    return ad__rma_refuse(seen, MPI_ERR_RMA_SYNC, "%s: this rank already holds a lock on rank %d's part of the window",
-                          fn, rank);
+    return ad__mpi_refuse(MPI_ERR_RMA_SYNC, "%s: this rank already holds a lock on rank %d's part of the window", fn,
+                          rank);
   rc = MPI_Win_lock(lock_type, rank, assert, w->mpi);
   if (rc != MPI_SUCCESS) return ad__mpi_forward_error(seen, rc, fn);
   w->mode = MODE_PASSIVE;
@@ -485,7 +476,7 @@ int ad_mpi_win_unlock(int rank, MPI_Win mwin) {
   win *w = passive_window(mwin, &t, &seen, &rc, fn);
   if (!w) return rc != MPI_SUCCESS ? rc : MPI_Win_unlock(rank, mwin);
   if (rank < 0 || rank >= w->c->size || !w->lk[rank])
-    return ad__rma_refuse(seen, MPI_ERR_RMA_SYNC, "%s: this rank holds no lock (ad_mpi_win_lock) on rank %d", fn, rank);
+    return ad__mpi_refuse(MPI_ERR_RMA_SYNC, "%s: this rank holds no lock (ad_mpi_win_lock) on rank %d", fn, rank);
   rc = batch_complete(w, rank, t, seen, fn);
   if (rank == w->c->rank) rc = first_error(rc, ad__rma_psync(w, t, seen, fn));
   int u = MPI_Win_unlock(rank, w->mpi);
@@ -501,7 +492,7 @@ int ad_mpi_win_lock_all(int assert, MPI_Win mwin) {
   if (!w) return rc != MPI_SUCCESS ? rc : MPI_Win_lock_all(assert, mwin);
   int any = w->lk_all;
   for (int q = 0; q < w->c->size; q++) any |= w->lk[q] != 0;
-  if (any) return ad__rma_refuse(seen, MPI_ERR_RMA_SYNC, "%s: this rank already holds a lock on the window", fn);
+  if (any) return ad__mpi_refuse(MPI_ERR_RMA_SYNC, "%s: this rank already holds a lock on the window", fn);
   rc = MPI_Win_lock_all(assert, w->mpi);
   if (rc != MPI_SUCCESS) return ad__mpi_forward_error(seen, rc, fn);
   w->mode = MODE_PASSIVE;
@@ -515,7 +506,7 @@ int ad_mpi_win_unlock_all(MPI_Win mwin) {
   int rc;
   win *w = passive_window(mwin, &t, &seen, &rc, fn);
   if (!w) return rc != MPI_SUCCESS ? rc : MPI_Win_unlock_all(mwin);
-  if (!w->lk_all) return ad__rma_refuse(seen, MPI_ERR_RMA_SYNC, "%s: this rank holds no ad_mpi_win_lock_all", fn);
+  if (!w->lk_all) return ad__mpi_refuse(MPI_ERR_RMA_SYNC, "%s: this rank holds no ad_mpi_win_lock_all", fn);
   for (int q = 0; q < w->c->size; q++) rc = first_error(rc, batch_complete(w, q, t, seen, fn));
   rc = first_error(rc, ad__rma_psync(w, t, seen, fn));
   int u = MPI_Win_unlock_all(w->mpi);
@@ -531,7 +522,7 @@ static int flush_one(int rank, MPI_Win mwin, int local, const char *fn) {
   win *w = passive_window(mwin, &t, &seen, &rc, fn);
   if (!w) return rc != MPI_SUCCESS ? rc : local ? MPI_Win_flush_local(rank, mwin) : MPI_Win_flush(rank, mwin);
   if (rank < 0 || rank >= w->c->size || !(w->lk_all || w->lk[rank]))
-    return ad__rma_refuse(seen, MPI_ERR_RMA_SYNC, "%s: this rank holds no lock on rank %d", fn, rank);
+    return ad__mpi_refuse(MPI_ERR_RMA_SYNC, "%s: this rank holds no lock on rank %d", fn, rank);
   rc = batch_complete(w, rank, t, seen, fn);
   int f = MPI_Win_flush(rank, w->mpi);
   return first_error(rc, f != MPI_SUCCESS ? ad__mpi_forward_error(seen, f, fn) : MPI_SUCCESS);
@@ -545,7 +536,7 @@ static int flush_every(MPI_Win mwin, int local, const char *fn) {
   for (int q = 0; q < w->c->size; q++)
     if (w->lk_all || w->lk[q]) rc = first_error(rc, batch_complete(w, q, t, seen, fn));
   if (w->nacc) /* accesses without a lock were refused: nothing is left */
-    rc = first_error(rc, ad__rma_refuse(seen, MPI_ERR_RMA_SYNC, "%s: operations pending without a lock", fn));
+    rc = first_error(rc, ad__mpi_refuse(MPI_ERR_RMA_SYNC, "%s: operations pending without a lock", fn));
   int f = MPI_Win_flush_all(w->mpi);
   return first_error(rc, f != MPI_SUCCESS ? ad__mpi_forward_error(seen, f, fn) : MPI_SUCCESS);
 }

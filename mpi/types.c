@@ -495,3 +495,68 @@ void ad__types_side_scatter(const side *s, void *buf) {
  * the send type of an in-place call): AD_MPI_REAL if it is derived, so that
  * the inner call does not come back here. */
 MPI_Datatype ad__types_unused(MPI_Datatype t) { return ad__dtype_any(1, t) ? AD_MPI_REAL : t; }
+
+/* ------------------------------------------------------------------------ */
+/* Typemap queries for one-sided communication and user-defined reductions  */
+/* ------------------------------------------------------------------------ */
+
+int ad__dtype_check(const char *fn, MPI_Datatype t) {
+  const ad__dtype *d = ad__dtype_get(t);
+  if (!d) return MPI_ERR_NO_MEM;
+  if (d->why) return ad__dtype_refuse(fn, "a datatype built from AD_MPI_REAL with %s is not differentiated", d->why);
+  if (d->npass)
+    return ad__dtype_refuse(fn, "a datatype that mixes AD_MPI_REAL with passive fields is not differentiated here");
+  for (int j = 0; j < d->n; j++)
+    if (d->off[j] < 0)
+      return ad__dtype_refuse(fn, "a user-defined operation on a datatype with elements before its start (a negative "
+                                  "displacement) is not differentiated");
+  return 0;
+}
+
+MPI_Aint ad__dtype_tail(MPI_Datatype t) {
+  const ad__dtype *d = t == AD_MPI_REAL ? NULL : ad__dtype_get(t);
+  MPI_Aint tail = 0;
+  for (int j = 0; d && j < d->n; j++)
+    if (d->off[j] + (MPI_Aint)sizeof(ad_real) - d->ext > tail) tail = d->off[j] + (MPI_Aint)sizeof(ad_real) - d->ext;
+  return tail;
+}
+
+void ad__dtype_copy(MPI_Datatype t, void *dst, const void *src, long long items) {
+  const ad__dtype *d = t == AD_MPI_REAL ? NULL : ad__dtype_get(t);
+  if (!d) {
+    memcpy(dst, src, (size_t)items * sizeof(ad_real));
+    return;
+  }
+  for (long long i = 0; i < items; i++)
+    for (size_t j = 0; j < d->ne; j++) {
+      MPI_Aint at = i * d->ext + d->e[j].off;
+      memcpy((char *)dst + at, (const char *)src + at, d->e[j].size ? (size_t)d->e[j].size : sizeof(ad_real));
+    }
+}
+
+long ad__dtype_offsets(const char *fn, MPI_Datatype t, int count, MPI_Aint **off) {
+  *off = NULL;
+  const ad__dtype *d = t == AD_MPI_REAL ? NULL : ad__dtype_get(t);
+  if (t != AD_MPI_REAL) {
+    if (!d) return ad__dtype_refuse(fn, "no memory for the datatype's layout"), -1;
+    if (d->why)
+      return ad__dtype_refuse(fn, "a datatype built from AD_MPI_REAL with %s is not differentiated", d->why), -1;
+    if (d->npass)
+      return ad__dtype_refuse(fn, "a datatype that mixes AD_MPI_REAL with passive fields is not differentiated in "
+                                  "one-sided communication"),
+             -1;
+  }
+  long per = d ? d->n : 1, n = per * (long)count;
+  MPI_Aint ext = d ? d->ext : (MPI_Aint)sizeof(ad_real);
+  MPI_Aint *o = malloc(((size_t)n + 1) * sizeof *o);
+  if (!o) return ad__dtype_refuse(fn, "no memory"), -1;
+  for (long i = 0; i < count; i++)
+    for (long j = 0; j < per; j++) o[i * per + j] = (MPI_Aint)i * ext + (d ? d->off[j] : 0);
+  *off = o;
+  return n;
+}
+
+MPI_Aint ad__dtype_extent(MPI_Datatype t) {
+  const ad__dtype *d = t == AD_MPI_REAL ? NULL : ad__dtype_get(t);
+  return d ? d->ext : (MPI_Aint)sizeof(ad_real);
+}

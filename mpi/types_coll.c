@@ -25,6 +25,7 @@ typedef struct later {
   MPI_Request preq; /* the passive fields' collective, MPI_REQUEST_NULL if none */
   const char *fn;
   int started; /* the AD_MPI_REAL call started (whatever became of the passive one) */
+  int nb;      /* nonblocking */
 } later;
 
 /* Complete the passive fields' collective that runs beside an AD_MPI_REAL
@@ -39,44 +40,41 @@ static int passive_done(MPI_Request *preq, const char *fn) {
   return 0;
 }
 
-static void later_run(void *ctx, int ok) {
-  later *L = ctx;
-  ok = ok && passive_done(&L->preq, L->fn);
+/* Release L's buffers (ok), or keep them when MPI may still use them. */
+static void later_close(later *L, int ok) {
   for (int i = 0; i < 2; i++) {
-    if (ok && L->sbase[i] && L->s[i].d) ad__types_side_scatter(&L->s[i], L->sbase[i]);
-    if (ok && L->vbase[i] && L->v[i].s.d) ad__types_vside_scatter(&L->v[i], L->vbase[i], L->vdsp[i], L->p, -1);
     if (ok) {
       ad__types_side_close(&L->s[i]);
       ad__types_vside_close(&L->v[i]);
-      free(L->vdsp[i]);
-      free(L->keep[i]);
+      AD__FREE_EACH(L->vdsp[i], L->keep[i]);
     } else { /* MPI may still use them */
-      ad__mpi_keep(L->s[i].tmp);
-      ad__mpi_keep(L->s[i].pas);
-      ad__mpi_keep(L->v[i].s.pas);
-      ad__mpi_keep(L->v[i].s.tmp);
-      ad__mpi_keep(L->v[i].cnt);
-      ad__mpi_keep(L->vdsp[i]);
-      ad__mpi_keep(L->keep[i]);
+      AD__EACH(ad__mpi_keep, L->s[i].tmp, L->s[i].pas, L->v[i].s.pas, L->v[i].s.tmp, L->v[i].cnt, L->vdsp[i],
+               L->keep[i]);
     }
   }
   free(L);
 }
 
-/* After a nonblocking call returned rc on request req: hand the buffers to
- * the request (success) or release them now. */
+static void later_run(void *ctx, int ok) {
+  later *L = ctx;
+  ok = ok && passive_done(&L->preq, L->fn);
+  for (int i = 0; ok && i < 2; i++) {
+    if (L->sbase[i] && L->s[i].d) ad__types_side_scatter(&L->s[i], L->sbase[i]);
+    if (L->vbase[i] && L->v[i].s.d) ad__types_vside_scatter(&L->v[i], L->vbase[i], L->vdsp[i], L->p, -1);
+  }
+  later_close(L, ok);
+}
+
+/* After the call returned rc: a nonblocking one (on req) hands the buffers
+ * to the request, a blocking one scatters what arrived at once; or, if
+ * nothing started, they are released now. */
 static int later_arm(later *L, int rc, ad_mpi_request *req) {
-  if (rc == MPI_SUCCESS || L->started) {
+  if (L->nb && (rc == MPI_SUCCESS || L->started))
     ad__req_then(req, later_run, L);
-    return rc;
-  }
-  for (int i = 0; i < 2; i++) {
-    ad__types_side_close(&L->s[i]);
-    ad__types_vside_close(&L->v[i]);
-    free(L->vdsp[i]);
-    free(L->keep[i]);
-  }
-  free(L);
+  else if (!L->nb && rc == MPI_SUCCESS)
+    later_run(L, 1);
+  else
+    later_close(L, 1);
   return rc;
 }
 
@@ -124,12 +122,15 @@ static int call_alltoallv(const void *sb, const int *sc, const int *sd, MPI_Data
              : ad_mpi_alltoallv(sb, sc, sd, st, rb, rc, rd, rt, comm);
 }
 
-/* Set up the deferred part of a nonblocking call (NULL for a blocking one);
- * *rc = MPI_ERR_NO_MEM on failure. */
+/* Set up the part of a call that follows MPI's: at once for a blocking one,
+ * at completion for a nonblocking one (req); *rc = MPI_ERR_NO_MEM on
+ * failure. */
 static later *later_new(ad_mpi_request *req, const int *dsp, int p, int *rc) {
-  if (!req) return NULL;
   later *L = calloc(1, sizeof *L);
-  if (L) L->preq = MPI_REQUEST_NULL;
+  if (L) {
+    L->preq = MPI_REQUEST_NULL;
+    L->nb = req != NULL;
+  }
   if (L && dsp && !(L->vdsp[0] = icopy_n(dsp, p))) {
     free(L);
     L = NULL;
@@ -139,31 +140,38 @@ static later *later_new(ad_mpi_request *req, const int *dsp, int p, int *rc) {
 }
 
 /* Uniform counts as v-arguments. */
-static int uniform(int p, int count, int **cnt, int **dsp) {
-  int *a = malloc(2 * (size_t)(p ? p : 1) * sizeof *a);
-  if (!a) return MPI_ERR_NO_MEM;
-  for (int j = 0; j < p; j++) {
-    a[j] = count;
-    a[p + j] = j * count;
+/* The passive fields of a gather or allgather (root AD__ROOT_ALL), as bytes
+ * beside the values: started nonblocking if L, else complete. What MPI
+ * returned. */
+static int gather_passive(const side *a, vside *b, int sendcount, int inplace, int rank, int root, MPI_Comm comm,
+                          later *L) {
+  if (root != AD__ROOT_ALL) {
+    const void *psb = inplace ? MPI_IN_PLACE : (const void *)a->pas;
+    int psc = inplace ? 0 : sendcount * a->pbytes;
+    return L->nb ? MPI_Igatherv(psb, psc, MPI_BYTE, b->s.pas, b->pcnt, b->pdsp, MPI_BYTE, root, comm, &L->preq)
+                 : MPI_Gatherv(psb, psc, MPI_BYTE, b->s.pas, b->pcnt, b->pdsp, MPI_BYTE, root, comm);
   }
-  *cnt = a;
-  *dsp = a + p;
-  return 0;
+  /* the own slot in place, as allgatherv_any does for the values */
+  if (a->pas && b->s.pas && b->pcnt[rank] == sendcount * a->pbytes)
+    memcpy(b->s.pas + b->pdsp[rank], a->pas, (size_t)b->pcnt[rank]);
+  return L->nb ? MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_BYTE, b->s.pas, b->pcnt, b->pdsp, MPI_BYTE, comm, &L->preq)
+               : MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, b->s.pas, b->pcnt, b->pdsp, MPI_BYTE, comm);
 }
 
+/* Gather, and allgather (root AD__ROOT_ALL): only the ranks that receive
+ * open the receive side. */
 int ad__dt_gatherv(int v, const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                    const int recvcounts[], const int displs[], int recvcount, MPI_Datatype recvtype, int root,
                    MPI_Comm comm, ad_mpi_request *req) {
-  const char *fn = v ? "ad_mpi_gatherv" : "ad_mpi_gather";
-  int rank, p, *uc = NULL, *ud = NULL;
+  static const char *const names[2][2] = {{"ad_mpi_gather", "ad_mpi_gatherv"},
+                                          {"ad_mpi_allgather", "ad_mpi_allgatherv"}};
+  int all = root == AD__ROOT_ALL;
+  const char *fn = names[all][v != 0];
+  int rank, p, *uc;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &p);
-  if (!v) {
-    if (uniform(p, recvcount, &uc, &ud)) return MPI_ERR_NO_MEM;
-    recvcounts = uc;
-    displs = ud;
-  }
-  int me = rank == root, inplace = me && sendbuf == MPI_IN_PLACE;
+  if (ad__mpi_as_v(v, comm, recvcount, &recvcounts, &displs, &uc) != MPI_SUCCESS) return MPI_ERR_NO_MEM;
+  int me = all || rank == root, inplace = me && sendbuf == MPI_IN_PLACE;
   side a;
   vside b;
   memset(&a, 0, sizeof a);
@@ -174,29 +182,21 @@ int ad__dt_gatherv(int v, const void *sendbuf, int sendcount, MPI_Datatype sendt
   if (rc == 0) {
     int sc = inplace ? (b.s.d ? sendcount * b.s.d->n : sendcount) : ad__types_side_count(&a, sendcount);
     MPI_Datatype stype = inplace ? ad__types_unused(sendtype) : ad__types_side_type(&a, sendtype);
-    if (b.s.d)
-      rc = call_gatherv(inplace ? MPI_IN_PLACE : ad__types_side_buf(&a), sc, stype, b.s.tmp, b.cnt, b.dsp, AD_MPI_REAL,
-                        root, comm, req);
-    else
-      rc = call_gatherv(inplace ? MPI_IN_PLACE : ad__types_side_buf(&a), sc, stype, recvbuf, recvcounts, displs,
-                        me ? recvtype : ad__types_unused(recvtype), root, comm, req);
-    if (rc == MPI_SUCCESS && (a.pas || b.s.pas)) { /* passive fields: as bytes, alongside */
-      const void *psb = inplace ? MPI_IN_PLACE : (const void *)a.pas;
-      int psc = inplace ? 0 : sendcount * a.pbytes;
-      rc = passive_after(L, rc,
-                         L ? MPI_Igatherv(psb, psc, MPI_BYTE, b.s.pas, b.pcnt, b.pdsp, MPI_BYTE, root, comm, &L->preq)
-                           : MPI_Gatherv(psb, psc, MPI_BYTE, b.s.pas, b.pcnt, b.pdsp, MPI_BYTE, root, comm),
-                         fn);
-    }
-    if (L) {
-      L->s[0] = a;
-      L->v[0] = b;
-      L->vbase[0] = b.s.d ? recvbuf : NULL;
-      L->p = p;
-      L->keep[0] = uc;
-      return later_arm(L, rc, req);
-    }
-    if (rc == MPI_SUCCESS && b.s.d) ad__types_vside_scatter(&b, recvbuf, displs, p, -1);
+    const void *sb = inplace ? MPI_IN_PLACE : ad__types_side_buf(&a);
+    /* The gathered elements arrive in b's buffer, or where the user wants them. */
+    void *rb = b.s.d ? b.s.tmp : recvbuf;
+    const int *rcnt = b.s.d ? b.cnt : recvcounts, *rdsp = b.s.d ? b.dsp : displs;
+    MPI_Datatype rtype = b.s.d ? AD_MPI_REAL : me ? recvtype : ad__types_unused(recvtype);
+    rc = all ? call_allgatherv(sb, sc, stype, rb, rcnt, rdsp, rtype, comm, req)
+             : call_gatherv(sb, sc, stype, rb, rcnt, rdsp, rtype, root, comm, req);
+    if (rc == MPI_SUCCESS && (a.pas || b.s.pas))
+      rc = passive_after(L, rc, gather_passive(&a, &b, sendcount, inplace, rank, root, comm, L), fn);
+    L->s[0] = a;
+    L->v[0] = b;
+    L->vbase[0] = b.s.d ? recvbuf : NULL;
+    L->p = p;
+    L->keep[0] = uc;
+    return later_arm(L, rc, req);
   }
   ad__types_side_close(&a);
   ad__types_vside_close(&b);
@@ -208,14 +208,10 @@ int ad__dt_scatterv(int v, const void *sendbuf, const int sendcounts[], const in
                     MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
                     ad_mpi_request *req) {
   const char *fn = v ? "ad_mpi_scatterv" : "ad_mpi_scatter";
-  int rank, p, *uc = NULL, *ud = NULL;
+  int rank, p, *uc;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &p);
-  if (!v) {
-    if (uniform(p, sendcount, &uc, &ud)) return MPI_ERR_NO_MEM;
-    sendcounts = uc;
-    displs = ud;
-  }
+  if (ad__mpi_as_v(v, comm, sendcount, &sendcounts, &displs, &uc) != MPI_SUCCESS) return MPI_ERR_NO_MEM;
   int me = rank == root, inplace = me && recvbuf == MPI_IN_PLACE;
   vside a;
   side b;
@@ -236,77 +232,20 @@ int ad__dt_scatterv(int v, const void *sendbuf, const int sendcounts[], const in
     if (rc == MPI_SUCCESS && (a.s.pas || b.pas)) { /* passive fields: as bytes, alongside */
       void *prb = inplace ? MPI_IN_PLACE : (void *)b.pas;
       int prc = inplace ? 0 : recvcount * b.pbytes;
-      rc = passive_after(L, rc,
-                         L ? MPI_Iscatterv(a.s.pas, a.pcnt, a.pdsp, MPI_BYTE, prb, prc, MPI_BYTE, root, comm, &L->preq)
-                           : MPI_Scatterv(a.s.pas, a.pcnt, a.pdsp, MPI_BYTE, prb, prc, MPI_BYTE, root, comm),
-                         fn);
+      rc = passive_after(
+          L, rc,
+          L->nb ? MPI_Iscatterv(a.s.pas, a.pcnt, a.pdsp, MPI_BYTE, prb, prc, MPI_BYTE, root, comm, &L->preq)
+                : MPI_Scatterv(a.s.pas, a.pcnt, a.pdsp, MPI_BYTE, prb, prc, MPI_BYTE, root, comm),
+          fn);
     }
-    if (L) {
-      L->v[0] = a;
-      L->s[0] = b;
-      L->sbase[0] = b.d ? recvbuf : NULL;
-      L->keep[0] = uc;
-      return later_arm(L, rc, req);
-    }
-    if (rc == MPI_SUCCESS && b.d) ad__types_side_scatter(&b, recvbuf);
+    L->v[0] = a;
+    L->s[0] = b;
+    L->sbase[0] = b.d ? recvbuf : NULL;
+    L->keep[0] = uc;
+    return later_arm(L, rc, req);
   }
   ad__types_vside_close(&a);
   ad__types_side_close(&b);
-  free(uc);
-  return rc;
-}
-
-int ad__dt_allgatherv(int v, const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                      const int recvcounts[], const int displs[], int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
-                      ad_mpi_request *req) {
-  const char *fn = v ? "ad_mpi_allgatherv" : "ad_mpi_allgather";
-  int rank, p, *uc = NULL, *ud = NULL;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &p);
-  if (!v) {
-    if (uniform(p, recvcount, &uc, &ud)) return MPI_ERR_NO_MEM;
-    recvcounts = uc;
-    displs = ud;
-  }
-  int inplace = sendbuf == MPI_IN_PLACE;
-  side a;
-  vside b;
-  memset(&a, 0, sizeof a);
-  memset(&b, 0, sizeof b);
-  int rc = inplace ? 0 : ad__types_side_open(&a, fn, sendtype, sendbuf, sendcount, 1);
-  if (rc == 0) rc = ad__types_vside_open(&b, fn, recvtype, recvbuf, recvcounts, displs, p, inplace);
-  later *L = rc == 0 ? later_new(req, displs, p, &rc) : NULL;
-  if (rc == 0) {
-    int sc = inplace ? (b.s.d ? sendcount * b.s.d->n : sendcount) : ad__types_side_count(&a, sendcount);
-    MPI_Datatype stype = inplace ? ad__types_unused(sendtype) : ad__types_side_type(&a, sendtype);
-    if (b.s.d)
-      rc = call_allgatherv(inplace ? MPI_IN_PLACE : ad__types_side_buf(&a), sc, stype, b.s.tmp, b.cnt, b.dsp,
-                           AD_MPI_REAL, comm, req);
-    else
-      rc = call_allgatherv(inplace ? MPI_IN_PLACE : ad__types_side_buf(&a), sc, stype, recvbuf, recvcounts, displs,
-                           recvtype, comm, req);
-    if (rc == MPI_SUCCESS && (a.pas || b.s.pas)) { /* passive fields: as bytes, alongside */
-      /* the own slot in place, as allgatherv_any does for the values */
-      if (a.pas && b.s.pas && b.pcnt[rank] == sendcount * a.pbytes)
-        memcpy(b.s.pas + b.pdsp[rank], a.pas, (size_t)b.pcnt[rank]);
-      rc = passive_after(
-          L, rc,
-          L ? MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_BYTE, b.s.pas, b.pcnt, b.pdsp, MPI_BYTE, comm, &L->preq)
-            : MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, b.s.pas, b.pcnt, b.pdsp, MPI_BYTE, comm),
-          fn);
-    }
-    if (L) {
-      L->s[0] = a;
-      L->v[0] = b;
-      L->vbase[0] = b.s.d ? recvbuf : NULL;
-      L->p = p;
-      L->keep[0] = uc;
-      return later_arm(L, rc, req);
-    }
-    if (rc == MPI_SUCCESS && b.s.d) ad__types_vside_scatter(&b, recvbuf, displs, p, -1);
-  }
-  ad__types_side_close(&a);
-  ad__types_vside_close(&b);
   free(uc);
   return rc;
 }
@@ -315,17 +254,12 @@ int ad__dt_alltoallv(int v, const void *sendbuf, const int sendcounts[], const i
                      MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], int recvcount,
                      MPI_Datatype recvtype, MPI_Comm comm, ad_mpi_request *req) {
   const char *fn = v ? "ad_mpi_alltoallv" : "ad_mpi_alltoall";
-  int p, *us = NULL, *usd = NULL, *ur = NULL, *urd = NULL;
+  int p, *us, *ur = NULL;
   MPI_Comm_size(comm, &p);
-  if (!v) {
-    if (uniform(p, sendcount, &us, &usd) || uniform(p, recvcount, &ur, &urd)) {
-      free(us);
-      return MPI_ERR_NO_MEM;
-    }
-    sendcounts = us;
-    sdispls = usd;
-    recvcounts = ur;
-    rdispls = urd;
+  if (ad__mpi_as_v(v, comm, sendcount, &sendcounts, &sdispls, &us) != MPI_SUCCESS ||
+      ad__mpi_as_v(v, comm, recvcount, &recvcounts, &rdispls, &ur) != MPI_SUCCESS) {
+    free(us);
+    return MPI_ERR_NO_MEM;
   }
   int inplace = sendbuf == MPI_IN_PLACE;
   vside a, b;
@@ -343,21 +277,19 @@ int ad__dt_alltoallv(int v, const void *sendbuf, const int sendcounts[], const i
     if (rc == MPI_SUCCESS && (a.s.pas || b.s.pas)) { /* passive fields: as bytes, alongside */
       const void *psb = inplace ? MPI_IN_PLACE : (const void *)a.s.pas;
       const int *pc = inplace ? b.pcnt : a.pcnt, *pd = inplace ? b.pdsp : a.pdsp;
-      rc = passive_after(L, rc,
-                         L ? MPI_Ialltoallv(psb, pc, pd, MPI_BYTE, b.s.pas, b.pcnt, b.pdsp, MPI_BYTE, comm, &L->preq)
-                           : MPI_Alltoallv(psb, pc, pd, MPI_BYTE, b.s.pas, b.pcnt, b.pdsp, MPI_BYTE, comm),
-                         fn);
+      rc =
+          passive_after(L, rc,
+                        L->nb ? MPI_Ialltoallv(psb, pc, pd, MPI_BYTE, b.s.pas, b.pcnt, b.pdsp, MPI_BYTE, comm, &L->preq)
+                              : MPI_Alltoallv(psb, pc, pd, MPI_BYTE, b.s.pas, b.pcnt, b.pdsp, MPI_BYTE, comm),
+                        fn);
     }
-    if (L) {
-      L->v[1] = a;
-      L->v[0] = b;
-      L->vbase[0] = b.s.d ? recvbuf : NULL;
-      L->p = p;
-      L->keep[0] = us;
-      L->keep[1] = ur;
-      return later_arm(L, rc, req);
-    }
-    if (rc == MPI_SUCCESS && b.s.d) ad__types_vside_scatter(&b, recvbuf, rdispls, p, -1);
+    L->v[1] = a;
+    L->v[0] = b;
+    L->vbase[0] = b.s.d ? recvbuf : NULL;
+    L->p = p;
+    L->keep[0] = us;
+    L->keep[1] = ur;
+    return later_arm(L, rc, req);
   }
   ad__types_vside_close(&a);
   ad__types_vside_close(&b);
@@ -404,12 +336,7 @@ typedef struct wside {
 } wside;
 
 static void wside_close(wside *w) {
-  free(w->tmp);
-  free(w->pas);
-  free(w->cnt);
-  free(w->ucnt);
-  free(w->udsp);
-  free(w->type);
+  AD__FREE_EACH(w->tmp, w->pas, w->cnt, w->ucnt, w->udsp, w->type);
   memset(w, 0, sizeof *w);
 }
 

@@ -90,34 +90,38 @@ static void mbuf_close(mbuf *m) {
   free(m->v);
 }
 
+/* What a call on a mixed type needs: its communicator's record, the tapes
+ * and the buffers of count items. 0 or the error to return; the caller
+ * closes m either way. */
+static int mixed_begin(MPI_Comm comm, const char *fn, const ad__dtype *d, int count, ad__comm **c, ad_tape **t,
+                       ad_tape **seen, mbuf *m) {
+  int err;
+  memset(m, 0, sizeof *m);
+  *t = *seen = NULL;
+  if (!(*c = ad__mpi_comm(comm, &err))) return err;
+  *t = ad__mpi_tape(seen);
+  return mbuf_open(m, fn, d, count);
+}
+
 /* The send half: pack, sequence, record; the caller sends m->wire. */
 static void mixed_send_note(ad__comm *c, ad_tape *t, ad_tape *seen, const char *fn, const ad__dtype *d, const void *buf,
                             int count, int dest, int tag, mbuf *m) {
   mixed_pack(d, buf, count, m->wire, m->act);
-  if (dest == MPI_PROC_NULL) return;
-  int k = ad__send_seq(c, dest, tag);
-  ad__mpi_note_peer(seen, c, dest, 0, tag, m->nact, k);
-  ad__mrec *r = t ? ad__mrec_push(t, ad__p2p_kind(AD__M_SEND), c, m->nact, 0) : NULL;
-  if (r) {
-    r->peer = dest;
-    r->tag = tag;
-    r->k = k;
-    ad__handles(t, m->act, m->nact, r->in, fn);
-  }
+  ad__mpi_send_record(c, t, seen, dest, tag, m->act, m->nact, AD__M_SEND, fn);
 }
 
 /* The receive half once MPI_Recv returned rc with status st. */
 static int mixed_recv_done(ad__comm *c, ad_tape *t, ad_tape *seen, const char *fn, const ad__dtype *d, void *buf,
                            int count, uint64_t post, int rc, const MPI_Status *st, mbuf *m) {
   if (rc != MPI_SUCCESS) {
-    ad__p2p_recv_failed(c, seen, post, rc, st);
+    ad__mpi_recv_failed(c, seen, post, rc, st);
     return ad__mpi_forward_error(seen, rc, fn);
   }
   int got = 0;
   MPI_Get_count(st, MPI_BYTE, &got);
   if (got == MPI_UNDEFINED || got < 0) got = 0;
   int n = mixed_unpack(d, buf, count, m->wire, got, m->v);
-  ad__mrec *r = ad__p2p_recv_record(c, t, seen, post, st, n, AD__M_RECV);
+  ad__mrec *r = ad__mpi_recv_record(c, t, seen, post, st, n, AD__M_RECV);
   ad__unpack(r ? t : NULL, m->act, n, m->v, r ? r->out : NULL);
   ad__types_dt_scatter(d, buf, m->act, n);
   return MPI_SUCCESS;
@@ -125,12 +129,10 @@ static int mixed_recv_done(ad__comm *c, ad_tape *t, ad_tape *seen, const char *f
 
 static int mixed_send(ad__dt_send_fn fn, const char *name, const ad__dtype *d, const void *buf, int count, int dest,
                       int tag, MPI_Comm comm) {
-  int err;
-  ad__comm *c = ad__mpi_comm(comm, &err);
-  if (!c) return err;
-  ad_tape *seen, *t = ad__mpi_tape(&seen);
+  ad__comm *c;
+  ad_tape *t, *seen;
   mbuf m;
-  int rc = mbuf_open(&m, name, d, count);
+  int rc = mixed_begin(comm, name, d, count, &c, &t, &seen, &m);
   if (rc == 0) {
     mixed_send_note(c, t, seen, name, d, buf, count, dest, tag, &m);
     rc = fn(m.wire, (int)m.bytes, MPI_BYTE, dest, tag, comm);
@@ -146,12 +148,10 @@ static int mixed_send(ad__dt_send_fn fn, const char *name, const ad__dtype *d, c
 static int mixed_recv(const ad__dtype *d, void *buf, int count, int source, int tag, MPI_Comm comm, MPI_Status *status,
                       const char *fn) {
   if (source == MPI_PROC_NULL) return MPI_Recv(NULL, 0, MPI_BYTE, source, tag, comm, status);
-  int err;
-  ad__comm *c = ad__mpi_comm(comm, &err);
-  if (!c) return err;
-  ad_tape *seen, *t = ad__mpi_tape(&seen);
+  ad__comm *c;
+  ad_tape *t, *seen;
   mbuf m;
-  int rc = mbuf_open(&m, fn, d, count);
+  int rc = mixed_begin(comm, fn, d, count, &c, &t, &seen, &m);
   if (rc == 0) {
     MPI_Status st;
     st.MPI_SOURCE = st.MPI_TAG = -1;
@@ -214,7 +214,7 @@ static int mixed_bcast(const ad__dtype *d, void *buffer, int count, int root, MP
   mbuf m;
   int rc = mbuf_open(&m, fn, d, count);
   if (rc == 0) {
-    ad__mrec *r = t ? ad__mrec_push(t, ad__coll_kind(AD__M_BCAST), c, me ? m.nact : 0, 0) : NULL;
+    ad__mrec *r = t ? ad__mrec_push(t, AD__M_BCAST, c, me ? m.nact : 0, 0) : NULL;
     if (r) r->root = root;
     if (me) {
       mixed_pack(d, buffer, count, m.wire, m.act);
@@ -266,7 +266,7 @@ static void nbrecv_complete(void *ctx, ad_tape *t, ad_tape *seen, ad__mrec *star
   }
   int k = ad__recv_complete(q->c, q->post, st->MPI_SOURCE, st->MPI_TAG);
   ad__mpi_note_peer(seen, q->c, st->MPI_SOURCE, 1, st->MPI_TAG, n, k);
-  ad__mrec *r = t && start ? ad__mrec_push(t, ad__p2p_kind(AD__M_IRECV_DONE), q->c, 0, n) : NULL;
+  ad__mrec *r = t && start ? ad__mrec_push(t, AD__M_IRECV_DONE, q->c, 0, n) : NULL;
   if (r) {
     r->peer = st->MPI_SOURCE;
     r->tag = st->MPI_TAG;
@@ -338,7 +338,7 @@ static int dt_irecv_any(const char *fn, void *buf, int count, MPI_Datatype type,
   q->ubuf = buf;
   q->count = count;
   q->post = post;
-  ad__mrec *r = t ? ad__mrec_push(t, ad__p2p_kind(AD__M_IRECV), c, 0, 0) : NULL;
+  ad__mrec *r = t ? ad__mrec_push(t, AD__M_IRECV, c, 0, 0) : NULL;
   MPI_Request mq = MPI_REQUEST_NULL;
   MPI_Datatype wt = d->npass ? MPI_BYTE : MPI_DOUBLE;
   int wn = d->npass ? (int)q->m.bytes : q->m.nact;
@@ -403,11 +403,7 @@ int ad__dt_mrecv(void *buf, int count, MPI_Datatype type, ad_mpi_message *messag
 static void nbsend_complete(void *ctx, ad_tape *t, ad_tape *seen, ad__mrec *start, const MPI_Status *st) {
   (void)seen;
   (void)st;
-  ad__mrec *d = t && start ? ad__mrec_push(t, ad__p2p_kind(AD__M_ISEND_DONE), start->c, 0, 0) : NULL;
-  if (d) {
-    d->link = start;
-    start->link = d;
-  }
+  if (t && start) ad__mrec_link(start, ad__mrec_push(t, AD__M_ISEND_DONE, start->c, 0, 0));
   free(ctx);
 }
 
@@ -420,29 +416,16 @@ static const ad__req_ops nbsend_ops = {nbsend_complete, nbsend_failed};
 
 static int mixed_isend(ad__dt_mpi_isend_fn mpifn, const char *fn, const ad__dtype *d, const void *buf, int count,
                        int dest, int tag, MPI_Comm comm, ad_mpi_request *request) {
-  int err;
-  ad__comm *c = ad__mpi_comm(comm, &err);
-  if (!c) return err;
-  ad_tape *seen, *t = ad__mpi_tape(&seen);
+  ad__comm *c;
+  ad_tape *t, *seen;
   mbuf m;
-  int rc = mbuf_open(&m, fn, d, count);
+  int rc = mixed_begin(comm, fn, d, count, &c, &t, &seen, &m);
   if (rc != 0) {
     mbuf_close(&m);
     return rc;
   }
   mixed_pack(d, buf, count, m.wire, m.act);
-  ad__mrec *r = NULL;
-  if (dest != MPI_PROC_NULL) {
-    int k = ad__send_seq(c, dest, tag);
-    ad__mpi_note_peer(seen, c, dest, 0, tag, m.nact, k);
-    r = t ? ad__mrec_push(t, ad__p2p_kind(AD__M_ISEND), c, m.nact, 0) : NULL;
-    if (r) {
-      r->peer = dest;
-      r->tag = tag;
-      r->k = k;
-      ad__handles(t, m.act, m.nact, r->in, fn);
-    }
-  }
+  ad__mrec *r = ad__mpi_send_record(c, t, seen, dest, tag, m.act, m.nact, AD__M_ISEND, fn);
   MPI_Request mq = MPI_REQUEST_NULL;
   rc = mpifn(m.wire, (int)m.bytes, MPI_BYTE, dest, tag, comm, &mq);
   if (rc == MPI_SUCCESS) rc = ad__req_new(request, mq, r ? t : NULL, r, &nbsend_ops, m.wire);
@@ -537,44 +520,11 @@ int ad__dt_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, i
 
 int ad__dt_sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int sendtag, int source, int recvtag,
                             MPI_Comm comm, MPI_Status *status) {
-  const ad__dtype *md = mixed(type);
-  if (md) {
-    /* The send half is packed from buf before the receive half writes it. */
-    int err;
-    ad__comm *c = ad__mpi_comm(comm, &err);
-    if (!c) return err;
-    ad_tape *seen, *t = ad__mpi_tape(&seen);
-    const char *fn = "ad_mpi_sendrecv_replace";
-    mbuf m;
-    MPI_Request q = MPI_REQUEST_NULL;
-    int rc = mbuf_open(&m, fn, md, count);
-    if (rc == 0) {
-      mixed_send_note(c, t, seen, fn, md, buf, count, dest, sendtag, &m);
-      rc = MPI_Isend(m.wire, (int)m.bytes, MPI_BYTE, dest, sendtag, comm, &q);
-      if (rc == MPI_SUCCESS && dest != MPI_PROC_NULL)
-        ad__mpi_counters.forward_bytes += (uint64_t)m.nact * sizeof(double);
-      if (rc != MPI_SUCCESS) ad__mpi_forward_error(seen, rc, fn);
-    }
-    if (rc == MPI_SUCCESS) {
-      mbuf m2;
-      rc = mbuf_open(&m2, fn, md, count);
-      if (rc == 0 && source == MPI_PROC_NULL) {
-        rc = MPI_Recv(NULL, 0, MPI_BYTE, source, recvtag, comm, status);
-      } else if (rc == 0) {
-        MPI_Status st;
-        st.MPI_SOURCE = st.MPI_TAG = -1;
-        uint64_t post = ad__recv_post(c, source, recvtag);
-        rc = MPI_Recv(m2.wire, (int)m2.bytes, MPI_BYTE, source, recvtag, comm, &st);
-        rc = mixed_recv_done(c, t, seen, fn, md, buf, count, post, rc, &st, &m2);
-        if (rc == MPI_SUCCESS && status != MPI_STATUS_IGNORE) *status = st;
-      }
-      mbuf_close(&m2);
-    }
-    int rc2 = q == MPI_REQUEST_NULL ? MPI_SUCCESS : MPI_Wait(&q, MPI_STATUS_IGNORE);
-    if (rc2 != MPI_SUCCESS) ad__mpi_forward_error(seen, rc2, fn);
-    mbuf_close(&m);
-    return rc != MPI_SUCCESS ? rc : rc2;
-  }
+  /* mixed_sendrecv packs the send half from buf before the receive half
+   * writes it. */
+  if (mixed(type))
+    return mixed_sendrecv(buf, count, type, dest, sendtag, buf, count, type, source, recvtag, comm, status,
+                          "ad_mpi_sendrecv_replace");
   side s;
   MPI_Status st;
   int rc = ad__types_side_open(&s, "ad_mpi_sendrecv_replace", type, buf, count, 1);
@@ -607,67 +557,6 @@ int ad__dt_bcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm 
  * MPI_DOUBLE), so the same holds here; AD_MPI_REAL_INT with MINLOC/MAXLOC
  * is the twin of a predefined type. A user-defined operation sees items of
  * the user's type, as in MPI (reduce_ext.c). */
-int ad__dtype_check(const char *fn, MPI_Datatype t) {
-  const ad__dtype *d = ad__dtype_get(t);
-  if (!d) return MPI_ERR_NO_MEM;
-  if (d->why) return ad__dtype_refuse(fn, "a datatype built from AD_MPI_REAL with %s is not differentiated", d->why);
-  if (d->npass)
-    return ad__dtype_refuse(fn, "a datatype that mixes AD_MPI_REAL with passive fields is not differentiated here");
-  for (int j = 0; j < d->n; j++)
-    if (d->off[j] < 0)
-      return ad__dtype_refuse(fn, "a user-defined operation on a datatype with elements before its start (a negative "
-                                  "displacement) is not differentiated");
-  return 0;
-}
-
-MPI_Aint ad__dtype_tail(MPI_Datatype t) {
-  const ad__dtype *d = t == AD_MPI_REAL ? NULL : ad__dtype_get(t);
-  MPI_Aint tail = 0;
-  for (int j = 0; d && j < d->n; j++)
-    if (d->off[j] + (MPI_Aint)sizeof(ad_real) - d->ext > tail) tail = d->off[j] + (MPI_Aint)sizeof(ad_real) - d->ext;
-  return tail;
-}
-
-void ad__dtype_copy(MPI_Datatype t, void *dst, const void *src, long long items) {
-  const ad__dtype *d = t == AD_MPI_REAL ? NULL : ad__dtype_get(t);
-  if (!d) {
-    memcpy(dst, src, (size_t)items * sizeof(ad_real));
-    return;
-  }
-  for (long long i = 0; i < items; i++)
-    for (size_t j = 0; j < d->ne; j++) {
-      MPI_Aint at = i * d->ext + d->e[j].off;
-      memcpy((char *)dst + at, (const char *)src + at, d->e[j].size ? (size_t)d->e[j].size : sizeof(ad_real));
-    }
-}
-
-long ad__dtype_offsets(const char *fn, MPI_Datatype t, int count, MPI_Aint **off) {
-  *off = NULL;
-  const ad__dtype *d = t == AD_MPI_REAL ? NULL : ad__dtype_get(t);
-  if (t != AD_MPI_REAL) {
-    if (!d) return ad__dtype_refuse(fn, "no memory for the datatype's layout"), -1;
-    if (d->why)
-      return ad__dtype_refuse(fn, "a datatype built from AD_MPI_REAL with %s is not differentiated", d->why), -1;
-    if (d->npass)
-      return ad__dtype_refuse(fn, "a datatype that mixes AD_MPI_REAL with passive fields is not differentiated in "
-                                  "one-sided communication"),
-             -1;
-  }
-  long per = d ? d->n : 1, n = per * (long)count;
-  MPI_Aint ext = d ? d->ext : (MPI_Aint)sizeof(ad_real);
-  MPI_Aint *o = malloc(((size_t)n + 1) * sizeof *o);
-  if (!o) return ad__dtype_refuse(fn, "no memory"), -1;
-  for (long i = 0; i < count; i++)
-    for (long j = 0; j < per; j++) o[i * per + j] = (MPI_Aint)i * ext + (d ? d->off[j] : 0);
-  *off = o;
-  return n;
-}
-
-MPI_Aint ad__dtype_extent(MPI_Datatype t) {
-  const ad__dtype *d = t == AD_MPI_REAL ? NULL : ad__dtype_get(t);
-  return d ? d->ext : (MPI_Aint)sizeof(ad_real);
-}
-
 static int predefined_refused(const char *fn) {
   ad__dtype_refuse(fn, "MPI defines its predefined operations on predefined datatypes only, so a datatype built from "
                        "AD_MPI_REAL is refused as MPI refuses the same type built from MPI_DOUBLE; reduce AD_MPI_REAL "
@@ -683,10 +572,11 @@ int ad__dt_reduce(int kind, const void *sendbuf, void *recvbuf, int count, const
                                            "ad_mpi_ireduce_scatter_block", "ad_mpi_ireduce_scatter"}};
   const char *fn = names[req != NULL][kind];
   if (type == AD_MPI_REAL_INT && (op == MPI_MINLOC || op == MPI_MAXLOC)) {
-    if (!req && kind < 2) return ad__loc_reduce(kind, sendbuf, recvbuf, count, op, root, comm);
-    return ad__user_reduce(kind, sendbuf, recvbuf, count, recvcounts, type, op, root, comm, req);
+    if (!req && kind < 2) return ad__handoff.loc_reduce(kind, sendbuf, recvbuf, count, op, root, comm);
+    return ad__handoff.user_reduce(kind, sendbuf, recvbuf, count, recvcounts, type, op, root, comm, req);
   }
-  if (ad__op_user(op)) return ad__user_reduce(kind, sendbuf, recvbuf, count, recvcounts, type, op, root, comm, req);
+  if (ad__handoff.op_user(op))
+    return ad__handoff.user_reduce(kind, sendbuf, recvbuf, count, recvcounts, type, op, root, comm, req);
   if (type == AD_MPI_REAL_INT) {
     ad__dtype_refuse(fn, "AD_MPI_REAL_INT is differentiated with MPI_MINLOC and MPI_MAXLOC only (or an operation "
                          "made by ad_mpi_op_create)");
