@@ -97,7 +97,10 @@ int pt_suffixed(pt_ctx *x, CXCursor d) {
   if (k != CXCursor_FunctionDecl && k != CXCursor_VarDecl) return 0;
   if (k == CXCursor_VarDecl && clang_getCursorKind(clang_getCursorSemanticParent(d)) != CXCursor_TranslationUnit)
     return 0;
-  if (clang_Cursor_getStorageClass(d) == CX_SC_Static) return 0;
+  /* Internal linkage, not the storage class of this declaration: a function
+   * declared static and then defined without the keyword is still static,
+   * and its definition must keep the name its calls use. */
+  if (clang_Cursor_getStorageClass(d) == CX_SC_Static || clang_getCursorLinkage(d) == CXLinkage_Internal) return 0;
   CXString s = clang_getCursorSpelling(d);
   int is_main = !strcmp(clang_getCString(s), "main");
   clang_disposeString(s);
