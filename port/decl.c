@@ -150,7 +150,10 @@ static void root(pt_ctx *x, CXCursor c, int mode) {
       int n = pt_children(e, &kk);
       const char *op = pt_binop(x, e);
       if (n == 2 && pt_act(x, kk[0]) && (k == CXCursor_CompoundAssignOperator || !strcmp(op, "="))) {
-        char *t = pt_fused_assign(x, c, kk[0], op, kk[1]);
+        char *t = clang_equalCursors(e, c) && pt_block_assign_temp(c) >= 0
+                      ? pt_fused_temp_assign(x, c, clang_getCursorReferenced(kk[0]), kk[1])
+                      : NULL;
+        if (!t) t = pt_fused_assign(x, c, kk[0], op, kk[1]);
         if (t) {
           free(kk);
           free(t);
