@@ -108,7 +108,13 @@ int pt_suffixed(pt_ctx *x, CXCursor d) {
   if (k == CXCursor_FunctionDecl) return pt_ported_function(x, d);
   CXCursor def = clang_getCursorDefinition(d);
   if (clang_Cursor_isNull(def)) def = d;
-  return pt_own_location(x, clang_getCursorLocation(def));
+  if (pt_own_location(x, clang_getCursorLocation(def))) return 1;
+  /* Defined by another input: only an extern declaration is seen here. */
+  char *name = pt_spelling(d);
+  int found = 0;
+  for (int i = 0; i < x->o->nglobals && !found; i++) found = !strcmp(x->o->globals[i], name);
+  free(name);
+  return found;
 }
 
 /* 'name' of a declaration, for messages. */
@@ -1066,9 +1072,25 @@ typedef struct collect {
   pt_ctx *x;
 } collect;
 
+static void add_name(char ***v, int *n, const char *name) {
+  for (int i = 0; i < *n; i++)
+    if (!strcmp((*v)[i], name)) return;
+  *v = realloc(*v, sizeof **v * ((size_t)*n + 1));
+  if (!*v) abort();
+  (*v)[(*n)++] = port_strdup(name);
+}
+
 static enum CXChildVisitResult collect_visit(CXCursor c, CXCursor p, CXClientData d) {
   (void)p;
   collect *k = d;
+  /* A global another input uses through an extern declaration gets the
+   * suffix there too. */
+  if (clang_getCursorKind(c) == CXCursor_VarDecl && clang_isCursorDefinition(c) &&
+      clang_getCursorLinkage(c) == CXLinkage_External && pt_own_location(k->x, clang_getCursorLocation(c))) {
+    char *name = pt_spelling(c);
+    add_name(&k->o->globals, &k->o->nglobals, name);
+    free(name);
+  }
   if (clang_getCursorKind(c) != CXCursor_FunctionDecl) return CXChildVisit_Continue;
   if (!pt_own_location(k->x, clang_getCursorLocation(c))) return CXChildVisit_Continue;
   /* Definitions only: a declaration says nothing about the code it links
@@ -1082,13 +1104,7 @@ static enum CXChildVisitResult collect_visit(CXCursor c, CXCursor p, CXClientDat
   return CXChildVisit_Continue;
 }
 
-void port_add_ported(port_options *o, const char *name) {
-  for (int i = 0; i < o->nported; i++)
-    if (!strcmp(o->ported[i], name)) return;
-  o->ported = realloc(o->ported, sizeof *o->ported * ((size_t)o->nported + 1));
-  if (!o->ported) abort();
-  o->ported[o->nported++] = port_strdup(name);
-}
+void port_add_ported(port_options *o, const char *name) { add_name(&o->ported, &o->nported, name); }
 
 int port_collect_functions(port_options *o, const char *unit, const char *path, const char *const *args, int nargs) {
   pt_ctx x;
