@@ -193,8 +193,7 @@ static int label_after(CXCursor c, unsigned from) {
  * enclosing block (so that a declaration here may shadow it). */
 static void consider_assign(pt_ctx *x, CXCursor block, CXCursor *stmts, int nstmts, int at) {
   CXCursor e = stmts[at];
-  if (clang_getCursorKind(e) != CXCursor_BinaryOperator || pt_in_macro(x, e) || strcmp(pt_binop(x, e), "="))
-    return;
+  if (clang_getCursorKind(e) != CXCursor_BinaryOperator || pt_in_macro(x, e) || strcmp(pt_binop(x, e), "=")) return;
   CXCursor *k;
   int n = pt_children(e, &k);
   CXCursor lhs = n == 2 ? k[0] : clang_getNullCursor();

@@ -156,7 +156,7 @@ int pt_block_end(pt_ctx *x);
 void pt_block_stmt(CXCursor c, int end);
 CXCursor pt_block_init(pt_ctx *x, CXCursor v); /* `v = init` of a scalar declaration, or null */
 int pt_block_temp(CXCursor d);                /* the temporary declared by d, or -1 */
-int pt_block_assign_temp(CXCursor stmt);       /* the temporary this assignment defines, or -1 */
+int pt_block_assign_temp(CXCursor stmt);      /* the temporary this assignment defines, or -1 */
 long pt_block_epoch(void);
 int pt_block_new_id(void);
 void pt_block_generated(int i, int id, int nargs, char **args, char **keys);

@@ -867,8 +867,8 @@ char *pt_macro_alias(pt_ctx *x, CXCursor def, int keywords) {
   unsigned nt = 0;
   clang_tokenize(x->tu, clang_getCursorExtent(def), &t, &nt);
   char *body = NULL;
-  if (nt == 2 && (clang_getTokenKind(t[1]) == CXToken_Identifier ||
-                  (keywords && clang_getTokenKind(t[1]) == CXToken_Keyword))) {
+  if (nt == 2 &&
+      (clang_getTokenKind(t[1]) == CXToken_Identifier || (keywords && clang_getTokenKind(t[1]) == CXToken_Keyword))) {
     CXString sp = clang_getTokenSpelling(x->tu, t[1]);
     body = port_strdup(clang_getCString(sp));
     clang_disposeString(sp);
