@@ -4,7 +4,13 @@
  *
  * A temporary is a local scalar of the active type declared with an
  * initializer (`double dx = x[i] - x[j];`), alone in its declaration, that is
- * never assigned again, incremented or addressed. The fused port computes its
+ * never assigned again, incremented or addressed. A variable declared without
+ * an initializer in an enclosing block is one too when a single statement of
+ * an inner block assigns it (`r2 = dx * dx + dy * dy;`) and every read comes
+ * after that statement in the same block, with no label between that a jump
+ * could enter by: the port then declares the temporary at the assignment,
+ * shadowing the variable for the rest of the block, which is exactly where it
+ * is read. The fused port computes its
  * value as a double, together with its partials with respect to the active
  * operands it reads (captured as ad_real copies at the declaration, so that a
  * later store to those operands changes nothing), and tapes nothing. A
@@ -41,6 +47,9 @@ typedef struct btemp {
   int generated;
   int taped; /* generated as an ordinary taped variable (fused.c chose it): its reads need nothing */
   int id;    /* ad__t<id>_ names */
+  int assigned;          /* defined by an assignment statement, not by the declaration */
+  unsigned asg_b, asg_e; /* that assignment's extent */
+  unsigned scope_e;      /* the end of the block that holds it: the reads come before */
   int nargs;
   char **args; /* the captured operands, as the port writes them */
   char **keys; /* their epoch-qualified texts (NULL: never shared) */
@@ -133,6 +142,20 @@ CXCursor pt_block_init(pt_ctx *x, CXCursor v) {
   return init;
 }
 
+static btemp *add_temp(CXCursor v, unsigned off) {
+  if (B.n == B.cap) {
+    B.cap = B.cap ? 2 * B.cap : 32;
+    B.t = realloc(B.t, (size_t)B.cap * sizeof *B.t);
+    if (!B.t) abort();
+  }
+  btemp *b = &B.t[B.n++];
+  memset(b, 0, sizeof *b);
+  b->decl = v;
+  b->off = off;
+  b->id = -1;
+  return b;
+}
+
 /* A declaration statement in a block that may declare a temporary. */
 static void consider(pt_ctx *x, CXCursor ds) {
   CXCursor *k;
@@ -148,17 +171,71 @@ static void consider(pt_ctx *x, CXCursor ds) {
   if (clang_Cursor_isNull(pt_block_init(x, v))) return;
   unsigned off = pt_off(clang_getCursorLocation(v));
   if (demoted(off)) return;
-  if (B.n == B.cap) {
-    B.cap = B.cap ? 2 * B.cap : 32;
-    B.t = realloc(B.t, (size_t)B.cap * sizeof *B.t);
-    if (!B.t) abort();
-  }
-  btemp *b = &B.t[B.n++];
-  memset(b, 0, sizeof *b);
-  b->decl = v;
-  b->off = off;
-  b->id = -1;
+  btemp *b = add_temp(v, off);
   clang_getExpansionLocation(clang_getCursorLocation(v), NULL, &b->line, &b->col, NULL);
+}
+
+/* A label, case or default in c at or after offset `from`: a jump there
+ * would skip an assignment before it. */
+static int label_after(CXCursor c, unsigned from) {
+  enum CXCursorKind k = clang_getCursorKind(c);
+  if ((k == CXCursor_LabelStmt || k == CXCursor_CaseStmt || k == CXCursor_DefaultStmt) && pt_b(c) >= from) return 1;
+  CXCursor *kk;
+  int n = pt_children(c, &kk);
+  int found = 0;
+  for (int i = 0; i < n && !found; i++) found = label_after(kk[i], from);
+  free(kk);
+  return found;
+}
+
+/* An expression statement of a block that may define a temporary by
+ * assignment: `v = rhs;` of a local declared, without an initializer, in an
+ * enclosing block (so that a declaration here may shadow it). */
+static void consider_assign(pt_ctx *x, CXCursor block, CXCursor *stmts, int nstmts, int at) {
+  CXCursor e = stmts[at];
+  if (clang_getCursorKind(e) != CXCursor_BinaryOperator || pt_in_macro(x, e) || strcmp(pt_binop(x, e), "=")) return;
+  CXCursor *k;
+  int n = pt_children(e, &k);
+  CXCursor lhs = n == 2 ? k[0] : clang_getNullCursor();
+  free(k);
+  if (clang_Cursor_isNull(lhs) || clang_getCursorKind(lhs) != CXCursor_DeclRefExpr) return;
+  CXCursor v = clang_getCursorReferenced(lhs);
+  if (clang_getCursorKind(v) != CXCursor_VarDecl) return;
+  CXType t = clang_getCursorType(v);
+  enum CX_StorageClass sc = clang_Cursor_getStorageClass(v);
+  if (!pt_is_float(t) || !pt_type_active(x, t) || pt_local_passive(x, v) || pt_in_macro(x, v) ||
+      (sc != CX_SC_None && sc != CX_SC_Auto && sc != CX_SC_Register) ||
+      clang_getCursorKind(clang_getCursorSemanticParent(v)) == CXCursor_TranslationUnit)
+    return;
+  int n_init = pt_children(v, &k);
+  int has_init = 0;
+  for (int i = 0; i < n_init; i++) has_init |= clang_isExpression(clang_getCursorKind(k[i]));
+  free(k);
+  if (has_init) return;
+  /* A name this very block declares (v itself, or another variable declared
+   * after the assignment): a second declaration here would be an error. */
+  char *name = pt_spelling(v);
+  int here = 0;
+  for (int i = 0; i < nstmts && !here; i++) {
+    if (clang_getCursorKind(stmts[i]) != CXCursor_DeclStmt) continue;
+    int nd = pt_children(stmts[i], &k);
+    for (int j = 0; j < nd; j++) {
+      char *other = pt_spelling(k[j]);
+      here |= !strcmp(other, name);
+      free(other);
+    }
+    free(k);
+  }
+  free(name);
+  if (here) return;
+  unsigned off = pt_off(clang_getCursorLocation(v));
+  if (demoted(off) || label_after(block, pt_e(e))) return;
+  btemp *b = add_temp(v, off);
+  b->assigned = 1;
+  b->asg_b = pt_b(e);
+  b->asg_e = pt_e(e);
+  b->scope_e = pt_e(block);
+  clang_getExpansionLocation(clang_getCursorLocation(e), NULL, &b->line, &b->col, NULL);
 }
 
 static void collect(pt_ctx *x, CXCursor c) {
@@ -167,6 +244,7 @@ static void collect(pt_ctx *x, CXCursor c) {
   int block = clang_getCursorKind(c) == CXCursor_CompoundStmt;
   for (int i = 0; i < n; i++) {
     if (block && clang_getCursorKind(k[i]) == CXCursor_DeclStmt) consider(x, k[i]);
+    if (block && x->o->fused) consider_assign(x, c, k, n, i);
     collect(x, k[i]);
   }
   free(k);
@@ -191,10 +269,17 @@ static void reads(pt_ctx *x, CXCursor c, int compared) {
   int n = pt_children(c, &k);
   if (kind == CXCursor_DeclRefExpr) {
     int i = find_temp(clang_getCursorReferenced(c));
+    /* A temporary defined by assignment is read only after it, in its block. */
+    if (i >= 0 && B.t[i].assigned && (pt_b(c) < B.t[i].asg_e || pt_b(c) >= B.t[i].scope_e)) demote(B.t[i].off);
     if (i >= 0 && !compared) B.t[i].expected++;
   } else if ((kind == CXCursor_BinaryOperator || kind == CXCursor_CompoundAssignOperator) && n == 2) {
     const char *op = kind == CXCursor_BinaryOperator ? pt_binop(x, c) : "op=";
     int i = temp_of(k[0]);
+    if (i >= 0 && B.t[i].assigned && !strcmp(op, "=") && pt_b(c) == B.t[i].asg_b) {
+      reads(x, k[1], 0); /* the defining assignment: only its right-hand side reads */
+      free(k);
+      return;
+    }
     if (i >= 0 && (!strcmp(op, "=") || !strcmp(op, "op="))) demote(B.t[i].off); /* assigned again */
     int cmp = kind == CXCursor_BinaryOperator && is_comparison(op);
     for (int j = 0; j < n; j++) reads(x, k[j], cmp);
@@ -247,6 +332,14 @@ int pt_block_end(pt_ctx *x) {
 
 int pt_block_temp(CXCursor d) { return find_temp(d); }
 
+int pt_block_assign_temp(CXCursor stmt) {
+  if (clang_getCursorKind(stmt) != CXCursor_BinaryOperator) return -1;
+  unsigned b = pt_b(stmt);
+  for (int i = 0; i < B.n; i++)
+    if (B.t[i].assigned && B.t[i].asg_b == b) return i;
+  return -1;
+}
+
 long pt_block_epoch(void) { return B.epoch; }
 
 /* Statements that can be entered other than from the one before them. */
@@ -259,10 +352,11 @@ void pt_block_stmt(CXCursor c, int end) {
   if (k == CXCursor_DeclStmt) {
     CXCursor *kk;
     int n = pt_children(c, &kk);
-    int temp = n == 1 && find_temp(kk[0]) >= 0;
+    int temp = n == 1 && find_temp(kk[0]) >= 0 && !B.t[find_temp(kk[0])].assigned;
     free(kk);
     if (temp) return;
   }
+  if (pt_block_assign_temp(c) >= 0) return; /* it stores nothing an operand could read */
   B.epoch++;
 }
 
@@ -288,6 +382,8 @@ void pt_block_operands(int i, int *id, int *nargs, char *const **args, char *con
 void pt_block_handled(int i) { B.t[i].handled++; }
 
 int pt_block_reads(int i) { return B.t[i].expected; }
+
+int pt_block_is_taped(int i) { return B.t[i].taped; }
 
 void pt_block_taped(int i) {
   B.t[i].generated = 1;

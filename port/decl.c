@@ -97,7 +97,10 @@ int pt_suffixed(pt_ctx *x, CXCursor d) {
   if (k != CXCursor_FunctionDecl && k != CXCursor_VarDecl) return 0;
   if (k == CXCursor_VarDecl && clang_getCursorKind(clang_getCursorSemanticParent(d)) != CXCursor_TranslationUnit)
     return 0;
-  if (clang_Cursor_getStorageClass(d) == CX_SC_Static) return 0;
+  /* Internal linkage, not the storage class of this declaration: a function
+   * declared static and then defined without the keyword is still static,
+   * and its definition must keep the name its calls use. */
+  if (clang_Cursor_getStorageClass(d) == CX_SC_Static || clang_getCursorLinkage(d) == CXLinkage_Internal) return 0;
   CXString s = clang_getCursorSpelling(d);
   int is_main = !strcmp(clang_getCString(s), "main");
   clang_disposeString(s);
@@ -105,7 +108,13 @@ int pt_suffixed(pt_ctx *x, CXCursor d) {
   if (k == CXCursor_FunctionDecl) return pt_ported_function(x, d);
   CXCursor def = clang_getCursorDefinition(d);
   if (clang_Cursor_isNull(def)) def = d;
-  return pt_own_location(x, clang_getCursorLocation(def));
+  if (pt_own_location(x, clang_getCursorLocation(def))) return 1;
+  /* Defined by another input: only an extern declaration is seen here. */
+  char *name = pt_spelling(d);
+  int found = 0;
+  for (int i = 0; i < x->o->nglobals && !found; i++) found = !strcmp(x->o->globals[i], name);
+  free(name);
+  return found;
 }
 
 /* 'name' of a declaration, for messages. */
@@ -147,7 +156,10 @@ static void root(pt_ctx *x, CXCursor c, int mode) {
       int n = pt_children(e, &kk);
       const char *op = pt_binop(x, e);
       if (n == 2 && pt_act(x, kk[0]) && (k == CXCursor_CompoundAssignOperator || !strcmp(op, "="))) {
-        char *t = pt_fused_assign(x, c, kk[0], op, kk[1]);
+        char *t = clang_equalCursors(e, c) && pt_block_assign_temp(c) >= 0
+                      ? pt_fused_temp_assign(x, c, clang_getCursorReferenced(kk[0]), kk[1])
+                      : NULL;
+        if (!t) t = pt_fused_assign(x, c, kk[0], op, kk[1]);
         if (t) {
           free(kk);
           free(t);
@@ -1060,9 +1072,25 @@ typedef struct collect {
   pt_ctx *x;
 } collect;
 
+static void add_name(char ***v, int *n, const char *name) {
+  for (int i = 0; i < *n; i++)
+    if (!strcmp((*v)[i], name)) return;
+  *v = realloc(*v, sizeof **v * ((size_t)*n + 1));
+  if (!*v) abort();
+  (*v)[(*n)++] = port_strdup(name);
+}
+
 static enum CXChildVisitResult collect_visit(CXCursor c, CXCursor p, CXClientData d) {
   (void)p;
   collect *k = d;
+  /* A global another input uses through an extern declaration gets the
+   * suffix there too. */
+  if (clang_getCursorKind(c) == CXCursor_VarDecl && clang_isCursorDefinition(c) &&
+      clang_getCursorLinkage(c) == CXLinkage_External && pt_own_location(k->x, clang_getCursorLocation(c))) {
+    char *name = pt_spelling(c);
+    add_name(&k->o->globals, &k->o->nglobals, name);
+    free(name);
+  }
   if (clang_getCursorKind(c) != CXCursor_FunctionDecl) return CXChildVisit_Continue;
   if (!pt_own_location(k->x, clang_getCursorLocation(c))) return CXChildVisit_Continue;
   /* Definitions only: a declaration says nothing about the code it links
@@ -1076,13 +1104,7 @@ static enum CXChildVisitResult collect_visit(CXCursor c, CXCursor p, CXClientDat
   return CXChildVisit_Continue;
 }
 
-void port_add_ported(port_options *o, const char *name) {
-  for (int i = 0; i < o->nported; i++)
-    if (!strcmp(o->ported[i], name)) return;
-  o->ported = realloc(o->ported, sizeof *o->ported * ((size_t)o->nported + 1));
-  if (!o->ported) abort();
-  o->ported[o->nported++] = port_strdup(name);
-}
+void port_add_ported(port_options *o, const char *name) { add_name(&o->ported, &o->nported, name); }
 
 int port_collect_functions(port_options *o, const char *unit, const char *path, const char *const *args, int nargs) {
   pt_ctx x;

@@ -824,30 +824,60 @@ char *pt_fused_return(pt_ctx *x, CXCursor ret, CXCursor value) {
  * of the face). */
 static int worth_taping(const ftree *t, int ti) { return !t->ntemps && t->nargs >= 4 && pt_block_reads(ti) >= 2; }
 
+/* A temporary's value and partials, or, when it is worth taping, an
+ * ordinary statement `name = ad_custom(...)` after `prefix`. */
+static char *generate_temp_or_taped(pt_ctx *x, ftree *t, int root, int ti, const char *name, const char *prefix) {
+  if (ti >= 0 && worth_taping(t, ti)) {
+    pt_block_taped(ti);
+    ti = -1;
+  }
+  if (ti >= 0) return generate_temp(x, t, root, ti, name);
+  char *assign = pt_cat(name, " = ", NULL);
+  char *r = generate(x, t, root, assign, prefix, "");
+  free(assign);
+  return r;
+}
+
 char *pt_fused_decl(pt_ctx *x, CXCursor declstmt, CXCursor var, CXCursor init, const char *decl_text) {
   int root;
   int ti = pt_block_temp(var);
   ftree *t = fusable(x, declstmt, clang_getNullCursor(), "=", init, ti >= 0, &root, x->no_fuse ? in_for_header : NULL);
   if (!t) return NULL;
   CXString sp = clang_getCursorSpelling(var);
-  char *r;
-  if (ti >= 0 && worth_taping(t, ti)) {
-    pt_block_taped(ti);
-    ti = -1;
-  }
-  if (ti >= 0) {
-    r = generate_temp(x, t, root, ti, clang_getCString(sp));
-  } else {
-    char *assign = pt_cat(clang_getCString(sp), " = ", NULL);
-    char *prefix = pt_cat(decl_text, ";\n", NULL);
-    r = generate(x, t, root, assign, prefix, "");
-    free(assign);
-    free(prefix);
-  }
+  char *prefix = pt_cat(decl_text, ";\n", NULL);
+  char *r = generate_temp_or_taped(x, t, root, ti, clang_getCString(sp), prefix);
+  free(prefix);
   clang_disposeString(sp);
   temps_handled(t);
   tree_free(t);
   free(t);
   pt_add_edit(x, pt_b(declstmt), pt_e(declstmt), r);
+  return port_strdup("");
+}
+
+/* `v = rhs;` that defines a temporary (block.c): the temporary is declared
+ * here, shadowing v for the rest of the block, where all its reads are. */
+char *pt_fused_temp_assign(pt_ctx *x, CXCursor stmt, CXCursor var, CXCursor rhs) {
+  unsigned semi = semicolon_after(x, pt_e(stmt));
+  if (!semi) return NULL;
+  int root;
+  ftree *t = fusable(x, stmt, clang_getNullCursor(), "=", rhs, 1, &root, NULL);
+  if (!t) return NULL;
+  CXString sp = clang_getCursorSpelling(var);
+  int ti = pt_block_temp(var);
+  char *r = generate_temp_or_taped(x, t, root, ti, clang_getCString(sp), "");
+  /* The shadowed variable is no longer read: say so, or compilers warn that it is unused. */
+  if (ti >= 0 && !pt_block_is_taped(ti)) {
+    char *with = pt_cat("(void)", clang_getCString(sp), ";\n");
+    char *both = pt_cat(with, r, NULL);
+    free(with);
+    free(r);
+    r = both;
+  }
+  clang_disposeString(sp);
+  temps_handled(t);
+  tree_free(t);
+  free(t);
+  pt_add_edit(x, pt_b(stmt), semi, r);
   return port_strdup("");
 }

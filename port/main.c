@@ -525,6 +525,8 @@ int main(int argc, char **argv) {
   if (db) clang_CompilationDatabase_dispose(db);
   for (int i = 0; i < o.nported; i++) free(o.ported[i]);
   free(o.ported);
+  for (int i = 0; i < o.nglobals; i++) free(o.globals[i]);
+  free(o.globals);
   free(fargs);
   free(fnargs);
   free(dbargs);

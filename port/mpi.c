@@ -163,22 +163,6 @@ static char *arg_text(pt_ctx *x, CXCursor call, int pos) {
   return pt_orig(x, clang_Cursor_getArgument(call, (unsigned)pos));
 }
 
-typedef struct macro_find {
-  const char *name;
-  CXCursor def;
-} macro_find;
-
-static enum CXChildVisitResult find_macro(CXCursor c, CXCursor p, CXClientData d) {
-  (void)p;
-  macro_find *m = d;
-  if (clang_getCursorKind(c) == CXCursor_MacroDefinition && !clang_Cursor_isMacroFunctionLike(c)) {
-    CXString s = clang_getCursorSpelling(c);
-    if (!strcmp(clang_getCString(s), m->name)) m->def = c;
-    clang_disposeString(s);
-  }
-  return CXChildVisit_Continue;
-}
-
 /* The datatype argument at pos as written, with an object-like macro that
  * names another identifier (`#define REAL_MPI_TYPE MPI_DOUBLE`) followed to
  * what it names: such a macro is that datatype, not a derived one. */
@@ -188,19 +172,7 @@ static char *datatype_arg(pt_ctx *x, CXCursor call, int pos) {
     if (!t[0] || !strcmp(t, "MPI_DOUBLE") || !strcmp(t, "AD_MPI_REAL")) break;
     for (const char *p = t; *p; p++)
       if (!isalnum((unsigned char)*p) && *p != '_') return t;
-    macro_find m = {t, clang_getNullCursor()};
-    clang_visitChildren(clang_getTranslationUnitCursor(x->tu), find_macro, &m);
-    if (clang_Cursor_isNull(m.def)) break;
-    CXToken *tok = NULL;
-    unsigned nt = 0;
-    clang_tokenize(x->tu, clang_getCursorExtent(m.def), &tok, &nt);
-    char *next = NULL;
-    if (nt == 2 && clang_getTokenKind(tok[1]) == CXToken_Identifier) {
-      CXString s = clang_getTokenSpelling(x->tu, tok[1]);
-      next = port_strdup(clang_getCString(s));
-      clang_disposeString(s);
-    }
-    clang_disposeTokens(x->tu, tok, nt);
+    char *next = pt_macro_alias(x, pt_macro_named(x, t), 0);
     if (!next) break;
     free(t);
     t = next;

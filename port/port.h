@@ -44,6 +44,8 @@ typedef struct port_options {
   char **ported;      /* functions defined in an input or named by --ported: their calls pass ad_real */
   int nported;
   int nported_given; /* how many of ported[] --ported named (first): the project is ported in several runs */
+  char **globals;    /* variables with external linkage that an input defines (for --suffix) */
+  int nglobals;
   int verbose;
   int all_active; /* --all-active: every double is ad_real, local timers and constants too */
   /* Decided for the whole run, so that every file sizes and stores requests

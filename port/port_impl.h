@@ -72,6 +72,11 @@ int pt_type_active(pt_ctx *x, CXType t);
 int pt_type_holds_active(pt_ctx *x, CXType t);
 int pt_type_active_float_loss(pt_ctx *x, CXType t);
 char *pt_spelling(CXCursor c); /* the cursor's spelling, malloc'd */
+/* The last definition of the object-like macro NAME in the translation unit,
+ * or a null cursor; the one token such a definition stands for (`#define REAL
+ * DTYPE` gives "DTYPE"; a keyword only when `keywords`), malloc'd, or NULL. */
+CXCursor pt_macro_named(pt_ctx *x, const char *name);
+char *pt_macro_alias(pt_ctx *x, CXCursor def, int keywords);
 int pt_pointer_like(CXType t); /* a pointer or an array */
 
 /* checks.c: what would compile but differentiate wrongly.
@@ -122,6 +127,7 @@ void pt_check_foreign_decl(pt_ctx *x, CXCursor fd, CXCursor at);
 char *pt_fused_assign(pt_ctx *x, CXCursor stmt, CXCursor lhs, const char *op, CXCursor rhs);
 char *pt_fused_return(pt_ctx *x, CXCursor ret, CXCursor value);
 char *pt_fused_decl(pt_ctx *x, CXCursor declstmt, CXCursor var, CXCursor init, const char *decl_text);
+char *pt_fused_temp_assign(pt_ctx *x, CXCursor stmt, CXCursor var, CXCursor rhs);
 /* Count an assignment that --fused leaves per operation (why: the reason, for --report). */
 void pt_fused_skip(pt_ctx *x, CXCursor stmt, CXCursor rhs, int compound, const char *why);
 /* port_file's rounds: each starts afresh; the last one's counts and report lines are kept. */
@@ -150,6 +156,7 @@ int pt_block_end(pt_ctx *x);
 void pt_block_stmt(CXCursor c, int end);
 CXCursor pt_block_init(pt_ctx *x, CXCursor v); /* `v = init` of a scalar declaration, or null */
 int pt_block_temp(CXCursor d);                /* the temporary declared by d, or -1 */
+int pt_block_assign_temp(CXCursor stmt);      /* the temporary this assignment defines, or -1 */
 long pt_block_epoch(void);
 int pt_block_new_id(void);
 void pt_block_generated(int i, int id, int nargs, char **args, char **keys);
@@ -157,6 +164,7 @@ void pt_block_operands(int i, int *id, int *nargs, char *const **args, char *con
 void pt_block_handled(int i);
 int pt_block_reads(int i);  /* the active reads the plan counted */
 void pt_block_taped(int i); /* generated as an ordinary taped variable after all */
+int pt_block_is_taped(int i);
 void pt_block_name(int i, char *out, size_t n);
 /* fused.c: count (and for --report, list) a preaccumulated temporary. */
 void pt_fused_preaccumulated(pt_ctx *x, CXCursor decl, unsigned line, unsigned col, int nargs, int reads);

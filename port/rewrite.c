@@ -839,14 +839,6 @@ int pt_near_complex(const char *p, size_t b, size_t e, size_t len) {
          (j + 7 <= len && !strncmp(p + j, "complex", 7) && !is_ident(p[j + 7]));
 }
 
-/* Which floating keyword the identifier p[i, j) stands for when it is an
- * object-like macro that expands to exactly that keyword (`#define DTYPE
- * double`): "double", "float", or NULL. Such a macro is the type it names,
- * so a declaration spelled with it is retyped like one spelled `double`; the
- * definition itself stays, for whatever keeps the type passive. Only an
- * expansion in the file's own text counts (p must point into x->buf). */
-/* The definition of the object-like macro NAME that the file defines last,
- * or a null cursor. */
 typedef struct {
   const char *name;
   CXCursor def;
@@ -855,40 +847,56 @@ typedef struct {
 static enum CXChildVisitResult find_macro_def(CXCursor c, CXCursor parent, CXClientData data) {
   (void)parent;
   macro_find *f = data;
-  if (clang_getCursorKind(c) != CXCursor_MacroDefinition) return CXChildVisit_Continue;
+  if (clang_getCursorKind(c) != CXCursor_MacroDefinition || clang_Cursor_isMacroFunctionLike(c))
+    return CXChildVisit_Continue;
   CXString s = clang_getCursorSpelling(c);
   if (!strcmp(clang_getCString(s), f->name)) f->def = c;
   clang_disposeString(s);
   return CXChildVisit_Continue;
 }
 
+CXCursor pt_macro_named(pt_ctx *x, const char *name) {
+  macro_find f = {name, clang_getNullCursor()};
+  clang_visitChildren(clang_getTranslationUnitCursor(x->tu), find_macro_def, &f);
+  return f.def;
+}
+
+char *pt_macro_alias(pt_ctx *x, CXCursor def, int keywords) {
+  if (clang_Cursor_isNull(def) || clang_Cursor_isMacroFunctionLike(def)) return NULL;
+  CXToken *t = NULL;
+  unsigned nt = 0;
+  clang_tokenize(x->tu, clang_getCursorExtent(def), &t, &nt);
+  char *body = NULL;
+  if (nt == 2 &&
+      (clang_getTokenKind(t[1]) == CXToken_Identifier || (keywords && clang_getTokenKind(t[1]) == CXToken_Keyword))) {
+    CXString sp = clang_getTokenSpelling(x->tu, t[1]);
+    body = port_strdup(clang_getCString(sp));
+    clang_disposeString(sp);
+  }
+  clang_disposeTokens(x->tu, t, nt);
+  return body;
+}
+
 /* The keyword ("double", "float") an object-like macro's definition stands
  * for, following a body that is the name of another such macro
  * (`#define REAL DTYPE`), to a bounded depth; NULL if none. */
 static const char *macro_keyword(pt_ctx *x, CXCursor def, int depth) {
-  if (clang_Cursor_isNull(def) || clang_Cursor_isMacroFunctionLike(def) || depth > 8) return NULL;
-  CXToken *t = NULL;
-  unsigned nt = 0;
-  clang_tokenize(x->tu, clang_getCursorExtent(def), &t, &nt);
-  const char *kw = NULL;
-  if (nt == 2) {
-    CXString sp = clang_getTokenSpelling(x->tu, t[1]);
-    const char *body = clang_getCString(sp);
-    if (!strcmp(body, "double"))
-      kw = "double";
-    else if (!strcmp(body, "float"))
-      kw = "float";
-    else if (clang_getTokenKind(t[1]) == CXToken_Identifier) {
-      macro_find f = {body, clang_getNullCursor()};
-      clang_visitChildren(clang_getTranslationUnitCursor(x->tu), find_macro_def, &f);
-      kw = macro_keyword(x, f.def, depth + 1);
-    }
-    clang_disposeString(sp);
-  }
-  clang_disposeTokens(x->tu, t, nt);
+  if (depth > 8) return NULL;
+  char *body = pt_macro_alias(x, def, 1);
+  if (!body) return NULL;
+  const char *kw = !strcmp(body, "double")  ? "double"
+                   : !strcmp(body, "float") ? "float"
+                                            : macro_keyword(x, pt_macro_named(x, body), depth + 1);
+  free(body);
   return kw;
 }
 
+/* Which floating keyword the identifier p[i, j) stands for when it is an
+ * object-like macro that expands to exactly that keyword (`#define DTYPE
+ * double`): "double", "float", or NULL. Such a macro is the type it names,
+ * so a declaration spelled with it is retyped like one spelled `double`; the
+ * definition itself stays, for whatever keeps the type passive. Only an
+ * expansion in the file's own text counts (p must point into x->buf). */
 const char *pt_type_macro(pt_ctx *x, const char *p, size_t i, size_t j) {
   if (!x->buf || p + i < x->buf || p + j > x->buf + x->len) return NULL;
   unsigned b = (unsigned)(p + i - x->buf), e = (unsigned)(p + j - x->buf);

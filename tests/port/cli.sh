@@ -417,6 +417,39 @@ EOT
   check "mpicc -show after other flags" status_is 0 "$tool" -o "$work/mpiflags" "$work/mpiflags.c" -- -std=c99 -DX=1 $mpiflags
   check "an initializer gets AD_MPI_REAL" grep -q "int ierr = ad_mpi_allreduce(&s, &g, 1, AD_MPI_REAL, MPI_SUM" "$work/mpiflags/mpiflags.c"
 fi
+# --suffix renames what has external linkage only: a function declared static
+# and defined later without the keyword keeps its name at both, so its calls
+# (and a pointer taken to it) still find it.
+cat >"$work/linkage.c" <<'EOT'
+static double half(double v);
+static double (*pick)(double) = half;
+double twice_half(double v) { return 2.0 * pick(v) + half(v); }
+double half(double v) { return 0.5 * v; }
+EOT
+check "--suffix with a static function" status_is 0 "$tool" --suffix _ad -o "$work/linkage" "$work/linkage.c"
+check "its definition keeps the name" grep -q "^ad_real half(ad_real v)" "$work/linkage/linkage.c"
+check "the external function is renamed" grep -q "^ad_real twice_half_ad(ad_real v)" "$work/linkage/linkage.c"
+check "linkage.c compiles" compiles "$work/linkage/linkage.c"
+# A global that one input defines and another reads through a header's
+# extern declaration gets the suffix in both (and in the header).
+mkdir -p "$work/glob"
+cat >"$work/glob/count.h" <<'EOT'
+extern int evaluations;
+double square(double v);
+EOT
+cat >"$work/glob/count.c" <<'EOT'
+#include "count.h"
+int evaluations = 0;
+double square(double v) { evaluations++; return v * v; }
+EOT
+cat >"$work/glob/use.c" <<'EOT'
+#include "count.h"
+double quartic(double v) { evaluations++; return square(square(v)); }
+EOT
+check "--suffix with a global of another input" status_is 0 "$tool" --suffix _ad -o "$work/glob/out" "$work/glob/count.c" "$work/glob/use.c" "$work/glob/count.h"
+check "the reader renames it" grep -q "evaluations_ad++" "$work/glob/out/use.c"
+check "the header renames it" grep -q "extern int evaluations_ad;" "$work/glob/out/count.h"
+check "use.c compiles" compiles "$work/glob/out/use.c"
 echo "int broken(void) { return undeclared; }" >"$work/broken.c"
 check "a file that does not compile, with another" status_is 1 "$tool" -o "$work/broken" "$work/broken.c" "$work/late.c"
 check "its message once" test "$(grep -c "broken.c:1:" "$work/err.txt")" = 1

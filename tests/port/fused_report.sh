@@ -34,6 +34,20 @@ EOT
 [ -s "$work/wrap.txt" ] && fail "wrap.c: left per operation: $(cat "$work/wrap.txt")"
 grep -q "= floor(ad__v" "$work/out/wrap.c" || fail "wrap.c: floor not in the fused value: $(cat "$work/out/wrap.c")"
 
+# A variable declared at the top of a function and assigned once in an inner
+# block, read only after that assignment in the block, is preaccumulated
+# there; one read before it, assigned twice, or assigned in the block that
+# declares it stays an ordinary variable.
+"$tool" --fused --no-format --report "$work/blocks.txt" -o "$work/out" "$src/corpus/blocks.c" 2>"$work/err.txt" ||
+  fail "blocks.c: exit status $?"
+for v in d2 rho vel; do
+  grep -q "blocks.c:[0-9]*:[0-9]*: preaccumulated '$v'" "$work/blocks.txt" || fail "blocks.c: '$v' not preaccumulated"
+done
+for v in e prev acc out; do
+  grep -q "preaccumulated '$v'" "$work/blocks.txt" && fail "blocks.c: '$v' preaccumulated, but it is not a temporary"
+done
+grep -q "^ *const double rho = " "$work/out/blocks.c" || fail "blocks.c: 'rho' not declared where it is assigned"
+
 # What stays per operation is listed, each with its line and reason.
 cat >"$work/mixed.c" <<'EOT'
 #include <math.h>

@@ -6,8 +6,9 @@
  * (not a temporary), values that leave the block through a loop, temporaries
  * read on both sides of a branch, values used only in comparisons (a cutoff),
  * reads the fused form cannot fold (a conditional, a call of a ported
- * function, a cast, a macro), more operands than one statement holds, and a
- * file-scope constant that stays double.
+ * function, a cast, a macro), more operands than one statement holds, a
+ * file-scope constant that stays double, and variables declared at the top
+ * of a function and assigned once in an inner block.
  */
 #include <math.h>
 #include <stdio.h>
@@ -150,6 +151,34 @@ static double waist(double *u, const double *x) {
   return u[0] * u[1] + m;
 }
 
+/* Variables declared at the top of the function, as older C code declares
+ * them, each assigned once in the loop's block and read after that in the
+ * same block: temporaries from the assignment on. `d2` is only compared;
+ * `rho` is read by two stores. `e` is assigned in the block that declares
+ * it, `prev` is read before its assignment (the previous iteration's value),
+ * `acc` is assigned twice and `out` is read after the loop: those four are
+ * ordinary variables. */
+static double assigned_later(double *u, const double *x) {
+  double rho, vel, d2, e, prev, acc, out;
+  int i;
+  e = x[0] * x[1];
+  prev = x[2];
+  out = 0.0;
+  for (i = 0; i < 5; i++) {
+    d2 = x[i] * x[i] + x[i + 1] * x[i + 1];
+    if (d2 > 4.0) continue;
+    rho = x[i] * e + x[i + 2] * x[i + 2];
+    vel = x[i + 1] / (1.0 + rho * rho);
+    u[i] = rho * vel * vel + e * d2;
+    u[i + 1] = u[i + 1] + rho * sin(vel) - prev * d2;
+    prev = x[i + 3] * x[i + 4] + vel;
+    acc = u[i] * x[i + 5];
+    acc = acc * acc + x[i];
+    out = out + acc * prev;
+  }
+  return out + prev * e;
+}
+
 double objective(double *x) {
   double u[6];
   for (int i = 0; i < 6; i++) u[i] = x[i] + 0.5 * x[i + 6];
@@ -162,6 +191,7 @@ double objective(double *x) {
   J += unfoldable(x, 1) + unfoldable(x, 0);
   J += 1e-3 * wide(x);
   J += waist(u, x);
+  J += assigned_later(u, x);
   for (int i = 0; i < 6; i++) J += 0.1 * u[i] * u[i];
   return J;
 }
