@@ -453,16 +453,12 @@ static void bufs_free(ad__mrec *r) {
   r->keep = NULL;
 }
 
-static int rev_start(ad_tape *t, ad__mrec *r) {
-  MPI_Comm pc = r->c->priv;
-  ad__mpi_counters.adjoint_bytes += record_payload(r, 1);
-  int p = r->c->size, me = r->c->rank, e = MPI_SUCCESS;
-  int root = me == r->root;
+/* The adjoint of r's collective, started on pc (p ranks; root: this rank is
+ * the record's root): AD_OK with MPI's code in *mpi, or the library's error. */
+static int rev_kinds(ad_tape *t, ad__mrec *r, MPI_Comm pc, int p, int root, int *mpi) {
+  int e = MPI_SUCCESS;
   double *a;
   switch (r->kind) {
-  case AD__M_BARRIER:
-    e = MPI_Ibarrier(pc, &r->sreq);
-    break;
   case AD__M_BCAST: {
     int n = root ? r->nin : r->nout;
     if (!bufs(r, (size_t)n, 0)) return AD_ERR_NOMEM;
@@ -563,7 +559,8 @@ static int rev_start(ad_tape *t, ad__mrec *r) {
   default:
     return AD_ERR_STATE;
   }
-  return e == MPI_SUCCESS ? AD_OK : ad__mpi_fail(t, e, "starting the adjoint of a collective");
+  *mpi = e;
+  return AD_OK;
 }
 
 /* Wait for a sweep's collective. One that timed out is still pending, and
@@ -635,15 +632,10 @@ static int rev_finish(ad_tape *t, ad__mrec *r) {
   return rc;
 }
 
-static int fwd_start(ad_tape *t, ad__mrec *r) {
-  MPI_Comm pc = r->c->priv;
-  ad__mpi_counters.tangent_bytes += record_payload(r, 0);
-  int p = r->c->size, me = r->c->rank, e = MPI_SUCCESS;
-  int root = me == r->root;
+/* The tangent of r's collective, as rev_kinds. */
+static int fwd_kinds(ad_tape *t, ad__mrec *r, MPI_Comm pc, int p, int root, int *mpi) {
+  int e = MPI_SUCCESS;
   switch (r->kind) {
-  case AD__M_BARRIER:
-    e = MPI_Ibarrier(pc, &r->sreq);
-    break;
   case AD__M_BCAST: {
     int n = root ? r->nin : r->nout;
     if (!bufs(r, (size_t)n, 0)) return AD_ERR_NOMEM;
@@ -652,26 +644,23 @@ static int fwd_start(ad_tape *t, ad__mrec *r) {
     break;
   }
   case AD__M_REDUCE:
-  case AD__M_ALLREDUCE: {
+  case AD__M_ALLREDUCE:
+  case AD__M_RSB: {
+    /* The weighted tangents, summed where the forward call summed. */
     int n = r->nin;
-    if (!bufs(r, (size_t)n, (size_t)n)) return AD_ERR_NOMEM;
+    if (!bufs(r, (size_t)n, (size_t)(r->kind == AD__M_RSB ? r->count : n))) return AD_ERR_NOMEM;
     ad__tan_get(t, r->in, n, r->sbuf);
     scale(r->sbuf, r->w, n);
     if (r->kind == AD__M_REDUCE)
       e = MPI_Ireduce(r->sbuf, r->sbuf2, n, MPI_DOUBLE, MPI_SUM, r->root, pc, &r->sreq);
-    else
+    else if (r->kind == AD__M_ALLREDUCE)
       e = MPI_Iallreduce(r->sbuf, r->sbuf2, n, MPI_DOUBLE, MPI_SUM, pc, &r->sreq);
-    break;
-  }
-  case AD__M_RSB:
-    if (!bufs(r, (size_t)r->nin, (size_t)r->count)) return AD_ERR_NOMEM;
-    ad__tan_get(t, r->in, r->nin, r->sbuf);
-    scale(r->sbuf, r->w, r->nin);
-    if (r->cnt)
+    else if (r->cnt)
       e = MPI_Ireduce_scatter(r->sbuf, r->sbuf2, r->cnt, MPI_DOUBLE, MPI_SUM, pc, &r->sreq);
     else
       e = MPI_Ireduce_scatter_block(r->sbuf, r->sbuf2, r->count, MPI_DOUBLE, MPI_SUM, pc, &r->sreq);
     break;
+  }
   case AD__M_SCAN:
   case AD__M_EXSCAN: {
     int n = r->nin;
@@ -698,7 +687,7 @@ static int fwd_start(ad_tape *t, ad__mrec *r) {
   case AD__M_ALLGATHERV: {
     int ext = extent(r->cnt, r->dsp, p);
     if (!bufs(r, (size_t)ext, 0)) return AD_ERR_NOMEM;
-    ad__tan_get(t, r->in, r->nin, r->sbuf + r->dsp[me]); /* in place, as in the forward call */
+    ad__tan_get(t, r->in, r->nin, r->sbuf + r->dsp[r->c->rank]); /* in place, as in the forward call */
     e = MPI_Iallgatherv(MPI_IN_PLACE, r->nin, MPI_DOUBLE, r->sbuf, r->cnt, r->dsp, MPI_DOUBLE, pc, &r->sreq);
     break;
   }
@@ -732,7 +721,22 @@ static int fwd_start(ad_tape *t, ad__mrec *r) {
   default:
     return AD_ERR_STATE;
   }
-  return e == MPI_SUCCESS ? AD_OK : ad__mpi_fail(t, e, "starting the tangent of a collective");
+  *mpi = e;
+  return AD_OK;
+}
+
+/* Start a sweep's collective for r: its adjoint (rev) or its tangent. What
+ * the two directions share is here: the bytes counted, the barrier, which
+ * moves no values, and an MPI failure turned into the tape's error. */
+static int sweep_start(ad_tape *t, ad__mrec *r, int rev) {
+  int e = MPI_SUCCESS, rc = AD_OK, root = r->c->rank == r->root;
+  *(rev ? &ad__mpi_counters.adjoint_bytes : &ad__mpi_counters.tangent_bytes) += record_payload(r, rev);
+  if (r->kind == AD__M_BARRIER)
+    e = MPI_Ibarrier(r->c->priv, &r->sreq);
+  else
+    rc = (rev ? rev_kinds : fwd_kinds)(t, r, r->c->priv, r->c->size, root, &e);
+  if (rc != AD_OK || e == MPI_SUCCESS) return rc;
+  return ad__mpi_fail(t, e, rev ? "starting the adjoint of a collective" : "starting the tangent of a collective");
 }
 
 /* Set packed values v of the slots (cnt, dsp) laid out in `laid`. */
@@ -803,7 +807,7 @@ static int pump(ad_tape *t, ad__corder *o) {
       if (!may_start(o, s, d->seq)) continue;
       o->ready[i] = o->ready[--o->nready];
       o->started[s->seq] = 1;
-      int rc = rev_start(t, s);
+      int rc = sweep_start(t, s, 1);
       if (rc != AD_OK) return rc;
       o->inflight++;
       again = 1;
@@ -840,7 +844,7 @@ static int coll_reverse(ad_tape *t, ad__mrec *r) {
       return order_fail(t, "was not started when the sweep reached its start (a sweep over part of its request?)");
     return rev_finish(t, r);
   }
-  int rc = rev_start(t, r);
+  int rc = sweep_start(t, r, 1);
   if (rc == AD_OK)
     rc = rev_finish(t, r);
   else
@@ -855,7 +859,7 @@ static int coll_tangent(ad_tape *t, ad__mrec *r) {
     if (!s) return order_fail(t, "completed on this tape but its start is gone (ad_tape_reset_to?)");
     return fwd_finish(t, s);
   }
-  int rc = fwd_start(t, r);
+  int rc = sweep_start(t, r, 0);
   if (rc != AD_OK && r->sreq == MPI_REQUEST_NULL) bufs_free(r);
   if (rc == AD_OK && r->nb) {
     ad__corder *o = ad__coll_order(t, r->c);

@@ -12,30 +12,43 @@
 /* A persistent collective keeps its arguments; every ad_mpi_start runs its
  * nonblocking twin, which records one collective, as MPI's own persistent
  * collective would run one (the same number of operations, started in the
- * same order on every rank). */
+ * same order on every rank). The kinds, each with the nonblocking call that
+ * starts it from the kept arguments (c) into the request q: */
+#define PCOLL_KINDS(X)                                                                                                 \
+  X(P_BARRIER, ad_mpi_ibarrier(c->comm, q))                                                                            \
+  X(P_BCAST, ad_mpi_ibcast(c->rbuf, c->rcount, c->rtype, c->root, c->comm, q))                                         \
+  X(P_REDUCE, ad_mpi_ireduce(c->sbuf, c->rbuf, c->rcount, c->rtype, c->op, c->root, c->comm, q))                       \
+  X(P_ALLREDUCE, ad_mpi_iallreduce(c->sbuf, c->rbuf, c->rcount, c->rtype, c->op, c->comm, q))                          \
+  X(P_RS, ad_mpi_ireduce_scatter(c->sbuf, c->rbuf, c->rcnt, c->rtype, c->op, c->comm, q))                              \
+  X(P_RSB, ad_mpi_ireduce_scatter_block(c->sbuf, c->rbuf, c->rcount, c->rtype, c->op, c->comm, q))                     \
+  X(P_SCAN, ad_mpi_iscan(c->sbuf, c->rbuf, c->rcount, c->rtype, c->op, c->comm, q))                                    \
+  X(P_EXSCAN, ad_mpi_iexscan(c->sbuf, c->rbuf, c->rcount, c->rtype, c->op, c->comm, q))                                \
+  X(P_GATHER, ad_mpi_igather(c->sbuf, c->scount, c->stype, c->rbuf, c->rcount, c->rtype, c->root, c->comm, q))         \
+  X(P_GATHERV,                                                                                                         \
+    ad_mpi_igatherv(c->sbuf, c->scount, c->stype, c->rbuf, c->rcnt, c->rdsp, c->rtype, c->root, c->comm, q))           \
+  X(P_SCATTER, ad_mpi_iscatter(c->sbuf, c->scount, c->stype, c->rbuf, c->rcount, c->rtype, c->root, c->comm, q))       \
+  X(P_SCATTERV,                                                                                                        \
+    ad_mpi_iscatterv(c->sbuf, c->scnt, c->sdsp, c->stype, c->rbuf, c->rcount, c->rtype, c->root, c->comm, q))          \
+  X(P_ALLGATHER, ad_mpi_iallgather(c->sbuf, c->scount, c->stype, c->rbuf, c->rcount, c->rtype, c->comm, q))            \
+  X(P_ALLGATHERV, ad_mpi_iallgatherv(c->sbuf, c->scount, c->stype, c->rbuf, c->rcnt, c->rdsp, c->rtype, c->comm, q))   \
+  X(P_ALLTOALL, ad_mpi_ialltoall(c->sbuf, c->scount, c->stype, c->rbuf, c->rcount, c->rtype, c->comm, q))              \
+  X(P_ALLTOALLV,                                                                                                       \
+    ad_mpi_ialltoallv(c->sbuf, c->scnt, c->sdsp, c->stype, c->rbuf, c->rcnt, c->rdsp, c->rtype, c->comm, q))           \
+  X(P_ALLTOALLW,                                                                                                       \
+    ad_mpi_ialltoallw(c->sbuf, c->scnt, c->sdsp, c->stypes, c->rbuf, c->rcnt, c->rdsp, c->rtypes, c->comm, q))         \
+  X(P_NALLGATHER, ad_mpi_ineighbor_allgather(c->sbuf, c->scount, c->stype, c->rbuf, c->rcount, c->rtype, c->comm, q))  \
+  X(P_NALLGATHERV,                                                                                                     \
+    ad_mpi_ineighbor_allgatherv(c->sbuf, c->scount, c->stype, c->rbuf, c->rcnt, c->rdsp, c->rtype, c->comm, q))        \
+  X(P_NALLTOALL, ad_mpi_ineighbor_alltoall(c->sbuf, c->scount, c->stype, c->rbuf, c->rcount, c->rtype, c->comm, q))    \
+  X(P_NALLTOALLV,                                                                                                      \
+    ad_mpi_ineighbor_alltoallv(c->sbuf, c->scnt, c->sdsp, c->stype, c->rbuf, c->rcnt, c->rdsp, c->rtype, c->comm, q))  \
+  X(P_NALLTOALLW, ad_mpi_ineighbor_alltoallw(c->sbuf, c->scnt, c->sdspa, c->stypes, c->rbuf, c->rcnt, c->rdspa,        \
+                                             c->rtypes, c->comm, q))
+
 enum {
-  P_BARRIER,
-  P_BCAST,
-  P_REDUCE,
-  P_ALLREDUCE,
-  P_RS,
-  P_RSB,
-  P_SCAN,
-  P_EXSCAN,
-  P_GATHER,
-  P_GATHERV,
-  P_SCATTER,
-  P_SCATTERV,
-  P_ALLGATHER,
-  P_ALLGATHERV,
-  P_ALLTOALL,
-  P_ALLTOALLV,
-  P_ALLTOALLW,
-  P_NALLGATHER,
-  P_NALLGATHERV,
-  P_NALLTOALL,
-  P_NALLTOALLV,
-  P_NALLTOALLW
+#define KIND(kind, call) kind,
+  PCOLL_KINDS(KIND)
+#undef KIND
 };
 
 typedef struct pcoll {
@@ -66,76 +79,14 @@ static int pcoll_start(void *pctx, MPI_Request *mpi, const ad__req_ops **ops, vo
   ad__coll_capture.t = NULL;
   ad__coll_capture.r = NULL;
   ad__coll_capture.active = 0;
-  int rc;
+  int rc = MPI_ERR_INTERN;
   switch (c->kind) {
-  case P_BARRIER:
-    rc = ad_mpi_ibarrier(c->comm, q);
+#define START(kind, call)                                                                                              \
+  case kind:                                                                                                           \
+    rc = call;                                                                                                         \
     break;
-  case P_BCAST:
-    rc = ad_mpi_ibcast(c->rbuf, c->rcount, c->rtype, c->root, c->comm, q);
-    break;
-  case P_REDUCE:
-    rc = ad_mpi_ireduce(c->sbuf, c->rbuf, c->rcount, c->rtype, c->op, c->root, c->comm, q);
-    break;
-  case P_ALLREDUCE:
-    rc = ad_mpi_iallreduce(c->sbuf, c->rbuf, c->rcount, c->rtype, c->op, c->comm, q);
-    break;
-  case P_RS:
-    rc = ad_mpi_ireduce_scatter(c->sbuf, c->rbuf, c->rcnt, c->rtype, c->op, c->comm, q);
-    break;
-  case P_RSB:
-    rc = ad_mpi_ireduce_scatter_block(c->sbuf, c->rbuf, c->rcount, c->rtype, c->op, c->comm, q);
-    break;
-  case P_SCAN:
-    rc = ad_mpi_iscan(c->sbuf, c->rbuf, c->rcount, c->rtype, c->op, c->comm, q);
-    break;
-  case P_EXSCAN:
-    rc = ad_mpi_iexscan(c->sbuf, c->rbuf, c->rcount, c->rtype, c->op, c->comm, q);
-    break;
-  case P_GATHER:
-    rc = ad_mpi_igather(c->sbuf, c->scount, c->stype, c->rbuf, c->rcount, c->rtype, c->root, c->comm, q);
-    break;
-  case P_GATHERV:
-    rc = ad_mpi_igatherv(c->sbuf, c->scount, c->stype, c->rbuf, c->rcnt, c->rdsp, c->rtype, c->root, c->comm, q);
-    break;
-  case P_SCATTER:
-    rc = ad_mpi_iscatter(c->sbuf, c->scount, c->stype, c->rbuf, c->rcount, c->rtype, c->root, c->comm, q);
-    break;
-  case P_SCATTERV:
-    rc = ad_mpi_iscatterv(c->sbuf, c->scnt, c->sdsp, c->stype, c->rbuf, c->rcount, c->rtype, c->root, c->comm, q);
-    break;
-  case P_ALLGATHER:
-    rc = ad_mpi_iallgather(c->sbuf, c->scount, c->stype, c->rbuf, c->rcount, c->rtype, c->comm, q);
-    break;
-  case P_ALLGATHERV:
-    rc = ad_mpi_iallgatherv(c->sbuf, c->scount, c->stype, c->rbuf, c->rcnt, c->rdsp, c->rtype, c->comm, q);
-    break;
-  case P_ALLTOALL:
-    rc = ad_mpi_ialltoall(c->sbuf, c->scount, c->stype, c->rbuf, c->rcount, c->rtype, c->comm, q);
-    break;
-  case P_ALLTOALLV:
-    rc = ad_mpi_ialltoallv(c->sbuf, c->scnt, c->sdsp, c->stype, c->rbuf, c->rcnt, c->rdsp, c->rtype, c->comm, q);
-    break;
-  case P_ALLTOALLW:
-    rc = ad_mpi_ialltoallw(c->sbuf, c->scnt, c->sdsp, c->stypes, c->rbuf, c->rcnt, c->rdsp, c->rtypes, c->comm, q);
-    break;
-  case P_NALLGATHER:
-    rc = ad_mpi_ineighbor_allgather(c->sbuf, c->scount, c->stype, c->rbuf, c->rcount, c->rtype, c->comm, q);
-    break;
-  case P_NALLGATHERV:
-    rc = ad_mpi_ineighbor_allgatherv(c->sbuf, c->scount, c->stype, c->rbuf, c->rcnt, c->rdsp, c->rtype, c->comm, q);
-    break;
-  case P_NALLTOALL:
-    rc = ad_mpi_ineighbor_alltoall(c->sbuf, c->scount, c->stype, c->rbuf, c->rcount, c->rtype, c->comm, q);
-    break;
-  case P_NALLTOALLV:
-    rc = ad_mpi_ineighbor_alltoallv(c->sbuf, c->scnt, c->sdsp, c->stype, c->rbuf, c->rcnt, c->rdsp, c->rtype, c->comm,
-                                    q);
-    break;
-  default:
-    rc = ad_mpi_ineighbor_alltoallw(c->sbuf, c->scnt, c->sdspa, c->stypes, c->rbuf, c->rcnt, c->rdspa, c->rtypes,
-                                    c->comm, q);
-    break;
+    PCOLL_KINDS(START)
+#undef START
   }
   if (rc != MPI_SUCCESS) return rc;
   *mpi = ad__coll_capture.mq;
@@ -181,31 +132,55 @@ int ad_mpi_barrier_init(MPI_Comm comm, MPI_Info info, ad_mpi_request *request) {
   return rc != MPI_SUCCESS ? rc : pcoll_done(c, 1, request);
 }
 
-int ad_mpi_bcast_init(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Info info,
-                      ad_mpi_request *request) {
-  (void)info;
-  pcoll *c;
-  int rc = pcoll_new(P_BCAST, comm, &c);
-  if (rc != MPI_SUCCESS) return rc;
-  c->rbuf = buffer;
-  c->rcount = count;
-  c->rtype = datatype;
-  c->root = root;
-  return pcoll_done(c, 1, request);
-}
-
-static int reduce_init(int kind, const void *sendbuf, void *recvbuf, int count, const int *counts,
-                       MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm, ad_mpi_request *request) {
+/* The arguments a collective keeps, in *out (also when an array could not be
+ * copied: MPI_ERR_NO_MEM): ns and nr entries in the send and receive arrays
+ * that are given. */
+static int move_fill(pcoll **out, int kind, const void *sendbuf, int sendcount, const int *scnt, const int *sdsp,
+                     MPI_Datatype sendtype, void *recvbuf, int recvcount, const int *rcnt, const int *rdsp,
+                     MPI_Datatype recvtype, int root, int ns, int nr, MPI_Comm comm) {
   pcoll *c;
   int rc = pcoll_new(kind, comm, &c);
   if (rc != MPI_SUCCESS) return rc;
+  *out = c;
   c->sbuf = sendbuf;
   c->rbuf = recvbuf;
-  c->rcount = count;
-  c->rtype = datatype;
-  c->op = op;
+  c->scount = sendcount;
+  c->rcount = recvcount;
+  c->stype = sendtype;
+  c->rtype = recvtype;
   c->root = root;
-  return pcoll_done(c, pc_icopy(&c->rcnt, counts, comm_size(comm)), request);
+  int ok = pc_icopy(&c->scnt, scnt, ns) && pc_icopy(&c->sdsp, sdsp, ns) && pc_icopy(&c->rcnt, rcnt, nr) &&
+           pc_icopy(&c->rdsp, rdsp, nr);
+  return ok ? MPI_SUCCESS : MPI_ERR_NO_MEM;
+}
+
+static int move_init(int kind, const void *sendbuf, int sendcount, const int *scnt, const int *sdsp,
+                     MPI_Datatype sendtype, void *recvbuf, int recvcount, const int *rcnt, const int *rdsp,
+                     MPI_Datatype recvtype, int root, int ns, int nr, MPI_Comm comm, ad_mpi_request *request) {
+  pcoll *c = NULL;
+  int rc = move_fill(&c, kind, sendbuf, sendcount, scnt, sdsp, sendtype, recvbuf, recvcount, rcnt, rdsp, recvtype, root,
+                     ns, nr, comm);
+  if (!c) return rc;
+  return pcoll_done(c, rc == MPI_SUCCESS, request);
+}
+
+int ad_mpi_bcast_init(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Info info,
+                      ad_mpi_request *request) {
+  (void)info;
+  return move_init(P_BCAST, NULL, 0, NULL, NULL, MPI_DATATYPE_NULL, buffer, count, NULL, NULL, datatype, root, 0, 0,
+                   comm, request);
+}
+
+/* The reductions: the send and receive buffers of one type, an operation,
+ * and receive counts per rank for reduce_scatter. */
+static int reduce_init(int kind, const void *sendbuf, void *recvbuf, int count, const int *counts,
+                       MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm, ad_mpi_request *request) {
+  pcoll *c = NULL;
+  int rc = move_fill(&c, kind, sendbuf, 0, NULL, NULL, MPI_DATATYPE_NULL, recvbuf, count, counts, NULL, datatype, root,
+                     0, comm_size(comm), comm);
+  if (!c) return rc;
+  c->op = op;
+  return pcoll_done(c, rc == MPI_SUCCESS, request);
 }
 
 int ad_mpi_reduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
@@ -239,37 +214,6 @@ int ad_mpi_exscan_init(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
   return reduce_init(P_EXSCAN, sendbuf, recvbuf, count, NULL, datatype, op, 0, comm, request);
 }
 
-/* The gather, scatter, allgather and alltoall family: ns and nr entries in
- * the send and receive arrays that are given. */
-static int move_fill(pcoll **out, int kind, const void *sendbuf, int sendcount, const int *scnt, const int *sdsp,
-                     MPI_Datatype sendtype, void *recvbuf, int recvcount, const int *rcnt, const int *rdsp,
-                     MPI_Datatype recvtype, int root, int ns, int nr, MPI_Comm comm) {
-  pcoll *c;
-  int rc = pcoll_new(kind, comm, &c);
-  if (rc != MPI_SUCCESS) return rc;
-  *out = c;
-  c->sbuf = sendbuf;
-  c->rbuf = recvbuf;
-  c->scount = sendcount;
-  c->rcount = recvcount;
-  c->stype = sendtype;
-  c->rtype = recvtype;
-  c->root = root;
-  int ok = pc_icopy(&c->scnt, scnt, ns) && pc_icopy(&c->sdsp, sdsp, ns) && pc_icopy(&c->rcnt, rcnt, nr) &&
-           pc_icopy(&c->rdsp, rdsp, nr);
-  return ok ? MPI_SUCCESS : MPI_ERR_NO_MEM;
-}
-
-static int move_init(int kind, const void *sendbuf, int sendcount, const int *scnt, const int *sdsp,
-                     MPI_Datatype sendtype, void *recvbuf, int recvcount, const int *rcnt, const int *rdsp,
-                     MPI_Datatype recvtype, int root, int ns, int nr, MPI_Comm comm, ad_mpi_request *request) {
-  pcoll *c = NULL;
-  int rc = move_fill(&c, kind, sendbuf, sendcount, scnt, sdsp, sendtype, recvbuf, recvcount, rcnt, rdsp, recvtype, root,
-                     ns, nr, comm);
-  if (!c) return rc;
-  return pcoll_done(c, rc == MPI_SUCCESS, request);
-}
-
 int ad_mpi_gather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                        MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, ad_mpi_request *request) {
   (void)info;
@@ -296,24 +240,25 @@ int ad_mpi_scatterv_init(const void *sendbuf, const int sendcounts[], const int 
   return move_init(P_SCATTERV, sendbuf, 0, sendcounts, displs, sendtype, recvbuf, recvcount, NULL, NULL, recvtype, root,
                    comm_size(comm), 0, comm, request);
 }
-int ad_mpi_allgather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                          MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, ad_mpi_request *request) {
-  (void)info;
-  return move_init(P_ALLGATHER, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, recvcount, NULL, NULL, recvtype, 0,
-                   0, 0, comm, request);
-}
+/* The collectives that move one block of a type to every rank (or neighbour)
+ * and one from each: the same parameters, a different kind kept. */
+#define PCOLL_ONE_BLOCK(name, kind)                                                                                    \
+  int ad_mpi_##name##_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,    \
+                           MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, ad_mpi_request *request) {             \
+    (void)info;                                                                                                        \
+    return move_init(kind, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, recvcount, NULL, NULL, recvtype, 0, 0,   \
+                     0, comm, request);                                                                                \
+  }
+PCOLL_ONE_BLOCK(allgather, P_ALLGATHER)
+PCOLL_ONE_BLOCK(alltoall, P_ALLTOALL)
+PCOLL_ONE_BLOCK(neighbor_allgather, P_NALLGATHER)
+PCOLL_ONE_BLOCK(neighbor_alltoall, P_NALLTOALL)
 int ad_mpi_allgatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                            const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm,
                            MPI_Info info, ad_mpi_request *request) {
   (void)info;
   return move_init(P_ALLGATHERV, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, 0, recvcounts, displs, recvtype, 0,
                    0, comm_size(comm), comm, request);
-}
-int ad_mpi_alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                         MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, ad_mpi_request *request) {
-  (void)info;
-  return move_init(P_ALLTOALL, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, recvcount, NULL, NULL, recvtype, 0, 0,
-                   0, comm, request);
 }
 int ad_mpi_alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
                           void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
@@ -343,13 +288,6 @@ int ad_mpi_alltoallw_init(const void *sendbuf, const int sendcounts[], const int
   return pcoll_done(c, ok, request);
 }
 
-int ad_mpi_neighbor_allgather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
-                                   ad_mpi_request *request) {
-  (void)info;
-  return move_init(P_NALLGATHER, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, recvcount, NULL, NULL, recvtype, 0,
-                   0, 0, comm, request);
-}
 int ad_mpi_neighbor_allgatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                                     const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm,
                                     MPI_Info info, ad_mpi_request *request) {
@@ -359,13 +297,6 @@ int ad_mpi_neighbor_allgatherv_init(const void *sendbuf, int sendcount, MPI_Data
   if (rc != MPI_SUCCESS) return rc;
   return move_init(P_NALLGATHERV, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, 0, recvcounts, displs, recvtype, 0,
                    0, in, comm, request);
-}
-int ad_mpi_neighbor_alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
-                                  ad_mpi_request *request) {
-  (void)info;
-  return move_init(P_NALLTOALL, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, recvcount, NULL, NULL, recvtype, 0,
-                   0, 0, comm, request);
 }
 int ad_mpi_neighbor_alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[],
                                    MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[],

@@ -115,52 +115,6 @@ static int gatherv_any(const void *sendbuf, int sendcount, void *recvbuf, const 
   return ad__coll_pend_go(q, rc, mq, req);
 }
 
-static int gather_check(const void *sendbuf, int sendcount, MPI_Datatype sendtype, MPI_Datatype recvtype, int root,
-                        MPI_Comm comm, const char *fn, int *active) {
-  int e_ = ad__types_refuse(fn, 2, sendtype, recvtype);
-  if (e_ != MPI_SUCCESS) return e_;
-  int rank;
-  MPI_Comm_rank(comm, &rank);
-  int use_send = !(rank == root && sendbuf == MPI_IN_PLACE);
-  *active = (use_send ? is_real(sendtype) : is_real(recvtype)) || (rank == root && is_real(recvtype));
-  /* An intercommunicator's root group (MPI_ROOT, MPI_PROC_NULL) sends nothing. */
-  int sends = use_send && root != MPI_ROOT && root != MPI_PROC_NULL;
-  if (!*active) return ad__coll_send_guard(fn, comm, sends ? sendbuf : NULL, sendcount, 0, NULL, NULL, sendtype);
-  coll chk = {0};
-  ad__mpi_tape(&chk.seen);
-  return ad__coll_both_real(&chk, sendtype, recvtype, use_send, rank == root, fn) ? MPI_SUCCESS : MPI_ERR_TYPE;
-}
-
-/* Gather(v) and igather(v) (req); the regular form (v 0) as the v-form with
- * recvcount per rank. */
-static int gather_front(int v, const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                        const int recvcounts[], const int displs[], int recvcount, MPI_Datatype recvtype, int root,
-                        MPI_Comm comm, ad_mpi_request *req, const char *fn) {
-  if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__handoff.dt_gatherv(v, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvcount, recvtype,
-                                  root, comm, req);
-  int active, *reg, rc = gather_check(sendbuf, sendcount, sendtype, recvtype, root, comm, fn, &active);
-  if (rc != MPI_SUCCESS) return rc;
-  if (!active)
-    return v ? AD__COLL_PASSIVE(req, MPI_Gatherv, MPI_Igatherv, sendbuf, sendcount, sendtype, recvbuf, recvcounts,
-                                displs, recvtype, root, comm)
-             : AD__COLL_PASSIVE(req, MPI_Gather, MPI_Igather, sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                recvtype, root, comm);
-  if ((rc = ad__mpi_as_v(v, comm, recvcount, &recvcounts, &displs, &reg)) != MPI_SUCCESS) return rc;
-  rc = gatherv_any(sendbuf, sendcount, recvbuf, recvcounts, displs, root, comm, req, fn);
-  free(reg);
-  return rc;
-}
-
-AD__COLL_FORMS(gatherv, gather_front,
-               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
-                const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm),
-               (1, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, root, comm))
-AD__COLL_FORMS(gather, gather_front,
-               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                MPI_Datatype recvtype, int root, MPI_Comm comm),
-               (0, sendbuf, sendcount, sendtype, recvbuf, NULL, NULL, recvcount, recvtype, root, comm))
-
 static int scatterv_any(const void *sendbuf, const int *sendcounts, const int *displs, void *recvbuf, int recvcount,
                         int root, MPI_Comm comm, ad_mpi_request *req, const char *fn) {
   coll x;
@@ -213,52 +167,95 @@ static int scatterv_any(const void *sendbuf, const int *sendcounts, const int *d
   return ad__coll_pend_go(q, rc, mq, req);
 }
 
-static int scatter_check(const void *sendbuf, int sendcount, const int *sendcounts, const int *displs,
-                         MPI_Datatype sendtype, void *recvbuf, MPI_Datatype recvtype, int root, MPI_Comm comm,
-                         const char *fn, int *active) {
-  int e_ = ad__types_refuse(fn, 2, sendtype, recvtype);
+/* The arguments of a gather(v) or a scatter(v). counts and displs describe
+ * the root's side, which receives (gather) or sends (scatter) one block per
+ * rank, and which may be in place at the root; the other side is each rank's
+ * own block. The regular forms leave counts NULL. */
+typedef struct {
+  const void *sendbuf;
+  void *recvbuf;
+  int sendcount, recvcount;
+  const int *counts, *displs;
+  MPI_Datatype sendtype, recvtype;
+  int root;
+  MPI_Comm comm;
+} rooted;
+
+static int rooted_check(int scatter, const rooted *a, const char *fn, int *active) {
+  int e_ = ad__types_refuse(fn, 2, a->sendtype, a->recvtype);
   if (e_ != MPI_SUCCESS) return e_;
   int rank;
-  MPI_Comm_rank(comm, &rank);
-  int use_recv = !(rank == root && recvbuf == MPI_IN_PLACE);
-  *active = (use_recv ? is_real(recvtype) : is_real(sendtype)) || (rank == root && is_real(sendtype));
-  if (!*active) { /* only the root sends */
-    int p = comm_size(comm);
-    return ad__coll_send_guard(fn, comm, is_root(root, comm) ? sendbuf : NULL, blocks_of(sendcount, p), p, sendcounts,
-                               displs, sendtype);
+  MPI_Comm_rank(a->comm, &rank);
+  int me = rank == a->root;
+  MPI_Datatype own = scatter ? a->recvtype : a->sendtype, all = scatter ? a->sendtype : a->recvtype;
+  int use_own = !(me && (scatter ? a->recvbuf : a->sendbuf) == MPI_IN_PLACE);
+  *active = (use_own ? is_real(own) : is_real(all)) || (me && is_real(all));
+  if (!*active && scatter) { /* only the root sends */
+    int p = comm_size(a->comm);
+    return ad__coll_send_guard(fn, a->comm, is_root(a->root, a->comm) ? a->sendbuf : NULL, blocks_of(a->sendcount, p),
+                               p, a->counts, a->displs, a->sendtype);
+  }
+  if (!*active) {
+    /* An intercommunicator's root group (MPI_ROOT, MPI_PROC_NULL) sends nothing. */
+    int sends = use_own && a->root != MPI_ROOT && a->root != MPI_PROC_NULL;
+    return ad__coll_send_guard(fn, a->comm, sends ? a->sendbuf : NULL, a->sendcount, 0, NULL, NULL, a->sendtype);
   }
   coll chk = {0};
   ad__mpi_tape(&chk.seen);
-  return ad__coll_both_real(&chk, sendtype, recvtype, rank == root, use_recv, fn) ? MPI_SUCCESS : MPI_ERR_TYPE;
+  return ad__coll_both_real(&chk, a->sendtype, a->recvtype, scatter ? me : use_own, scatter ? use_own : me, fn)
+             ? MPI_SUCCESS
+             : MPI_ERR_TYPE;
 }
 
-/* Scatter(v) and iscatter(v) (req); the regular form (v 0) as the v-form
- * with sendcount per rank. */
-static int scatter_front(int v, const void *sendbuf, const int sendcounts[], const int displs[], int sendcount,
-                         MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
-                         MPI_Comm comm, ad_mpi_request *req, const char *fn) {
+/* A passive gather(v) or scatter(v) in the form the user called. */
+static int rooted_passive(int scatter, int v, const rooted *a, ad_mpi_request *req) {
+  if (scatter)
+    return v ? AD__COLL_PASSIVE(req, MPI_Scatterv, MPI_Iscatterv, a->sendbuf, a->counts, a->displs, a->sendtype,
+                                a->recvbuf, a->recvcount, a->recvtype, a->root, a->comm)
+             : AD__COLL_PASSIVE(req, MPI_Scatter, MPI_Iscatter, a->sendbuf, a->sendcount, a->sendtype, a->recvbuf,
+                                a->recvcount, a->recvtype, a->root, a->comm);
+  return v ? AD__COLL_PASSIVE(req, MPI_Gatherv, MPI_Igatherv, a->sendbuf, a->sendcount, a->sendtype, a->recvbuf,
+                              a->counts, a->displs, a->recvtype, a->root, a->comm)
+           : AD__COLL_PASSIVE(req, MPI_Gather, MPI_Igather, a->sendbuf, a->sendcount, a->sendtype, a->recvbuf,
+                              a->recvcount, a->recvtype, a->root, a->comm);
+}
+
+/* Gather(v), scatter(v) and their nonblocking forms (req): one sequence of
+ * steps, mirrored by the direction. The regular form (v 0) runs as the v-form
+ * with the root's block count per rank. */
+static int rooted_front(int scatter, int v, const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                        int recvcount, MPI_Datatype recvtype, const int counts[], const int displs[], int root,
+                        MPI_Comm comm, ad_mpi_request *req, const char *fn) {
   if (ad__dtype_any(2, sendtype, recvtype))
-    return ad__handoff.dt_scatterv(v, sendbuf, sendcounts, displs, sendcount, sendtype, recvbuf, recvcount, recvtype,
-                                   root, comm, req);
-  int active, *reg,
-      rc = scatter_check(sendbuf, sendcount, sendcounts, displs, sendtype, recvbuf, recvtype, root, comm, fn, &active);
+    return scatter ? ad__handoff.dt_scatterv(v, sendbuf, counts, displs, sendcount, sendtype, recvbuf, recvcount,
+                                             recvtype, root, comm, req)
+                   : ad__handoff.dt_gatherv(v, sendbuf, sendcount, sendtype, recvbuf, counts, displs, recvcount,
+                                            recvtype, root, comm, req);
+  rooted a = {sendbuf, recvbuf, sendcount, recvcount, counts, displs, sendtype, recvtype, root, comm};
+  int active, *reg, rc = rooted_check(scatter, &a, fn, &active);
   if (rc != MPI_SUCCESS) return rc;
-  if (!active)
-    return v ? AD__COLL_PASSIVE(req, MPI_Scatterv, MPI_Iscatterv, sendbuf, sendcounts, displs, sendtype, recvbuf,
-                                recvcount, recvtype, root, comm)
-             : AD__COLL_PASSIVE(req, MPI_Scatter, MPI_Iscatter, sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                recvtype, root, comm);
-  if ((rc = ad__mpi_as_v(v, comm, sendcount, &sendcounts, &displs, &reg)) != MPI_SUCCESS) return rc;
-  rc = scatterv_any(sendbuf, sendcounts, displs, recvbuf, recvcount, root, comm, req, fn);
+  if (!active) return rooted_passive(scatter, v, &a, req);
+  rc = ad__mpi_as_v(v, comm, scatter ? sendcount : recvcount, &counts, &displs, &reg);
+  if (rc != MPI_SUCCESS) return rc;
+  rc = scatter ? scatterv_any(sendbuf, counts, displs, recvbuf, recvcount, root, comm, req, fn)
+               : gatherv_any(sendbuf, sendcount, recvbuf, counts, displs, root, comm, req, fn);
   free(reg);
   return rc;
 }
 
-AD__COLL_FORMS(scatterv, scatter_front,
-               (const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void *recvbuf,
-                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm),
-               (1, sendbuf, sendcounts, displs, 0, sendtype, recvbuf, recvcount, recvtype, root, comm))
-AD__COLL_FORMS(scatter, scatter_front,
+AD__COLL_FORMS(gatherv, rooted_front,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm),
+               (0, 1, sendbuf, sendcount, sendtype, recvbuf, 0, recvtype, recvcounts, displs, root, comm))
+AD__COLL_FORMS(gather, rooted_front,
                (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                 MPI_Datatype recvtype, int root, MPI_Comm comm),
-               (0, sendbuf, NULL, NULL, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm))
+               (0, 0, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, NULL, NULL, root, comm))
+AD__COLL_FORMS(scatterv, rooted_front,
+               (const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void *recvbuf,
+                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm),
+               (1, 1, sendbuf, 0, sendtype, recvbuf, recvcount, recvtype, sendcounts, displs, root, comm))
+AD__COLL_FORMS(scatter, rooted_front,
+               (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                MPI_Datatype recvtype, int root, MPI_Comm comm),
+               (1, 0, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, NULL, NULL, root, comm))

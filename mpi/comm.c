@@ -106,13 +106,7 @@ static void comm_release(ad__comm *c) {
 
 /* The user freed a communicator: free its duplicate; the info stays (records
  * may point to it) and a sweep that needs it reports the communicator gone. */
-static int comm_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
-  (void)comm;
-  (void)keyval;
-  (void)extra;
-  comm_release(attr);
-  return MPI_SUCCESS;
-}
+AD__MPI_ATTR_DELETE(comm_delete, MPI_Comm, comm_release)
 
 void ad__kmap_free(ad__kmap *m) {
   free(m->keys);

@@ -9,6 +9,18 @@
 
 #include "../lib/tape_impl.h"
 
+/* An attribute's delete callback (of a communicator or a datatype, handle_t)
+ * that frees the attribute's value with release. MPI's signature names the
+ * handle, key and extra state, which the layer's attributes do not need. */
+#define AD__MPI_ATTR_DELETE(name, handle_t, release)                                                                   \
+  static int name(handle_t handle, int keyval, void *attr, void *extra) {                                              \
+    (void)handle;                                                                                                      \
+    (void)keyval;                                                                                                      \
+    (void)extra;                                                                                                       \
+    release(attr);                                                                                                     \
+    return MPI_SUCCESS;                                                                                                \
+  }
+
 /* ------------------------------------------------------------------------ */
 /* Communicators                                                             */
 /* ------------------------------------------------------------------------ */

@@ -492,17 +492,17 @@ static int slot_activate(int s, MPI_Comm comm, void *buf, int count, int peer, i
     return err;
   }
   rslot *q = &ad__req_slots[s];
-  q->active = 1;
-  q->is_recv = is_recv;
   q->c = c;
-  q->count = count;
   q->ubuf = buf;
-  q->peer = peer;
-  q->tag = tag;
+  q->count = count;
   if (!(q->v = ad__p2p_scratch(count))) {
     ad__req_slot_free(s);
     return MPI_ERR_NO_MEM;
   }
+  q->active = 1;
+  q->is_recv = is_recv;
+  q->peer = peer;
+  q->tag = tag;
   return MPI_SUCCESS;
 }
 
@@ -726,12 +726,19 @@ static void msg_passive(ad__comm *c, uint64_t post, const char *fn) {
   ad__recv_complete(c, post, -2, -2);
 }
 
+/* The checks of a receive of a probed message: the type, and the message
+ * (*mc as ad__req_msg_check says, never negative on success). */
+static int message_check(MPI_Datatype type, const ad_mpi_message *message, const char *fn, int *mc) {
+  int rc = ad__types_refuse(fn, 1, type);
+  if (rc != MPI_SUCCESS) return rc;
+  *mc = ad__req_msg_check(message);
+  return *mc < 0 ? ad__req_msg_misuse(fn) : MPI_SUCCESS;
+}
+
 int ad_mpi_mrecv(void *buf, int count, MPI_Datatype type, ad_mpi_message *message, MPI_Status *status) {
   if (ad__dtype_any(1, type)) return ad__handoff.dt_mrecv(buf, count, type, message, status);
-  int rc = ad__types_refuse("ad_mpi_mrecv", 1, type);
+  int mc, rc = message_check(type, message, "ad_mpi_mrecv", &mc);
   if (rc != MPI_SUCCESS) return rc;
-  int mc = ad__req_msg_check(message);
-  if (mc < 0) return ad__req_msg_misuse("ad_mpi_mrecv");
   if (mc == 0) return MPI_Mrecv(buf, count, is_real(type) ? MPI_DOUBLE : type, &message->mpi, status);
   if (count < 0) return MPI_ERR_COUNT;
   int s = message->slot;
@@ -758,10 +765,8 @@ int ad_mpi_mrecv(void *buf, int count, MPI_Datatype type, ad_mpi_message *messag
 
 int ad_mpi_imrecv(void *buf, int count, MPI_Datatype type, ad_mpi_message *message, ad_mpi_request *request) {
   if (ad__dtype_any(1, type)) return ad__handoff.dt_imrecv(buf, count, type, message, request);
-  int rc = ad__types_refuse("ad_mpi_imrecv", 1, type);
+  int mc, rc = message_check(type, message, "ad_mpi_imrecv", &mc);
   if (rc != MPI_SUCCESS) return rc;
-  int mc = ad__req_msg_check(message);
-  if (mc < 0) return ad__req_msg_misuse("ad_mpi_imrecv");
   if (count < 0) return MPI_ERR_COUNT;
   ad_tape *seen;
   ad__mpi_tape(&seen);

@@ -318,13 +318,7 @@ static void dtype_free(ad__dtype *d) {
   free(d);
 }
 
-static int dtype_delete(MPI_Datatype t, int key, void *val, void *extra) {
-  (void)t;
-  (void)key;
-  (void)extra;
-  dtype_free(val);
-  return MPI_SUCCESS;
-}
+AD__MPI_ATTR_DELETE(dtype_delete, MPI_Datatype, dtype_free)
 
 static ad__dtype *dtype_build(MPI_Datatype t) {
   flat f;

@@ -130,6 +130,7 @@ static later *later_new(ad_mpi_request *req, const int *dsp, int p, int *rc) {
   if (L) {
     L->preq = MPI_REQUEST_NULL;
     L->nb = req != NULL;
+    L->p = p;
   }
   if (L && dsp && !(L->vdsp[0] = icopy_n(dsp, p))) {
     free(L);
@@ -139,7 +140,25 @@ static later *later_new(ad_mpi_request *req, const int *dsp, int p, int *rc) {
   return L;
 }
 
-/* Uniform counts as v-arguments. */
+/* The end of a gather or scatter: its side of one block (s) and of a block
+ * per rank (v), each unpacked at completion into its base if not NULL, and
+ * the count array it made (keep) go to L, which arms (later_arm); with no L
+ * (nothing started) they are released now. rc is returned. */
+static int later_hand(later *L, int rc, ad_mpi_request *req, side *s, void *sbase, vside *v, void *vbase, int *keep) {
+  if (!L) {
+    ad__types_side_close(s);
+    ad__types_vside_close(v);
+    free(keep);
+    return rc;
+  }
+  L->s[0] = *s;
+  L->sbase[0] = sbase;
+  L->v[0] = *v;
+  L->vbase[0] = vbase;
+  L->keep[0] = keep;
+  return later_arm(L, rc, req);
+}
+
 /* The passive fields of a gather or allgather (root AD__ROOT_ALL), as bytes
  * beside the values: started nonblocking if L, else complete. What MPI
  * returned. */
@@ -191,17 +210,8 @@ int ad__dt_gatherv(int v, const void *sendbuf, int sendcount, MPI_Datatype sendt
              : call_gatherv(sb, sc, stype, rb, rcnt, rdsp, rtype, root, comm, req);
     if (rc == MPI_SUCCESS && (a.pas || b.s.pas))
       rc = passive_after(L, rc, gather_passive(&a, &b, sendcount, inplace, rank, root, comm, L), fn);
-    L->s[0] = a;
-    L->v[0] = b;
-    L->vbase[0] = b.s.d ? recvbuf : NULL;
-    L->p = p;
-    L->keep[0] = uc;
-    return later_arm(L, rc, req);
   }
-  ad__types_side_close(&a);
-  ad__types_vside_close(&b);
-  free(uc);
-  return rc;
+  return later_hand(L, rc, req, &a, NULL, &b, b.s.d ? recvbuf : NULL, uc);
 }
 
 int ad__dt_scatterv(int v, const void *sendbuf, const int sendcounts[], const int displs[], int sendcount,
@@ -238,16 +248,8 @@ int ad__dt_scatterv(int v, const void *sendbuf, const int sendcounts[], const in
                 : MPI_Scatterv(a.s.pas, a.pcnt, a.pdsp, MPI_BYTE, prb, prc, MPI_BYTE, root, comm),
           fn);
     }
-    L->v[0] = a;
-    L->s[0] = b;
-    L->sbase[0] = b.d ? recvbuf : NULL;
-    L->keep[0] = uc;
-    return later_arm(L, rc, req);
   }
-  ad__types_vside_close(&a);
-  ad__types_side_close(&b);
-  free(uc);
-  return rc;
+  return later_hand(L, rc, req, &b, b.d ? recvbuf : NULL, &a, NULL, uc);
 }
 
 int ad__dt_alltoallv(int v, const void *sendbuf, const int sendcounts[], const int sdispls[], int sendcount,
@@ -286,7 +288,6 @@ int ad__dt_alltoallv(int v, const void *sendbuf, const int sendcounts[], const i
     L->v[1] = a;
     L->v[0] = b;
     L->vbase[0] = b.s.d ? recvbuf : NULL;
-    L->p = p;
     L->keep[0] = us;
     L->keep[1] = ur;
     return later_arm(L, rc, req);

@@ -89,6 +89,66 @@ static void halo_prog(ad_real *x, int n, ad_real *y, int m, void *ctx) {
   for (int i = 0; i < n; i++) y[i] = u[i];
 }
 
+/* The one-block family (allgather, alltoall, neighbour allgather) and the
+ * reductions kept by reduce_init (reduce_scatter, its block form, scan),
+ * started together: each gives what its nonblocking twin gives on the same
+ * values, and the whole program's derivatives are checked by the caller. */
+static void family_prog(ad_real *x, int n, ad_real *y, int m, void *ctx) {
+  (void)m;
+  MPI_Comm ring = *(MPI_Comm *)ctx;
+  int p = mt_size, *ones = malloc(sizeof(int) * (size_t)p);
+  ad_real *v = calloc((size_t)p, sizeof *v), *ag = calloc((size_t)p, sizeof *ag), *aa = calloc((size_t)p, sizeof *aa);
+  ad_real *twin = calloc((size_t)p, sizeof *twin), rs, rsb, sc, nb[2], t1, t2[2];
+  for (int k = 0; k < p; k++) {
+    ones[k] = 1;
+    v[k] = ad_mul(x[k % n], 1.0 + mt_rank + 0.5 * k);
+  }
+  ad_mpi_request q[6];
+  ad_mpi_allgather_init(v, 1, AD_MPI_REAL, ag, 1, AD_MPI_REAL, MPI_COMM_WORLD, MPI_INFO_NULL, &q[0]);
+  ad_mpi_alltoall_init(v, 1, AD_MPI_REAL, aa, 1, AD_MPI_REAL, MPI_COMM_WORLD, MPI_INFO_NULL, &q[1]);
+  ad_mpi_neighbor_allgather_init(v, 1, AD_MPI_REAL, nb, 1, AD_MPI_REAL, ring, MPI_INFO_NULL, &q[2]);
+  ad_mpi_reduce_scatter_init(v, &rs, ones, AD_MPI_REAL, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &q[3]);
+  ad_mpi_reduce_scatter_block_init(v, &rsb, 1, AD_MPI_REAL, MPI_PROD, MPI_COMM_WORLD, MPI_INFO_NULL, &q[4]);
+  ad_mpi_scan_init(v, &sc, 1, AD_MPI_REAL, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &q[5]);
+  ad_mpi_startall(6, q);
+  ad_mpi_waitall(6, q, MPI_STATUSES_IGNORE);
+  for (int i = 0; i < 6; i++) MT_CHECK(ad_mpi_request_free(&q[i]) == MPI_SUCCESS);
+
+  ad_mpi_request w;
+  ad_mpi_iallgather(v, 1, AD_MPI_REAL, twin, 1, AD_MPI_REAL, MPI_COMM_WORLD, &w);
+  ad_mpi_wait(&w, MPI_STATUS_IGNORE);
+  for (int k = 0; k < p; k++) MT_CHECK(ad_value(ag[k]) == ad_value(twin[k]));
+  ad_mpi_ialltoall(v, 1, AD_MPI_REAL, twin, 1, AD_MPI_REAL, MPI_COMM_WORLD, &w);
+  ad_mpi_wait(&w, MPI_STATUS_IGNORE);
+  for (int k = 0; k < p; k++) MT_CHECK(ad_value(aa[k]) == ad_value(twin[k]));
+  ad_mpi_ineighbor_allgather(v, 1, AD_MPI_REAL, t2, 1, AD_MPI_REAL, ring, &w);
+  ad_mpi_wait(&w, MPI_STATUS_IGNORE);
+  MT_CHECK(ad_value(nb[0]) == ad_value(t2[0]) && ad_value(nb[1]) == ad_value(t2[1]));
+  ad_mpi_ireduce_scatter(v, &t1, ones, AD_MPI_REAL, MPI_SUM, MPI_COMM_WORLD, &w);
+  ad_mpi_wait(&w, MPI_STATUS_IGNORE);
+  MT_CHECK(ad_value(rs) == ad_value(t1));
+  ad_mpi_ireduce_scatter_block(v, &t1, 1, AD_MPI_REAL, MPI_PROD, MPI_COMM_WORLD, &w);
+  ad_mpi_wait(&w, MPI_STATUS_IGNORE);
+  MT_CHECK(ad_value(rsb) == ad_value(t1));
+  ad_mpi_iscan(v, &t1, 1, AD_MPI_REAL, MPI_SUM, MPI_COMM_WORLD, &w);
+  ad_mpi_wait(&w, MPI_STATUS_IGNORE);
+  MT_CHECK(ad_value(sc) == ad_value(t1));
+
+  ad_real sg = ad_const(0.0), sa = ad_const(0.0);
+  for (int k = 0; k < p; k++) {
+    sg = ad_add(sg, ad_mul(ag[k], 0.5 + k));
+    sa = ad_add(sa, ad_sin(aa[k]));
+  }
+  y[0] = ad_add(ad_mul(sg, nb[0]), rs);
+  y[1] = ad_add(ad_mul(sa, nb[1]), rsb);
+  for (int i = 2; i < n; i++) y[i] = ad_mul(x[i], sc);
+  free(ones);
+  free(v);
+  free(ag);
+  free(aa);
+  free(twin);
+}
+
 /* Misuse: starting an active persistent collective again is an error. */
 static void test_errors(void) {
   ad_real a = ad_const(1.0), b;
@@ -112,6 +172,7 @@ int main(int argc, char **argv) {
   MPI_Comm ring;
   MPI_Cart_create(MPI_COMM_WORLD, 1, dims, per, 0, &ring);
   mt_check_prog("persistent_halo", halo_prog, N, N, &ring, 1e-6);
+  mt_check_prog("persistent_family", family_prog, N, N, &ring, 1e-5);
   MPI_Comm_free(&ring);
   test_errors();
   return mt_finalize();
