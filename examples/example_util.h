@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * example_util.h: what the serial examples (and the benchmark built from
+ * example_util.h: what the examples (and the benchmark built from
  * implicit_cg's model) do the same way: memory that ends the program when
- * there is none, and integer arguments checked against their range.
+ * there is none, integer arguments checked against their range, the options
+ * of their gradient checks and, in the MPI ones, the verdict at the end.
  */
 #ifndef ARIADNE_EXAMPLE_UTIL_H
 #define ARIADNE_EXAMPLE_UTIL_H
 
+#include <ariadne_tools.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -32,5 +34,45 @@ static inline int example_parse_int(const char *prog, const char *s, int lo, int
   }
   return (int)x;
 }
+
+/* The options of a gradient check that always prints its summary and its
+ * rows worst entries under title, an entry passing within rtol (relative). */
+static inline void example_check_report(ad_check_options *co, int rows, double rtol, const char *title) {
+  ad_check_options_default(co);
+  co->print = 2;
+  co->table_rows = rows;
+  co->rtol = rtol;
+  co->title = title;
+}
+
+/* The same for the ncolumns inputs pick of a long simulation, compared with
+ * central differences at relative steps 1e-3, 1e-4 and 1e-5 and passing
+ * within rtol or atol, the rounding noise of the objective over the step. */
+static inline void example_check_columns(ad_check_options *co, const size_t *pick, int ncolumns, double rtol,
+                                         double atol, const char *title) {
+  example_check_report(co, ncolumns, rtol, title);
+  co->columns = pick;
+  co->ncolumns = (size_t)ncolumns;
+  co->steps[0] = 1e-3, co->steps[1] = 1e-4, co->steps[2] = 1e-5;
+  co->atol = atol;
+}
+
+#ifdef MPI_VERSION
+/* The end of an MPI example: the failures of all ranks summed, the verdict
+ * printed by rank 0 naming prog, MPI finalized; the exit status. */
+static inline int example_mpi_finish(MPI_Comm comm, const char *prog, int failures) {
+  int rank;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Allreduce(MPI_IN_PLACE, &failures, 1, MPI_INT, MPI_SUM, comm);
+  if (rank == 0) {
+    if (failures)
+      fprintf(stderr, "%s: %d check(s) failed\n", prog, failures);
+    else
+      printf("%s: OK\n", prog);
+  }
+  MPI_Finalize();
+  return failures != 0;
+}
+#endif
 
 #endif

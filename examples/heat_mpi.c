@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "heat_example.h"
+#include "example_util.h"
 
 /* This rank's block: global rows [row0, row0 + rows) of an n x n grid. */
 typedef struct block {
@@ -220,15 +221,8 @@ int main(int argc, char **argv) {
    * by the step: that is the absolute tolerance. */
   sim sm = {&b, u, v};
   ad_check_options co;
-  ad_check_options_default(&co);
-  co.columns = pick;
-  co.ncolumns = 6;
-  co.steps[0] = 1e-3, co.steps[1] = 1e-4, co.steps[2] = 1e-5;
-  co.rtol = 1e-6;
-  co.atol = DBL_EPSILON * fabs(Jd) * sqrt((double)cells * (b.steps + 1)) / 1e-4;
-  co.print = 2;
-  co.table_rows = 6;
-  co.title = "dJ/du0 of the parallel heat kernel";
+  example_check_columns(&co, pick, 6, 1e-6, DBL_EPSILON * fabs(Jd) * sqrt((double)cells * (b.steps + 1)) / 1e-4,
+                        "dJ/du0 of the parallel heat kernel");
   ad_check_result cr;
   rc = ad_mpi_check_gradient(b.comm, heat_fn, &sm, own, u0, 1, &co, &cr);
   if (rc != AD_OK && b.rank == 0) failures++;
@@ -271,13 +265,5 @@ int main(int argc, char **argv) {
 
   ad_tape_destroy(tape);
   free(u0), free(g), free(x), free(u), free(v);
-  MPI_Allreduce(MPI_IN_PLACE, &failures, 1, MPI_INT, MPI_SUM, b.comm);
-  if (b.rank == 0) {
-    if (failures)
-      fprintf(stderr, "heat_mpi: %d check(s) failed\n", failures);
-    else
-      printf("heat_mpi: OK\n");
-  }
-  MPI_Finalize();
-  return failures != 0;
+  return example_mpi_finish(b.comm, "heat_mpi", failures);
 }

@@ -34,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "example_util.h"
+
 #define NPAR 4
 #define SAMPLES 1200
 #define NOISE 0.05
@@ -185,11 +187,7 @@ int main(int argc, char **argv) {
    * sizes, and the dot-product test. Collective; rank 0 prints. Inputs 0..3
    * are a, b, c, d. */
   ad_check_options co;
-  ad_check_options_default(&co);
-  co.print = 2;
-  co.table_rows = NPAR;
-  co.rtol = 1e-6;
-  co.title = "dL/d(a, b, c, d) at the start";
+  example_check_report(&co, NPAR, 1e-6, "dL/d(a, b, c, d) at the start");
   if (ad_mpi_check_gradient(d.comm, loss_fn, &d, d.rank == 0 ? NPAR : 0, p, 1, &co, NULL) != AD_OK &&
       d.rank == 0)
     failures++;
@@ -240,13 +238,5 @@ int main(int argc, char **argv) {
   ad_tape_destroy(tape);
   free(d.t);
   free(d.y);
-  MPI_Allreduce(MPI_IN_PLACE, &failures, 1, MPI_INT, MPI_SUM, d.comm);
-  if (d.rank == 0) {
-    if (failures)
-      fprintf(stderr, "lsq_fit_mpi: %d check(s) failed\n", failures);
-    else
-      printf("lsq_fit_mpi: OK\n");
-  }
-  MPI_Finalize();
-  return failures != 0;
+  return example_mpi_finish(d.comm, "lsq_fit_mpi", failures);
 }
