@@ -76,14 +76,8 @@ static ad_real simulate_ad(int n, int steps, const ad_real *u0, ad_real *u, ad_r
   memcpy(u, u0, (size_t)n * n * sizeof *u);
   memcpy(v, u0, (size_t)n * n * sizeof *v);
   for (int s = 0; s < steps; s++) {
-    for (int i = 1; i < n - 1; i++)
-      for (int j = 1; j < n - 1; j++) {
-        int k = i * n + j;
-        v[k] = heat_cell(u, k, n);
-      }
-    ad_real *w = u;
-    u = v;
-    v = w;
+    for (int i = 1; i < n - 1; i++) heat_row(u, v, i * n, n);
+    heat_swap(&u, &v);
   }
   return ad_dot((size_t)n * n, u, u);
 }

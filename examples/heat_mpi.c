@@ -80,15 +80,9 @@ static ad_real simulate(const block *b, const ad_real *u0, ad_real *u, ad_real *
     halo(b, u);
     for (int li = 1; li <= b->rows; li++) {
       int i = b->row0 + li - 1; /* the global row */
-      if (i == 0 || i == n - 1) continue;
-      for (int j = 1; j < n - 1; j++) {
-        int k = li * n + j;
-        v[k] = heat_cell(u, k, n);
-      }
+      if (i != 0 && i != n - 1) heat_row(u, v, li * n, n);
     }
-    ad_real *w = u;
-    u = v;
-    v = w;
+    heat_swap(&u, &v);
   }
   ad_real Jl = ad_dot(own, u + n, u + n), J = ad_const(0.0);
   ad_mpi_reduce(&Jl, &J, 1, AD_MPI_REAL, MPI_SUM, 0, b->comm);
