@@ -23,6 +23,15 @@ static inline void *example_alloc(const char *prog, size_t count, size_t size) {
   return p;
 }
 
+/* The end of the program (status 1) with a message naming prog when a
+ * set-up that allocates reports by ok == 0 that there was no memory. */
+static inline void example_need_memory(const char *prog, int ok) {
+  if (!ok) {
+    fprintf(stderr, "%s: out of memory\n", prog);
+    exit(1);
+  }
+}
+
 /* The integer s spells, or the end of the program (status 2) with a message
  * naming prog, the argument (what), its range [lo, hi] and s. */
 static inline int example_parse_int(const char *prog, const char *s, int lo, int hi, const char *what) {

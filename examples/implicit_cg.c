@@ -169,10 +169,7 @@ int main(int argc, char **argv) {
   }
   cg_problem P;
   cg_ad_work W;
-  if (cg_problem_init(&P, &W, m, steps, DT, CG_TOL, CG_MAX_ITER) != 0) {
-    fprintf(stderr, "implicit_cg: out of memory\n");
-    return 1;
-  }
+  example_need_memory("implicit_cg", cg_problem_init(&P, &W, m, steps, DT, CG_TOL, CG_MAX_ITER) == 0);
   int n = P.n;
   const double *u0 = P.u0, *kappa = P.kappa;
 
