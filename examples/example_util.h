@@ -44,6 +44,16 @@ static inline int example_parse_int(const char *prog, const char *s, int lo, int
   return (int)x;
 }
 
+/* A deterministic value in [-1, 1) for index i (a splitmix64 hash), the same
+ * on any number of ranks: the examples' data without a random generator. */
+static inline double example_hash_unit(unsigned long long i) {
+  unsigned long long z = i * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return (double)(z >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}
+
 /* The options of a gradient check that always prints its summary and its
  * rows worst entries under title, an entry passing within rtol (relative). */
 static inline void example_check_report(ad_check_options *co, int rows, double rtol, const char *title) {
@@ -67,6 +77,15 @@ static inline void example_check_columns(ad_check_options *co, const size_t *pic
 }
 
 #ifdef MPI_VERSION
+/* The start of an MPI example: MPI initialized, *comm the world's
+ * communicator, *rank and *size this process's place in it. */
+static inline void example_mpi_start(int *argc, char ***argv, MPI_Comm *comm, int *rank, int *size) {
+  MPI_Init(argc, argv);
+  *comm = MPI_COMM_WORLD;
+  MPI_Comm_rank(*comm, rank);
+  MPI_Comm_size(*comm, size);
+}
+
 /* The end of an MPI example: the failures of all ranks summed, the verdict
  * printed by rank 0 naming prog, MPI finalized; the exit status. */
 static inline int example_mpi_finish(MPI_Comm comm, const char *prog, int failures) {

@@ -136,10 +136,8 @@ static int parse(const char *s, int lo, int hi, int *out) {
 }
 
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
   block b = {MPI_COMM_WORLD, 0, 1, 24, 40, 0, 0, MPI_PROC_NULL, MPI_PROC_NULL};
-  MPI_Comm_rank(b.comm, &b.rank);
-  MPI_Comm_size(b.comm, &b.size);
+  example_mpi_start(&argc, &argv, &b.comm, &b.rank, &b.size);
   const char *png, *vtk, *fig, *pos[2] = {NULL, NULL};
   int npos = heat_args(argc, argv, &png, &vtk, &fig, pos);
   int args_ok = npos == 0 || (npos == 2 && parse(pos[0], 3, 4096, &b.n) && parse(pos[1], 0, 1000000, &b.steps));

@@ -52,15 +52,6 @@ typedef struct data {
   double *t, *y;
 } data;
 
-/* A deterministic value in [-1, 1] for sample i, the same on any number of ranks. */
-static double noise(unsigned long long i) {
-  unsigned long long z = i * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return (double)(z >> 11) / 9007199254740992.0 * 2.0 - 1.0;
-}
-
 static ad_real model(const ad_real *p, double t) {
   return ad_add(ad_mul(p[0], ad_exp(ad_mul(ad_neg(p[1]), t))), ad_mul(p[2], ad_sin(ad_mul(p[3], t))));
 }
@@ -139,13 +130,10 @@ static int loss_and_gradient(const data *d, ad_tape *tape, const double *at, dou
 }
 
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
+  int iterations = 2000;
   data d;
   memset(&d, 0, sizeof d);
-  d.comm = MPI_COMM_WORLD;
-  MPI_Comm_rank(d.comm, &d.rank);
-  MPI_Comm_size(d.comm, &d.size);
-  int iterations = 2000;
+  example_mpi_start(&argc, &argv, &d.comm, &d.rank, &d.size);
   if (argc > 2 || (argc == 2 && (iterations = atoi(argv[1])) <= 0)) {
     if (d.rank == 0) fprintf(stderr, "usage: mpiexec -n P %s [iterations]\n", argv[0]);
     MPI_Finalize();
@@ -163,7 +151,7 @@ int main(int argc, char **argv) {
     int gi = d.first + i;
     double t = 6.0 * gi / (SAMPLES - 1);
     d.t[i] = t;
-    d.y[i] = TRUE_P[0] * exp(-TRUE_P[1] * t) + TRUE_P[2] * sin(TRUE_P[3] * t) + NOISE * noise((unsigned long long)gi);
+    d.y[i] = TRUE_P[0] * exp(-TRUE_P[1] * t) + TRUE_P[2] * sin(TRUE_P[3] * t) + NOISE * example_hash_unit((unsigned long long)gi);
   }
   if (d.rank == 0) {
     char each[32];
