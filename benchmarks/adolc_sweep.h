@@ -13,14 +13,14 @@
 #include <stddef.h>
 
 typedef struct adolc_sweep {
-  int rc;                 /* what fos_reverse returned (negative: failure) */
-  double reverse_s;       /* its time */
-  size_t st[STAT_SIZE];   /* tapestats of the tape */
-  double statements;      /* operations */
-  double arguments;       /* locations */
-  double tape_bytes;      /* operations 1 byte, locations, values and the taylors read back */
-  double taylor_bytes;    /* the taylors alone: they play the role of Ariadne's stored partials */
-  int to_files;           /* ADOL-C wrote a stream of the tape to files */
+  int rc;               /* what fos_reverse returned (negative: failure) */
+  double reverse_s;     /* its time */
+  size_t st[STAT_SIZE]; /* tapestats of the tape */
+  double statements;    /* operations */
+  double arguments;     /* locations */
+  double tape_bytes;    /* operations 1 byte, locations, values and the taylors read back */
+  double taylor_bytes;  /* the taylors alone: they play the role of Ariadne's stored partials */
+  int to_files;         /* ADOL-C wrote a stream of the tape to files */
 } adolc_sweep;
 
 /* The gradient of the one output of tape tag with respect to its nin inputs

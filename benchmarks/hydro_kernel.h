@@ -57,8 +57,8 @@ static const double sz[8] = {-1, -1, -1, -1, 1, 1, 1, 1};
  * corner values p in the logical direction whose corner signs are s. One
  * sum of 8 terms, a single expression (one statement with ariadne.hpp). */
 template <class R> inline R centre_derivative(const double *s, const R *p) {
-  return 0.125 * (s[0] * p[0] + s[1] * p[1] + s[2] * p[2] + s[3] * p[3] + s[4] * p[4] + s[5] * p[5] +
-                  s[6] * p[6] + s[7] * p[7]);
+  return 0.125 * (s[0] * p[0] + s[1] * p[1] + s[2] * p[2] + s[3] * p[3] + s[4] * p[4] + s[5] * p[5] + s[6] * p[6] +
+                  s[7] * p[7]);
 }
 
 /* The initial state: a unit cube, slightly distorted, with a hot centre and

@@ -151,7 +151,8 @@ int main(int argc, char **argv) {
     int gi = d.first + i;
     double t = 6.0 * gi / (SAMPLES - 1);
     d.t[i] = t;
-    d.y[i] = TRUE_P[0] * exp(-TRUE_P[1] * t) + TRUE_P[2] * sin(TRUE_P[3] * t) + NOISE * example_hash_unit((unsigned long long)gi);
+    d.y[i] = TRUE_P[0] * exp(-TRUE_P[1] * t) + TRUE_P[2] * sin(TRUE_P[3] * t) +
+             NOISE * example_hash_unit((unsigned long long)gi);
   }
   if (d.rank == 0) {
     char each[32];
