@@ -133,10 +133,7 @@ int main(int argc, char **argv) {
   }
   cg_problem P;
   cg_ad_work W;
-  if (cg_problem_init(&P, &W, m, steps, dt, tol, CG_MAX_ITER) != 0) {
-    fprintf(stderr, "cg: out of memory\n");
-    return 1;
-  }
+  example_need_memory("cg", cg_problem_init(&P, &W, m, steps, dt, tol, CG_MAX_ITER) == 0);
   int n = P.n;
   size_t nn = (size_t)n;
   tape_work T;

@@ -110,6 +110,31 @@ typedef struct variant {
   const char *about;
 } variant;
 
+/* A variant that needs an optional part of the build is listed once: where
+ * the part is missing it has no run function, and the reason stands in place
+ * of its description. */
+#ifdef HEAT_HAVE_PORT
+#define PORT_RUN run_ariadne
+#define PORT_ABOUT(about) about
+#else
+#define PORT_RUN NULL
+#define PORT_ABOUT(about) "ariadne-port was not built (libclang not found)"
+#endif
+#ifdef HEAT_HAVE_CXX
+#define CXX_RUN run_ariadne
+#define CXX_ABOUT(about) about
+#else
+#define CXX_RUN NULL
+#define CXX_ABOUT(about) "no C++ compiler was found when the benchmark was configured"
+#endif
+#ifdef HEAT_HAVE_ADOLC
+#define ADOLC_RUN run_adolc
+#define ADOLC_ABOUT(about) about
+#else
+#define ADOLC_RUN NULL
+#define ADOLC_ABOUT(about) "ADOL-C was not found when the benchmark was configured"
+#endif
+
 /* Ordered so that the cheap references run first: the hand adjoint's
  * gradient is what every later variant is checked against. */
 static const variant variants[] = {
@@ -122,25 +147,11 @@ static const variant variants[] = {
     {"ariadne_tapeoff", run_ariadne, HEAT_MODE_TAPEOFF, 0, 1, "op code, active build, no tape recording"},
     {"ariadne_tapeoff_custom", run_ariadne, HEAT_MODE_TAPEOFF_CUSTOM, 0, 1,
      "custom code, active build, no tape recording"},
-#ifdef HEAT_HAVE_PORT
-    {"port", run_ariadne, HEAT_MODE_PORT, 1, 1, "heat_kernel.c ported by ariadne-port"},
-    {"port_fused", run_ariadne, HEAT_MODE_PORT_FUSED, 1, 1, "heat_kernel.c ported by ariadne-port --fused"},
-#else
-    {"port", NULL, HEAT_MODE_PORT, 1, 1, "ariadne-port was not built (libclang not found)"},
-    {"port_fused", NULL, HEAT_MODE_PORT_FUSED, 1, 1, "ariadne-port was not built (libclang not found)"},
-#endif
-#ifdef HEAT_HAVE_CXX
-    {"cxx_op", run_ariadne, HEAT_MODE_CXX, 1, 1, "the op code's cell in C++, ARIADNE_CXX_PER_OPERATION"},
-    {"cxx_et", run_ariadne, HEAT_MODE_CXX_ET, 1, 1, "HEAT_CELL in C++ with ariadne.hpp's expressions"},
-#else
-    {"cxx_op", NULL, HEAT_MODE_CXX, 1, 1, "no C++ compiler was found when the benchmark was configured"},
-    {"cxx_et", NULL, HEAT_MODE_CXX_ET, 1, 1, "no C++ compiler was found when the benchmark was configured"},
-#endif
-#ifdef HEAT_HAVE_ADOLC
-    {"adolc", run_adolc, 0, 1, 0, "ADOL-C adouble, tape in memory, fos_reverse"},
-#else
-    {"adolc", NULL, 0, 1, 0, "ADOL-C was not found when the benchmark was configured"},
-#endif
+    {"port", PORT_RUN, HEAT_MODE_PORT, 1, 1, PORT_ABOUT("heat_kernel.c ported by ariadne-port")},
+    {"port_fused", PORT_RUN, HEAT_MODE_PORT_FUSED, 1, 1, PORT_ABOUT("heat_kernel.c ported by ariadne-port --fused")},
+    {"cxx_op", CXX_RUN, HEAT_MODE_CXX, 1, 1, CXX_ABOUT("the op code's cell in C++, ARIADNE_CXX_PER_OPERATION")},
+    {"cxx_et", CXX_RUN, HEAT_MODE_CXX_ET, 1, 1, CXX_ABOUT("HEAT_CELL in C++ with ariadne.hpp's expressions")},
+    {"adolc", ADOLC_RUN, 0, 1, 0, ADOLC_ABOUT("ADOL-C adouble, tape in memory, fos_reverse")},
 };
 #define NVAR ((int)(sizeof variants / sizeof variants[0]))
 

@@ -4,8 +4,7 @@
  * adouble, the tape kept in memory, gradient by one first-order scalar
  * reverse sweep (fos_reverse) over the taylors kept by the taping run.
  */
-#include <adolc/adolc.h>
-#include <adolc/taping.h>
+#include "adolc_sweep.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -76,28 +75,18 @@ extern "C" int heat_adolc_run(int n, int steps, const double *u0, double *grad, 
     delete[] v;
   }
   trace_off();
-  double t1 = now();
+  out->record_s = now() - t0;
 
-  double ybar = 1.0;
-  int rc = fos_reverse(tag, 1, nn, &ybar, grad);
-  double t2 = now();
-  out->record_s = t1 - t0;
-  out->reverse_s = t2 - t1;
-
-  size_t st[STAT_SIZE];
-  tapestats(tag, st);
-  out->statements = (double)st[NUM_OPERATIONS];
-  out->arguments = (double)st[NUM_LOCATIONS];
-  /* The tape proper (operations 1 byte, locations 4, values 8) plus the
-   * taylors the reverse sweep reads back, which play the role of Ariadne's
-   * stored partials. */
-  out->tape_bytes = (double)st[NUM_OPERATIONS] * sizeof(unsigned char) + (double)st[NUM_LOCATIONS] * sizeof(locint) +
-                    (double)st[NUM_VALUES] * sizeof(double) + (double)st[TAY_STACK_SIZE] * sizeof(double);
-  out->extra_bytes = (double)st[TAY_STACK_SIZE] * sizeof(double);
-  out->in_memory = !st[OP_FILE_ACCESS] && !st[LOC_FILE_ACCESS] && !st[VAL_FILE_ACCESS] &&
-                   st[TAY_STACK_SIZE] <= (size_t)tbs;
-  if (rc < 0) {
-    snprintf(out->msg, sizeof out->msg, "fos_reverse returned %d", rc);
+  adolc_sweep s = adolc_sweep_run(tag, nn, grad, now);
+  const size_t *st = s.st;
+  out->reverse_s = s.reverse_s;
+  out->statements = s.statements;
+  out->arguments = s.arguments;
+  out->tape_bytes = s.tape_bytes;
+  out->extra_bytes = s.taylor_bytes;
+  out->in_memory = !s.to_files && st[TAY_STACK_SIZE] <= (size_t)tbs;
+  if (s.rc < 0) {
+    snprintf(out->msg, sizeof out->msg, "fos_reverse returned %d", s.rc);
     out->rc = 1;
     return 1;
   }

@@ -46,26 +46,20 @@ void heat_cxx_et_step(int n, const ad_real *u, ad_real *v);
  * inputs themselves and never change. The op, stmt and custom cells are
  * heat_ad.h's; the tape-off variants run the op and the custom cell. */
 static void step(int mode, int n, const ad_real *u, ad_real *v) {
+  /* The variants built elsewhere (C++, ported) bring a whole step each. */
+  void (*kernel)(int, const ad_real *, ad_real *) = NULL;
 #if defined(HEAT_HAVE_CXX) && !defined(ARIADNE_PASSIVE)
-  if (mode == HEAT_MODE_CXX) {
-    heat_cxx_step(n, u, v);
-    return;
-  }
-  if (mode == HEAT_MODE_CXX_ET) {
-    heat_cxx_et_step(n, u, v);
-    return;
-  }
+  if (mode == HEAT_MODE_CXX) kernel = heat_cxx_step;
+  if (mode == HEAT_MODE_CXX_ET) kernel = heat_cxx_et_step;
 #endif
 #if defined(HEAT_HAVE_PORT) && !defined(ARIADNE_PASSIVE)
-  if (mode == HEAT_MODE_PORT) {
-    heat_kernel_step_port(n, u, v);
-    return;
-  }
-  if (mode == HEAT_MODE_PORT_FUSED) {
-    heat_kernel_step_fused(n, u, v);
-    return;
-  }
+  if (mode == HEAT_MODE_PORT) kernel = heat_kernel_step_port;
+  if (mode == HEAT_MODE_PORT_FUSED) kernel = heat_kernel_step_fused;
 #endif
+  if (kernel) {
+    kernel(n, u, v);
+    return;
+  }
   heat_ad_rows(mode == HEAT_MODE_TAPEOFF          ? HEAT_MODE_OP
                : mode == HEAT_MODE_TAPEOFF_CUSTOM ? HEAT_MODE_CUSTOM
                                                   : mode,

@@ -5,8 +5,7 @@
  * at configure time, file-scope constants kept double), taped in memory and
  * swept by fos_reverse.
  */
-#include <adolc/adolc.h>
-#include <adolc/taping.h>
+#include "adolc_sweep.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -75,19 +74,12 @@ extern "C" int kernels_adolc_run(const kernels_problem *p, const double *in, dou
     delete[] x0;
   }
   trace_off();
-  double t1 = now();
-  double ybar = 1.0;
-  int rc = fos_reverse(tag, 1, nin, &ybar, grad);
-  double t2 = now();
-  r->record_s = t1 - t0;
-  r->reverse_s = t2 - t1;
-  size_t st[STAT_SIZE];
-  tapestats(tag, st);
-  r->statements = (double)st[NUM_OPERATIONS];
-  r->arguments = (double)st[NUM_LOCATIONS];
-  r->tape_bytes = (double)st[NUM_OPERATIONS] + (double)st[NUM_LOCATIONS] * sizeof(locint) +
-                  (double)st[NUM_VALUES] * sizeof(double) + (double)st[TAY_STACK_SIZE] * sizeof(double);
-  if (st[OP_FILE_ACCESS] || st[LOC_FILE_ACCESS] || st[VAL_FILE_ACCESS])
-    fprintf(stderr, "kernels: ADOL-C wrote its tape to files: its times measure the disk\n");
-  return rc < 0;
+  r->record_s = now() - t0;
+  adolc_sweep s = adolc_sweep_run(tag, nin, grad, now);
+  r->reverse_s = s.reverse_s;
+  r->statements = s.statements;
+  r->arguments = s.arguments;
+  r->tape_bytes = s.tape_bytes;
+  if (s.to_files) fprintf(stderr, "kernels: ADOL-C wrote its tape to files: its times measure the disk\n");
+  return s.rc < 0;
 }

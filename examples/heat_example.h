@@ -31,6 +31,19 @@ static inline ad_real heat_cell(const ad_real *u, int k, int n) {
   return ad_stmt_end(ad_add(ad_add(x, ad_mul(C, lap)), react));
 }
 
+/* The interior cells of the grid row that starts at u[row], new values into
+ * v; the row's first and last cells are boundary and stay as they were. */
+static inline void heat_row(const ad_real *u, ad_real *v, int row, int n) {
+  for (int k = row + 1; k < row + n - 1; k++) v[k] = heat_cell(u, k, n);
+}
+
+/* One step's new state becomes the old one. */
+static inline void heat_swap(ad_real **u, ad_real **v) {
+  ad_real *w = *u;
+  *u = *v;
+  *v = w;
+}
+
 /* The heat examples' command line, [N T] [--png FILE] [--vtk FILE]
  * [--figure FILE]: the files asked for (NULL otherwise) and the positional
  * arguments in pos. Returns how many of those there are (0 or 2), or -1 for

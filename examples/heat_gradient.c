@@ -76,14 +76,8 @@ static ad_real simulate_ad(int n, int steps, const ad_real *u0, ad_real *u, ad_r
   memcpy(u, u0, (size_t)n * n * sizeof *u);
   memcpy(v, u0, (size_t)n * n * sizeof *v);
   for (int s = 0; s < steps; s++) {
-    for (int i = 1; i < n - 1; i++)
-      for (int j = 1; j < n - 1; j++) {
-        int k = i * n + j;
-        v[k] = heat_cell(u, k, n);
-      }
-    ad_real *w = u;
-    u = v;
-    v = w;
+    for (int i = 1; i < n - 1; i++) heat_row(u, v, i * n, n);
+    heat_swap(&u, &v);
   }
   return ad_dot((size_t)n * n, u, u);
 }
@@ -168,15 +162,8 @@ int main(int argc, char **argv) {
   size_t pick[5] = {0, (size_t)n / 2, (size_t)n + 1, cells / 2 + (size_t)n / 2, cells - (size_t)n - 2};
   sim sm = {n, steps, ua, va};
   ad_check_options co;
-  ad_check_options_default(&co);
-  co.columns = pick;
-  co.ncolumns = 5;
-  co.steps[0] = 1e-3, co.steps[1] = 1e-4, co.steps[2] = 1e-5;
-  co.rtol = 1e-6;
-  co.atol = DBL_EPSILON * fabs(Jd) * sqrt((double)cells * (steps + 1)) / 1e-4;
-  co.print = 2;
-  co.table_rows = 5;
-  co.title = "dJ/du0 of the heat kernel";
+  example_check_columns(&co, pick, 5, 1e-6, DBL_EPSILON * fabs(Jd) * sqrt((double)cells * (steps + 1)) / 1e-4,
+                        "dJ/du0 of the heat kernel");
   ad_check_result cr;
   rc = ad_check_gradient(heat_fn, &sm, cells, u0, 1, &co, &cr);
   if (rc != AD_OK) failures++;

@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "heat_example.h"
+#include "example_util.h"
 
 /* This rank's block: global rows [row0, row0 + rows) of an n x n grid. */
 typedef struct block {
@@ -79,15 +80,9 @@ static ad_real simulate(const block *b, const ad_real *u0, ad_real *u, ad_real *
     halo(b, u);
     for (int li = 1; li <= b->rows; li++) {
       int i = b->row0 + li - 1; /* the global row */
-      if (i == 0 || i == n - 1) continue;
-      for (int j = 1; j < n - 1; j++) {
-        int k = li * n + j;
-        v[k] = heat_cell(u, k, n);
-      }
+      if (i != 0 && i != n - 1) heat_row(u, v, li * n, n);
     }
-    ad_real *w = u;
-    u = v;
-    v = w;
+    heat_swap(&u, &v);
   }
   ad_real Jl = ad_dot(own, u + n, u + n), J = ad_const(0.0);
   ad_mpi_reduce(&Jl, &J, 1, AD_MPI_REAL, MPI_SUM, 0, b->comm);
@@ -141,10 +136,8 @@ static int parse(const char *s, int lo, int hi, int *out) {
 }
 
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
   block b = {MPI_COMM_WORLD, 0, 1, 24, 40, 0, 0, MPI_PROC_NULL, MPI_PROC_NULL};
-  MPI_Comm_rank(b.comm, &b.rank);
-  MPI_Comm_size(b.comm, &b.size);
+  example_mpi_start(&argc, &argv, &b.comm, &b.rank, &b.size);
   const char *png, *vtk, *fig, *pos[2] = {NULL, NULL};
   int npos = heat_args(argc, argv, &png, &vtk, &fig, pos);
   int args_ok = npos == 0 || (npos == 2 && parse(pos[0], 3, 4096, &b.n) && parse(pos[1], 0, 1000000, &b.steps));
@@ -220,15 +213,8 @@ int main(int argc, char **argv) {
    * by the step: that is the absolute tolerance. */
   sim sm = {&b, u, v};
   ad_check_options co;
-  ad_check_options_default(&co);
-  co.columns = pick;
-  co.ncolumns = 6;
-  co.steps[0] = 1e-3, co.steps[1] = 1e-4, co.steps[2] = 1e-5;
-  co.rtol = 1e-6;
-  co.atol = DBL_EPSILON * fabs(Jd) * sqrt((double)cells * (b.steps + 1)) / 1e-4;
-  co.print = 2;
-  co.table_rows = 6;
-  co.title = "dJ/du0 of the parallel heat kernel";
+  example_check_columns(&co, pick, 6, 1e-6, DBL_EPSILON * fabs(Jd) * sqrt((double)cells * (b.steps + 1)) / 1e-4,
+                        "dJ/du0 of the parallel heat kernel");
   ad_check_result cr;
   rc = ad_mpi_check_gradient(b.comm, heat_fn, &sm, own, u0, 1, &co, &cr);
   if (rc != AD_OK && b.rank == 0) failures++;
@@ -271,13 +257,5 @@ int main(int argc, char **argv) {
 
   ad_tape_destroy(tape);
   free(u0), free(g), free(x), free(u), free(v);
-  MPI_Allreduce(MPI_IN_PLACE, &failures, 1, MPI_INT, MPI_SUM, b.comm);
-  if (b.rank == 0) {
-    if (failures)
-      fprintf(stderr, "heat_mpi: %d check(s) failed\n", failures);
-    else
-      printf("heat_mpi: OK\n");
-  }
-  MPI_Finalize();
-  return failures != 0;
+  return example_mpi_finish(b.comm, "heat_mpi", failures);
 }

@@ -169,10 +169,7 @@ int main(int argc, char **argv) {
   }
   cg_problem P;
   cg_ad_work W;
-  if (cg_problem_init(&P, &W, m, steps, DT, CG_TOL, CG_MAX_ITER) != 0) {
-    fprintf(stderr, "implicit_cg: out of memory\n");
-    return 1;
-  }
+  example_need_memory("implicit_cg", cg_problem_init(&P, &W, m, steps, DT, CG_TOL, CG_MAX_ITER) == 0);
   int n = P.n;
   const double *u0 = P.u0, *kappa = P.kappa;
 
@@ -225,15 +222,8 @@ int main(int argc, char **argv) {
   for (int e = 0; e < 2; e++) {
     check_ctx cc = {&P, &W, e, xcalloc(2 * (size_t)n, sizeof(double)), xcalloc((size_t)n, sizeof(ad_real))};
     ad_check_options co;
-    ad_check_options_default(&co);
-    co.columns = pick;
-    co.ncolumns = 8;
-    co.steps[0] = 1e-3, co.steps[1] = 1e-4, co.steps[2] = 1e-5;
-    co.rtol = 3e-8;
-    co.atol = 10.0 * DBL_EPSILON * fabs(Jd) / 1e-4;
-    co.print = 2;
-    co.table_rows = 8;
-    co.title = e ? "(b) external CG" : "(a) taped CG";
+    example_check_columns(&co, pick, 8, 3e-8, 10.0 * DBL_EPSILON * fabs(Jd) / 1e-4,
+                          e ? "(b) external CG" : "(a) taped CG");
     printf("\n");
     if (ad_check_gradient(cg_fn, &cc, 2 * (size_t)n, xd, 1, &co, NULL) != AD_OK) failures++;
     free(cc.xd), free(cc.u);

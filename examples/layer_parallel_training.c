@@ -92,6 +92,7 @@
 #include <stdlib.h>
 #include <string.h>
 #ifdef ARIADNE_HAVE_CAIRO
+#include "example_util.h"
 #include "figure.h"
 #endif
 
@@ -117,15 +118,6 @@ static void *xmalloc(size_t n) {
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   return p;
-}
-
-/* A deterministic value in [-1, 1), the same on any number of ranks. */
-static double hash_unit(unsigned long long i) {
-  unsigned long long z = i * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return (double)(z >> 11) / 9007199254740992.0 * 2.0 - 1.0;
 }
 
 /* Rank 0 prints, to standard output and to the summary file. */
@@ -679,8 +671,8 @@ static void make_spirals(net *nt) {
   for (int s = 0; s < nt->N; s++) {
     int cls = s % 2, j = s / 2;
     double t = (j + 0.5) / half, r = 0.2 + 0.8 * t, a = 2.5 * PI * t + cls * PI;
-    nt->pts[2 * s] = r * cos(a) + 0.03 * hash_unit(2ull * s);
-    nt->pts[2 * s + 1] = r * sin(a) + 0.03 * hash_unit(2ull * s + 1);
+    nt->pts[2 * s] = r * cos(a) + 0.03 * example_hash_unit(2ull * s);
+    nt->pts[2 * s + 1] = r * sin(a) + 0.03 * example_hash_unit(2ull * s + 1);
     nt->y[s] = cls ? -1.0 : 1.0;
   }
 }
@@ -692,8 +684,8 @@ static void init_params(const net *nt, double *p) {
   for (int k = 0; k < nt->L; k++)
     for (int i = 0; i < nt->npl; i++)
       p[(size_t)k * nt->npl + i] =
-          (i < nt->W * nt->W ? 1.5 * sw : 0.2) * hash_unit(1000003ull + (size_t)k * nt->npl + i);
-  for (int i = 0; i <= nt->W; i++) p[(size_t)nt->L * nt->npl + i] = i < nt->W ? sw * hash_unit(7ull + i) : 0.0;
+          (i < nt->W * nt->W ? 1.5 * sw : 0.2) * example_hash_unit(1000003ull + (size_t)k * nt->npl + i);
+  for (int i = 0; i <= nt->W; i++) p[(size_t)nt->L * nt->npl + i] = i < nt->W ? sw * example_hash_unit(7ull + i) : 0.0;
 }
 
 static int parse_int(const char *s, int lo, int hi, int *out) {
@@ -771,12 +763,9 @@ static int epoch_gradient(const net *nt, trainer *tr, int method, const double *
 #endif
 
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
   net nt;
   memset(&nt, 0, sizeof nt);
-  nt.comm = MPI_COMM_WORLD;
-  MPI_Comm_rank(nt.comm, &nt.rank);
-  MPI_Comm_size(nt.comm, &nt.size);
+  example_mpi_start(&argc, &argv, &nt.comm, &nt.rank, &nt.size);
   nt.L = 16, nt.W = 8, nt.N = 64, nt.cf = 4;
   int epochs = 30, time_epochs = 0, method_arg = 1;
   double lr = 0.05, tol = 1e-8, T = 4.0;

@@ -34,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "example_util.h"
+
 #define NPAR 4
 #define SAMPLES 1200
 #define NOISE 0.05
@@ -49,15 +51,6 @@ typedef struct data {
   int first, count;
   double *t, *y;
 } data;
-
-/* A deterministic value in [-1, 1] for sample i, the same on any number of ranks. */
-static double noise(unsigned long long i) {
-  unsigned long long z = i * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return (double)(z >> 11) / 9007199254740992.0 * 2.0 - 1.0;
-}
 
 static ad_real model(const ad_real *p, double t) {
   return ad_add(ad_mul(p[0], ad_exp(ad_mul(ad_neg(p[1]), t))), ad_mul(p[2], ad_sin(ad_mul(p[3], t))));
@@ -137,13 +130,10 @@ static int loss_and_gradient(const data *d, ad_tape *tape, const double *at, dou
 }
 
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
+  int iterations = 2000;
   data d;
   memset(&d, 0, sizeof d);
-  d.comm = MPI_COMM_WORLD;
-  MPI_Comm_rank(d.comm, &d.rank);
-  MPI_Comm_size(d.comm, &d.size);
-  int iterations = 2000;
+  example_mpi_start(&argc, &argv, &d.comm, &d.rank, &d.size);
   if (argc > 2 || (argc == 2 && (iterations = atoi(argv[1])) <= 0)) {
     if (d.rank == 0) fprintf(stderr, "usage: mpiexec -n P %s [iterations]\n", argv[0]);
     MPI_Finalize();
@@ -161,7 +151,8 @@ int main(int argc, char **argv) {
     int gi = d.first + i;
     double t = 6.0 * gi / (SAMPLES - 1);
     d.t[i] = t;
-    d.y[i] = TRUE_P[0] * exp(-TRUE_P[1] * t) + TRUE_P[2] * sin(TRUE_P[3] * t) + NOISE * noise((unsigned long long)gi);
+    d.y[i] = TRUE_P[0] * exp(-TRUE_P[1] * t) + TRUE_P[2] * sin(TRUE_P[3] * t) +
+             NOISE * example_hash_unit((unsigned long long)gi);
   }
   if (d.rank == 0) {
     char each[32];
@@ -185,11 +176,7 @@ int main(int argc, char **argv) {
    * sizes, and the dot-product test. Collective; rank 0 prints. Inputs 0..3
    * are a, b, c, d. */
   ad_check_options co;
-  ad_check_options_default(&co);
-  co.print = 2;
-  co.table_rows = NPAR;
-  co.rtol = 1e-6;
-  co.title = "dL/d(a, b, c, d) at the start";
+  example_check_report(&co, NPAR, 1e-6, "dL/d(a, b, c, d) at the start");
   if (ad_mpi_check_gradient(d.comm, loss_fn, &d, d.rank == 0 ? NPAR : 0, p, 1, &co, NULL) != AD_OK &&
       d.rank == 0)
     failures++;
@@ -240,13 +227,5 @@ int main(int argc, char **argv) {
   ad_tape_destroy(tape);
   free(d.t);
   free(d.y);
-  MPI_Allreduce(MPI_IN_PLACE, &failures, 1, MPI_INT, MPI_SUM, d.comm);
-  if (d.rank == 0) {
-    if (failures)
-      fprintf(stderr, "lsq_fit_mpi: %d check(s) failed\n", failures);
-    else
-      printf("lsq_fit_mpi: OK\n");
-  }
-  MPI_Finalize();
-  return failures != 0;
+  return example_mpi_finish(d.comm, "lsq_fit_mpi", failures);
 }

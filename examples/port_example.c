@@ -30,6 +30,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "example_util.h"
+
 enum { NIN = 4, NSTEPS = 200 };
 static const double T_END = 2.0;
 
@@ -144,11 +146,7 @@ int main(void) {
    * sizes; their error is about h^2 truncation plus eps/h rounding) and the
    * tangent sweep with the reverse one. Input i is column i of the table. */
   ad_check_options co;
-  ad_check_options_default(&co);
-  co.print = 2;
-  co.table_rows = NIN;
-  co.rtol = 1e-6;
-  co.title = "pendulum energy";
+  example_check_report(&co, NIN, 1e-6, "pendulum energy");
   printf("\n");
   if (ad_check_gradient(energy_fn, NULL, NIN, x0, 1, &co, NULL) != AD_OK) failures++;
 

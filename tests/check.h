@@ -154,6 +154,27 @@ static inline ad_tape *check_tape_blocks(uint32_t statements, uint32_t arguments
   check__bool(t != NULL, "check_tape_blocks", __FILE__, __LINE__);
   return t;
 }
+
+/* Two new tapes in *a and *b; 0 (a failed check, nothing left to free) when
+ * either could not be made. */
+static inline int check_two_tapes(ad_tape **a, ad_tape **b) {
+  *a = ad_tape_create();
+  *b = ad_tape_create();
+  if (check__bool(*a && *b, "check_two_tapes", __FILE__, __LINE__)) return 1;
+  ad_tape_destroy(*a);
+  ad_tape_destroy(*b);
+  *a = *b = NULL;
+  return 0;
+}
+
+/* A value recorded as an input of tape t, which then stops recording: a
+ * handle of another tape for the tests that mix tapes. */
+static inline ad_real check_input_on(ad_tape *t, double value) {
+  ad_tape_begin(t);
+  ad_real x = ad_input(value);
+  ad_tape_end(t);
+  return x;
+}
 #endif
 
 /* splitmix64: a small, well-mixed, seedable generator, so that every random

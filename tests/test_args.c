@@ -132,25 +132,25 @@ static int ckpt_null_opts(fixture *f) {
   (void)f;
   return ad_checkpoint_loop(NULL, step_fn, NULL, 1, &u, 0, NULL);
 }
-static int ckpt_null_step(fixture *f) {
+/* ad_checkpoint_loop with the default options, one state value (none: a
+ * NULL state array) and npassive bytes of passive state but no array. */
+static int ckpt_default(ad_ckpt_step step, int with_state, size_t npassive) {
   ad_ckpt_options o;
   ad_real u = ad_const(1.0);
-  (void)f;
   ad_ckpt_options_default(&o);
-  return ad_checkpoint_loop(&o, NULL, NULL, 1, &u, 0, NULL);
+  return ad_checkpoint_loop(&o, step, NULL, 1, with_state ? &u : NULL, npassive, NULL);
+}
+static int ckpt_null_step(fixture *f) {
+  (void)f;
+  return ckpt_default(NULL, 1, 0);
 }
 static int ckpt_null_state(fixture *f) {
-  ad_ckpt_options o;
   (void)f;
-  ad_ckpt_options_default(&o);
-  return ad_checkpoint_loop(&o, step_fn, NULL, 1, NULL, 0, NULL);
+  return ckpt_default(step_fn, 0, 0);
 }
 static int ckpt_null_pstate(fixture *f) {
-  ad_ckpt_options o;
-  ad_real u = ad_const(1.0);
   (void)f;
-  ad_ckpt_options_default(&o);
-  return ad_checkpoint_loop(&o, step_fn, NULL, 1, &u, 8, NULL);
+  return ckpt_default(step_fn, 1, 8);
 }
 static int revolve_save_null(fixture *f) {
   char buf[256];

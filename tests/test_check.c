@@ -66,12 +66,19 @@ static double grad0(size_t i) {
   }
 }
 
+/* The default options with print: 0 quiet, 1 the report of a failure, 2
+ * every report. */
+static ad_check_options options_printing(int print) {
+  ad_check_options o;
+  ad_check_options_default(&o);
+  o.print = print;
+  return o;
+}
+
 static void test_correct(void) {
   CHECK_CONTEXT("correct code");
   cfg = (ext_cfg){0, 1};
-  ad_check_options o;
-  ad_check_options_default(&o);
-  o.print = 2;
+  ad_check_options o = options_printing(2);
   o.title = "correct external function";
   o.table_rows = N;
   ad_check_result r;
@@ -113,9 +120,7 @@ static void test_wrong_reverse(void) {
   CHECK_CONTEXT("wrong external adjoint");
   for (int fwd = 1; fwd >= 0; fwd--) {
     cfg = (ext_cfg){1, fwd};
-    ad_check_options o;
-    ad_check_options_default(&o);
-    o.print = 1; /* the report of the failure */
+    ad_check_options o = options_printing(1); /* the report of the failure */
     o.title = fwd ? "wrong reverse callback" : "wrong reverse callback, no tangent";
     ad_check_result r;
     CHECK_INT(ad_check_gradient(fn, NULL, N, X0, 1, &o, &r), AD_ERR_CHECK);
@@ -135,9 +140,7 @@ static void test_wrong_reverse(void) {
 static void test_wrong_forward(void) {
   CHECK_CONTEXT("wrong external tangent");
   cfg = (ext_cfg){2, 1};
-  ad_check_options o;
-  ad_check_options_default(&o);
-  o.print = 0;
+  ad_check_options o = options_printing(0);
   ad_check_result r;
   CHECK_INT(ad_check_gradient(fn, NULL, N, X0, 1, &o, &r), AD_ERR_CHECK);
   CHECK_INT(r.failed, 0); /* the gradient is right ... */
@@ -162,9 +165,7 @@ static int nan_partial(void *ud, size_t n, const ad_real *x, size_t m, ad_real *
 
 static void test_errors(void) {
   CHECK_CONTEXT("errors");
-  ad_check_options o;
-  ad_check_options_default(&o);
-  o.print = 0;
+  ad_check_options o = options_printing(0);
   int calls = 0;
   double x = 1.0;
   CHECK_INT(ad_check_gradient(failing, &calls, 1, &x, 1, &o, NULL), AD_ERR_CALLBACK);
@@ -200,9 +201,7 @@ static void test_errors(void) {
 static void test_repeated_columns(void) {
   CHECK_CONTEXT("repeated columns");
   cfg = (ext_cfg){0, 1};
-  ad_check_options o;
-  ad_check_options_default(&o);
-  o.print = 0;
+  ad_check_options o = options_printing(0);
   size_t cols[24];
   for (size_t k = 0; k < 24; k++) cols[k] = k % 3 == 2 ? 3 : 1; /* 1, 1, 3, 1, 1, 3, ... */
   cols[23] = N + 7;
@@ -268,9 +267,7 @@ static void test_kink(void) {
     flat[i] = 1.0;
     smooth[i] = 0.1 * i * i; /* slopes of one sign, all different: no kink */
   }
-  ad_check_options o;
-  ad_check_options_default(&o);
-  o.print = 1;
+  ad_check_options o = options_printing(1);
   o.title = "minmod at a flat state";
   ad_check_result r;
   CHECK_INT(run_printed(muscl, NK, flat, &o, &r), AD_ERR_CHECK);
@@ -307,9 +304,7 @@ static int root(void *ud, size_t n, const ad_real *x, size_t m, ad_real *y) {
 }
 
 static void test_nonfinite(void) {
-  ad_check_options o;
-  ad_check_options_default(&o);
-  o.print = 1;
+  ad_check_options o = options_printing(1);
   ad_check_result r;
 
   CHECK_CONTEXT("NaN input");

@@ -151,6 +151,19 @@ static void test_jacobian_special(ad_tape *tape) {
 /* One recording, many sweeps                                                */
 /* ------------------------------------------------------------------------ */
 
+/* Entry i of J v for the matrix whose (i, j) entry is J[i * si + j * sj]
+ * (J^T v with the strides swapped), j < n; *mag is the sum of the terms'
+ * magnitudes, the scale of the rounding error in the result. */
+static double strided_dot(const double *J, int i, int si, int sj, const double *v, int n, double *mag) {
+  double sum = 0.0;
+  *mag = 0.0;
+  for (int j = 0; j < n; j++) {
+    sum += J[i * si + j * sj] * v[j];
+    *mag += fabs(J[i * si + j * sj] * v[j]);
+  }
+  return sum;
+}
+
 static void test_many_sweeps(ad_tape *tape) {
   enum { M = 6, N = 5 };
   CHECK_CONTEXT("many sweeps of one recording");
@@ -175,22 +188,14 @@ static void test_many_sweeps(ad_tape *tape) {
     for (int r = 0; r < M; r++) ad_seed(tape, y[r], ybar[r]);
     CHECK_INT(ad_reverse(tape), AD_OK);
     for (int k = 0; k < N; k++) {
-      double want = 0.0, mag = 0.0;
-      for (int r = 0; r < M; r++) {
-        want += ybar[r] * J[r * N + k];
-        mag += fabs(ybar[r] * J[r * N + k]);
-      }
+      double mag, want = strided_dot(J, k, 1, N, ybar, M, &mag); /* (J^T ybar)_k */
       CHECK_CLOSE2(ad_adjoint(tape, x[k]), want, 1e-14, 1e-14 * mag);
     }
     ad_tangents_zero(tape);
     for (int k = 0; k < N; k++) ad_tangent_seed(tape, x[k], xdot[k]);
     CHECK_INT(ad_forward(tape), AD_OK);
     for (int r = 0; r < M; r++) {
-      double want = 0.0, mag = 0.0;
-      for (int k = 0; k < N; k++) {
-        want += J[r * N + k] * xdot[k];
-        mag += fabs(J[r * N + k] * xdot[k]);
-      }
+      double mag, want = strided_dot(J, r, N, 1, xdot, N, &mag); /* (J xdot)_r */
       CHECK_CLOSE2(ad_tangent(tape, y[r]), want, 1e-14, 1e-14 * mag);
     }
     /* A gradient in between does not disturb the next sweeps. */
@@ -478,26 +483,18 @@ static void test_memory_reuse(void) {
   ad_tape_destroy(tape);
 }
 
-/* Two tapes recording in turn keep their recordings apart. */
+/* Two tapes recording in turn (t1, t2, t1, t2) keep their recordings apart. */
 static void test_two_tapes(void) {
   CHECK_CONTEXT("two tapes");
-  ad_tape *t1 = ad_tape_create(), *t2 = ad_tape_create();
-  CHECK(t1 && t2);
-  if (!t1 || !t2) {
-    ad_tape_destroy(t1);
-    ad_tape_destroy(t2);
-    return;
-  }
-  ad_tape_begin(t1);
-  ad_real a = ad_input(2.0);
-  ad_tape_end(t1);
-  ad_tape_begin(t2);
-  ad_real b = ad_input(3.0);
-  ad_real yb = ad_mul(b, b);
-  ad_tape_end(t2);
+  ad_tape *t1, *t2;
+  if (!check_two_tapes(&t1, &t2)) return;
+  ad_real a = check_input_on(t1, 2.0), b = check_input_on(t2, 3.0);
   ad_tape_begin(t1);
   ad_real ya = ad_mul(ad_mul(a, a), a);
   ad_tape_end(t1);
+  ad_tape_begin(t2);
+  ad_real yb = ad_mul(b, b);
+  ad_tape_end(t2);
   double ga, gb;
   CHECK_INT(ad_gradient(t1, ya, 1, &a, &ga), AD_OK);
   CHECK_INT(ad_gradient(t2, yb, 1, &b, &gb), AD_OK);

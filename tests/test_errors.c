@@ -51,12 +51,9 @@ static void check_usable(ad_tape *t) {
 
 static void test_other_tape(void) {
   CHECK_CONTEXT("a handle from another tape");
-  ad_tape *a = ad_tape_create(), *b = ad_tape_create();
-  CHECK(a && b);
-  if (!a || !b) return;
-  ad_tape_begin(a);
-  ad_real x = ad_input(2.0);
-  ad_tape_end(a);
+  ad_tape *a, *b;
+  if (!check_two_tapes(&a, &b)) return;
+  ad_real x = check_input_on(a, 2.0);
 
   ad_tape_begin(b);
   ad_real y = ad_input(3.0);
@@ -368,16 +365,23 @@ static void test_allocator(void) {
   CHECK(failures >= 10);
 }
 
+/* A tape with the given limits (0: none), its blocks of 1024 statements and
+ * arguments when small_blocks is set; NULL after a failed check. */
+static ad_tape *tape_with_limits(int small_blocks, size_t memory_limit, uint64_t index_limit) {
+  ad_tape_options o;
+  ad_tape_options_default(&o);
+  if (small_blocks) o.block_statements = o.block_arguments = 1024;
+  o.memory_limit = memory_limit;
+  o.index_limit = index_limit;
+  ad_tape *t = ad_tape_create_with(&o);
+  CHECK(t != NULL);
+  return t;
+}
+
 static void test_memory_limit(void) {
   int n = check_small() ? 20000 : 100000;
   size_t limit = 200000;
-  ad_tape_options o;
-  ad_tape_options_default(&o);
-  o.block_statements = 1024;
-  o.block_arguments = 1024;
-  o.memory_limit = limit;
-  ad_tape *t = ad_tape_create_with(&o);
-  CHECK(t != NULL);
+  ad_tape *t = tape_with_limits(1, limit, 0);
   if (!t) return;
 
   CHECK_CONTEXT("memory_limit option");
@@ -440,15 +444,7 @@ static void test_memory_limit(void) {
 
 static void test_index_limit(uint64_t limit, int small_blocks) {
   CHECK_CONTEXT("index_limit %llu%s", (unsigned long long)limit, small_blocks ? ", small blocks" : "");
-  ad_tape_options o;
-  ad_tape_options_default(&o);
-  if (small_blocks) {
-    o.block_statements = 1024;
-    o.block_arguments = 1024;
-  }
-  o.index_limit = limit;
-  ad_tape *t = ad_tape_create_with(&o);
-  CHECK(t != NULL);
+  ad_tape *t = tape_with_limits(small_blocks, 0, limit);
   if (!t) return;
 
   /* Exactly `limit` statements fit. */
@@ -519,9 +515,7 @@ static void test_handler(void) {
   handler_log h = {0, 0, NULL, ""};
   ad_set_error_handler(log_handler, &h);
   ad_tape *t = ad_tape_create(), *other = ad_tape_create();
-  ad_tape_begin(other);
-  ad_real foreign = ad_input(1.0);
-  ad_tape_end(other);
+  ad_real foreign = check_input_on(other, 1.0);
   ad_tape_begin(t);
   ad_real x = ad_input(2.0), y = ad_mul(x, x), z = x;
   for (int k = 0; k < 10; k++) z = ad_mul(z, foreign);
@@ -657,9 +651,8 @@ static void test_null_arguments(void) {
 
 static void test_nesting(void) {
   CHECK_CONTEXT("ad_tape_begin / ad_tape_end nesting");
-  ad_tape *a = ad_tape_create(), *b = ad_tape_create();
-  CHECK(a && b);
-  if (!a || !b) return;
+  ad_tape *a, *b;
+  if (!check_two_tapes(&a, &b)) return;
   ad_tape_begin(a);
   CHECK(ad_tape_current() == a);
   CHECK(ad_tape_is_recording(a));

@@ -326,9 +326,7 @@ static void test_multi(void) {
 static void test_stale(void) {
   CHECK_CONTEXT("a value of another tape inside a region");
   ad_tape *other = ad_tape_create(), *t = ad_tape_create();
-  ad_tape_begin(other);
-  ad_real o = ad_input(2.0);
-  ad_tape_end(other);
+  ad_real o = check_input_on(other, 2.0);
   ad_tape_begin(t);
   ad_real a = ad_input(1.0);
   ad_stmt_begin();

@@ -340,16 +340,29 @@ static void V(out)(REAL *x, const REAL *b, const PART *pb, REAL *y) {
   for (int i = 0; i < 2; i++) y[10 + i] = ADD(MUL(pb[i].x, K(pb[i].w + pb[i].id)), MUL(pb[i].y[0], pb[i].y[1]));
 }
 
+/* The start of the point-to-point programs: the types made, what to send
+ * filled from x, the receive buffers b (constants, which the gaps keep) and
+ * pb (zeros). */
+static void V(start)(REAL *x, REAL *a, PART *pa, REAL *b, PART *pb) {
+  V(init_types)();
+  memset(pb, 0, 2 * sizeof *pb);
+  V(fill)(x, a, pa);
+  for (int i = 0; i < 10; i++) b[i] = K(0.25 * i);
+}
+
+/* Their end: what arrived into y, the types freed. */
+static void V(finish)(REAL *x, const REAL *b, const PART *pb, REAL *y) {
+  V(out)(x, b, pb, y);
+  V(free_types)();
+}
+
 static void V(p_modes)(REAL *x, int n, REAL *y, int m, void *ctx) {
   (void)n;
   (void)m;
   int mode = *(int *)ctx, p = mt_size, right = (mt_rank + 1) % p, left = (mt_rank + p - 1) % p;
-  V(init_types)();
   REAL a[10], b[10];
   PART pa[2], pb[2];
-  memset(pb, 0, sizeof pb);
-  V(fill)(x, a, pa);
-  for (int i = 0; i < 10; i++) b[i] = K(0.25 * i);
+  V(start)(x, a, pa, b, pb);
   REQ q[4] = {REQNULL, REQNULL, REQNULL, REQNULL};
   C(irecv, Irecv)(b, 2, V(vec), left, 3, MPI_COMM_WORLD, &q[0]);
   C(irecv, Irecv)(pb, 2, V(part), left, 4, MPI_COMM_WORLD, &q[1]);
@@ -365,8 +378,7 @@ static void V(p_modes)(REAL *x, int n, REAL *y, int m, void *ctx) {
     C(irsend, Irsend)(pa, 2, V(part), right, 4, MPI_COMM_WORLD, &q[3]);
   }
   C(waitall, Waitall)(4, q, MPI_STATUSES_IGNORE);
-  V(out)(x, b, pb, y);
-  V(free_types)();
+  V(finish)(x, b, pb, y);
 }
 
 /* Persistent requests started twice, the values changing in between. */
@@ -374,12 +386,10 @@ static void V(p_persist)(REAL *x, int n, REAL *y, int m, void *ctx) {
   (void)n;
   (void)m;
   int mode = *(int *)ctx, p = mt_size, right = (mt_rank + 1) % p, left = (mt_rank + p - 1) % p;
-  V(init_types)();
   REAL a[10], b[10], acc[10];
   PART pa[2], pb[2], pacc[2];
-  memset(pb, 0, sizeof pb);
-  V(fill)(x, a, pa);
-  for (int i = 0; i < 10; i++) acc[i] = b[i] = K(0.25 * i);
+  V(start)(x, a, pa, b, pb);
+  for (int i = 0; i < 10; i++) acc[i] = b[i];
   REQ q[4] = {REQNULL, REQNULL, REQNULL, REQNULL};
   C(recv_init, Recv_init)(b, 2, V(vec), left, 5, MPI_COMM_WORLD, &q[0]);
   C(recv_init, Recv_init)(pb, 2, V(part), left, 6, MPI_COMM_WORLD, &q[1]);
@@ -417,8 +427,7 @@ static void V(p_persist)(REAL *x, int n, REAL *y, int m, void *ctx) {
     }
   }
   for (int k = 0; k < 4; k++) C(request_free, Request_free)(&q[k]);
-  V(out)(x, acc, pacc, y);
-  V(free_types)();
+  V(finish)(x, acc, pacc, y);
 }
 
 /* Matched probes: mprobe + mrecv on the vector, improbe + imrecv on the
@@ -428,12 +437,9 @@ static void V(p_mrecv)(REAL *x, int n, REAL *y, int m, void *ctx) {
   (void)m;
   (void)ctx;
   int p = mt_size, right = (mt_rank + 1) % p, left = (mt_rank + p - 1) % p;
-  V(init_types)();
   REAL a[10], b[10];
   PART pa[2], pb[2];
-  memset(pb, 0, sizeof pb);
-  V(fill)(x, a, pa);
-  for (int i = 0; i < 10; i++) b[i] = K(0.25 * i);
+  V(start)(x, a, pa, b, pb);
   REQ q[3] = {REQNULL, REQNULL, REQNULL};
   C(isend, Isend)(a, 2, V(vec), right, 7, MPI_COMM_WORLD, &q[0]);
   C(isend, Isend)(pa, 2, V(part), right, 8, MPI_COMM_WORLD, &q[1]);
@@ -448,8 +454,7 @@ static void V(p_mrecv)(REAL *x, int n, REAL *y, int m, void *ctx) {
   while (!flag) C(improbe, Improbe)(left, 8, MPI_COMM_WORLD, &flag, &msg, &st);
   C(imrecv, Imrecv)(pb, 2, V(part), &msg, &q[2]);
   C(waitall, Waitall)(3, q, MPI_STATUSES_IGNORE);
-  V(out)(x, b, pb, y);
-  V(free_types)();
+  V(finish)(x, b, pb, y);
 }
 
 /* Particles (active and passive fields) in the collectives that move data:

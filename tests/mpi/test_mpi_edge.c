@@ -140,6 +140,19 @@ static void test_derived_types(void) {
   MPI_Type_free(&dc3);
 }
 
+/* A tape recording its input x = 1 + rank, s = the sum of x over c and its
+ * output y = s * x (s * s when square is set). */
+static ad_tape *record_sum(MPI_Comm c, int square, ad_real *x, ad_real *y) {
+  ad_tape *t = ad_tape_create();
+  ad_tape_begin(t);
+  ad_real s = ad_const(0.0);
+  *x = ad_input(1.0 + mt_rank);
+  MT_CHECK(ad_mpi_allreduce(x, &s, 1, AD_MPI_REAL, MPI_SUM, c) == MPI_SUCCESS);
+  *y = ad_mul(s, square ? s : *x);
+  ad_tape_end(t);
+  return t;
+}
+
 /* A communicator freed right after a wrapper call, while its private
  * duplicate is still under way (MPICH then defers the free): no tape, a
  * recording tape swept after the free (a clean AD_ERR_MPI), and MPI_Finalize
@@ -165,12 +178,8 @@ static void test_freed_comms(void) {
   for (int it = 0; it < 3; it++) {
     MPI_Comm c;
     MPI_Comm_dup(MPI_COMM_WORLD, &c);
-    ad_tape *t = ad_tape_create();
-    ad_tape_begin(t);
-    ad_real x = ad_input(1.0 + mt_rank), s = ad_const(0.0);
-    MT_CHECK(ad_mpi_allreduce(&x, &s, 1, AD_MPI_REAL, MPI_SUM, c) == MPI_SUCCESS);
-    ad_real y = ad_mul(s, x);
-    ad_tape_end(t);
+    ad_real x, y;
+    ad_tape *t = record_sum(c, 0, &x, &y);
     MPI_Comm_free(&c);
     double g = 0.0, t0 = MPI_Wtime();
     int rc = ad_gradient(t, y, 1, &x, &g);
@@ -243,12 +252,8 @@ static void test_sweep_after_timeout(void) {
     MPI_Barrier(MPI_COMM_WORLD);
     MPI_Comm d;
     MPI_Comm_dup(MPI_COMM_WORLD, &d);
-    ad_tape *u = ad_tape_create();
-    ad_tape_begin(u);
-    ad_real xu = ad_input(1.0 + mt_rank), su = ad_const(0.0);
-    MT_CHECK(ad_mpi_allreduce(&xu, &su, 1, AD_MPI_REAL, MPI_SUM, d) == MPI_SUCCESS);
-    ad_real yu = ad_mul(su, su);
-    ad_tape_end(u);
+    ad_real xu, yu;
+    ad_tape *u = record_sum(d, 1, &xu, &yu);
     MT_CHECK(ad_gradient(u, yu, 1, &xu, &g) == AD_OK);
     MT_CHECK(g == 2.0 * S * mt_size);
     ad_tape_destroy(u);

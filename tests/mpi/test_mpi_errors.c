@@ -38,6 +38,21 @@ static void scenario_end(MPI_Comm *c) {
   if (ncomms < 64) comms[ncomms++] = *c;
 }
 
+/* The start of most scenarios: their communicator in *comm and a new tape,
+ * recording. */
+static ad_tape *scenario_recording(const char *name, MPI_Comm *comm) {
+  *comm = scenario_begin(name);
+  ad_tape *t = ad_tape_create();
+  ad_tape_begin(t);
+  return t;
+}
+
+/* Their end: the tape destroyed, then scenario_end. */
+static void scenario_finish(MPI_Comm *comm, ad_tape *t) {
+  ad_tape_destroy(t);
+  scenario_end(comm);
+}
+
 static int error_class(int rc) {
   int cls = rc;
   MPI_Error_class(rc, &cls);
@@ -88,6 +103,27 @@ static int timed_reverse(ad_tape *t, double *seconds) {
 /* (a) A receive count smaller than the message                              */
 /* ------------------------------------------------------------------------ */
 
+/* ad_gradient, which must succeed: the tape's message on stderr if not. */
+static void gradient_ok(ad_tape *t, ad_real y, size_t n, ad_real *x, double *g) {
+  int rc = ad_gradient(t, y, n, x, g);
+  if (rc != AD_OK) fprintf(stderr, "[%d] %s\n", mt_rank, ad_tape_error_message(t));
+  MT_CHECK(rc == AD_OK);
+}
+
+/* The start of the truncate scenarios: even ranks send to the next odd rank,
+ * a rank without a partner is its own (self); the tape, recording, has the
+ * four inputs x[i] = x0 + 0.1 i + rank. */
+static ad_tape *truncate_start(const char *name, double x0, MPI_Comm *comm, int *partner, int *self, int *sender,
+                               ad_real *x) {
+  ad_tape *t = scenario_recording(name, comm);
+  *partner = mt_rank ^ 1;
+  *self = *partner >= mt_size;
+  *sender = mt_rank % 2 == 0 && !*self;
+  if (*self) *partner = mt_rank;
+  for (int i = 0; i < 4; i++) x[i] = ad_input(x0 + 0.1 * i + mt_rank);
+  return t;
+}
+
 /* Even ranks send four values to the next odd rank, which receives two; a
  * rank without a partner does the same with itself through sendrecv. The
  * receiver gets MPI_ERR_TRUNCATE and a sticky tape error; the sender's sweep
@@ -95,13 +131,10 @@ static int timed_reverse(ad_tape *t, double *seconds) {
  * same stream, on a new recording, must still get the right adjoint: the
  * truncated message was consumed and counts in the stream's sequence. */
 static void scenario_truncate(void) {
-  MPI_Comm comm = scenario_begin("truncate");
-  int partner = mt_rank ^ 1, self = partner >= mt_size, sender = mt_rank % 2 == 0 && !self;
-  if (self) partner = mt_rank;
-  ad_tape *t = ad_tape_create();
-  ad_tape_begin(t);
+  MPI_Comm comm;
+  int partner, self, sender;
   ad_real x[4], r[4], y;
-  for (int i = 0; i < 4; i++) x[i] = ad_input(0.5 + 0.1 * i + mt_rank);
+  ad_tape *t = truncate_start("truncate", 0.5, &comm, &partner, &self, &sender, x);
   MPI_Status st;
   int rc, let_through = 0;
   if (self) {
@@ -148,9 +181,7 @@ static void scenario_truncate(void) {
   ad_tape_end(t);
   MT_CHECK(ad_tape_error(t) == AD_OK);
   double g[4];
-  rc = ad_gradient(t, y, 4, x, g);
-  if (rc != AD_OK) fprintf(stderr, "[%d] %s\n", mt_rank, ad_tape_error_message(t));
-  MT_CHECK(rc == AD_OK);
+  gradient_ok(t, y, 4, x, g);
   /* d(y_sender + y_receiver)/dx on the sender: 3 + (x1, x0); on the receiver: 1. */
   if (self) {
     MT_CLOSE(g[0], 1.0 + ad_value(x[1]), 1e-14);
@@ -162,19 +193,15 @@ static void scenario_truncate(void) {
     MT_CLOSE(g[0], 1.0, 1e-14);
     MT_CLOSE(g[1], 0.0, 1e-14);
   }
-  ad_tape_destroy(t);
-  scenario_end(&comm);
+  scenario_finish(&comm, t);
 }
 
 /* The same with a nonblocking receive: the error comes from ad_mpi_wait. */
 static void scenario_truncate_wait(void) {
-  MPI_Comm comm = scenario_begin("truncate_wait");
-  int partner = mt_rank ^ 1, self = partner >= mt_size, sender = mt_rank % 2 == 0 && !self;
-  if (self) partner = mt_rank;
-  ad_tape *t = ad_tape_create();
-  ad_tape_begin(t);
+  MPI_Comm comm;
+  int partner, self, sender;
   ad_real x[4], r[4], y;
-  for (int i = 0; i < 4; i++) x[i] = ad_input(1.5 + 0.1 * i + mt_rank);
+  ad_tape *t = truncate_start("truncate_wait", 1.5, &comm, &partner, &self, &sender, x);
   ad_mpi_request q[2] = {AD_MPI_REQUEST_NULL, AD_MPI_REQUEST_NULL};
   MPI_Status st;
   int rc, let_through = 0;
@@ -206,9 +233,7 @@ static void scenario_truncate_wait(void) {
   y = sender ? ad_mul(x[0], 2.0) : ad_add(ad_mul(r[0], r[1]), x[0]);
   ad_tape_end(t);
   double g[4];
-  rc = ad_gradient(t, y, 4, x, g);
-  if (rc != AD_OK) fprintf(stderr, "[%d] %s\n", mt_rank, ad_tape_error_message(t));
-  MT_CHECK(rc == AD_OK);
+  gradient_ok(t, y, 4, x, g);
   if (self) {
     MT_CLOSE(g[0], 1.0 + ad_value(x[1]), 1e-14);
   } else if (sender) {
@@ -217,8 +242,7 @@ static void scenario_truncate_wait(void) {
   } else {
     MT_CLOSE(g[0], 1.0, 1e-14);
   }
-  ad_tape_destroy(t);
-  scenario_end(&comm);
+  scenario_finish(&comm, t);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -286,8 +310,7 @@ static void scenario_type_mismatch(int active_sender, int shared) {
       MT_CLOSE(ad_adjoint(t, x[2]), shared ? mt_size * cos(ad_value(x[2])) : 0.0, 1e-14);
     }
   }
-  ad_tape_destroy(t);
-  scenario_end(&comm);
+  scenario_finish(&comm, t);
 }
 
 /* Passive values sent (MPI_DOUBLE) and received active (AD_MPI_REAL) while
@@ -330,8 +353,7 @@ static void scenario_mixed_stream(void) {
     }
     MPI_Barrier(MPI_COMM_WORLD);
   }
-  ad_tape_destroy(t);
-  scenario_end(&comm);
+  scenario_finish(&comm, t);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -442,8 +464,7 @@ static void scenario_partial_sweep(int late) {
   }
   /* Give a late straggler's messages time to arrive where the others gave up. */
   MPI_Barrier(MPI_COMM_WORLD);
-  ad_tape_destroy(t);
-  scenario_end(&comm);
+  scenario_finish(&comm, t);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -517,8 +538,7 @@ static void scenario_sticky(int when, int coll) {
     check_sweep(t, rc, AD_ERR_MPI, sec, QUICK, "reported AD_ERR_NOMEM");
   else
     MT_CHECK(sec < BOUNDED);
-  ad_tape_destroy(t);
-  scenario_end(&comm);
+  scenario_finish(&comm, t);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -526,9 +546,8 @@ static void scenario_sticky(int when, int coll) {
 /* ------------------------------------------------------------------------ */
 
 static void scenario_bad_op(void) {
-  MPI_Comm comm = scenario_begin("bad_op");
-  ad_tape *t = ad_tape_create();
-  ad_tape_begin(t);
+  MPI_Comm comm;
+  ad_tape *t = scenario_recording("bad_op", &comm);
   ad_real x[2] = {ad_input(1.0), ad_input(2.0)}, r[2 * 8];
   ad_real *big = calloc((size_t)(2 * mt_size), sizeof *big);
   for (int i = 0; i < 2 * mt_size; i++) big[i] = x[i % 2];
@@ -562,9 +581,8 @@ static void scenario_bad_op(void) {
 /* ------------------------------------------------------------------------ */
 
 static void scenario_freed_comm(void) {
-  MPI_Comm comm = scenario_begin("freed_comm");
-  ad_tape *t = ad_tape_create();
-  ad_tape_begin(t);
+  MPI_Comm comm;
+  ad_tape *t = scenario_recording("freed_comm", &comm);
   ad_real x = ad_input(2.0 + mt_rank), s;
   MT_CHECK(ad_mpi_allreduce(&x, &s, 1, AD_MPI_REAL, MPI_SUM, comm) == MPI_SUCCESS);
   ad_real y = ad_mul(s, x);
@@ -597,9 +615,8 @@ static void after_errors(ad_real *x, int n, ad_real *y, int m, void *ctx) {
  * be refused; any tag MPI allows now works, and each adjoint goes back on its
  * own message (J = 3 y1 + 5 y2 on rank 1). */
 static void scenario_tag_alias(void) {
-  MPI_Comm comm = scenario_begin("tag_alias");
-  ad_tape *t = ad_tape_create();
-  ad_tape_begin(t);
+  MPI_Comm comm;
+  ad_tape *t = scenario_recording("tag_alias", &comm);
   ad_real x[2] = {ad_input(1.0 + mt_rank), ad_input(2.0 + mt_rank)}, y1, y2, J = ad_const(0.0);
   if (mt_rank == 0) {
     MT_CHECK(ad_mpi_send(&x[0], 1, AD_MPI_REAL, 1, 1, comm) == MPI_SUCCESS);
@@ -616,8 +633,7 @@ static void scenario_tag_alias(void) {
     MT_CHECK(g[0] == (mt_rank == 0 ? 3.0 : 0.0));
     MT_CHECK(g[1] == (mt_rank == 0 ? 5.0 : 0.0));
   }
-  ad_tape_destroy(t);
-  scenario_end(&comm);
+  scenario_finish(&comm, t);
 }
 
 int main(int argc, char **argv) {

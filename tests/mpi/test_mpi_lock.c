@@ -62,6 +62,15 @@ static void expect_error(ad_tape *t, const char *call, const char *words) {
     fprintf(stderr, "[%d] expected %s / %s, got: %s\n", mt_rank, call, words, msg ? msg : "(none)");
 }
 
+/* The end of a recording that must fail: the window freed (which succeeds),
+ * the tape ended and holding the error of call, then destroyed. */
+static void free_and_expect(MPI_Win *win, ad_tape *t, const char *call, const char *words) {
+  MT_CHECK(ad_mpi_win_free(win) == MPI_SUCCESS);
+  ad_tape_end(t);
+  expect_error(t, call, words);
+  ad_tape_destroy(t);
+}
+
 static MPI_Win make_win(ad_real **wb, int n) {
   MPI_Win win = MPI_WIN_NULL;
   MT_CHECK(ad_mpi_win_allocate((MPI_Aint)n * (MPI_Aint)sizeof(ad_real), (int)sizeof(ad_real), MPI_INFO_NULL,
@@ -81,10 +90,7 @@ static void batch_conflict_test(void) {
   MT_CHECK(ad_mpi_put(&v[1], 1, AD_MPI_REAL, mt_right(), 1, 1, AD_MPI_REAL, win) == MPI_SUCCESS);
   MT_CHECK(ad_mpi_win_unlock(mt_right(), win) == MPI_ERR_RMA_CONFLICT);
   ad_mpi_barrier(MPI_COMM_WORLD);
-  MT_CHECK(ad_mpi_win_free(&win) == MPI_SUCCESS);
-  ad_tape_end(t);
-  expect_error(t, "ad_mpi_win_unlock", "overlap");
-  ad_tape_destroy(t);
+  free_and_expect(&win, t, "ad_mpi_win_unlock", "overlap");
 }
 
 /* A store of the target into an element that another rank's completed
@@ -147,10 +153,7 @@ static void usage_test(void) {
   MT_CHECK(ad_mpi_win_lock(MPI_LOCK_SHARED, mt_right(), 0, win) == MPI_ERR_RMA_SYNC);
   MT_CHECK(ad_mpi_win_unlock(mt_right(), win) == MPI_SUCCESS);
   ad_mpi_barrier(MPI_COMM_WORLD);
-  MT_CHECK(ad_mpi_win_free(&win) == MPI_SUCCESS);
-  ad_tape_end(t);
-  expect_error(t, "ad_mpi_accumulate", "exclusive lock");
-  ad_tape_destroy(t);
+  free_and_expect(&win, t, "ad_mpi_accumulate", "exclusive lock");
 
   /* a fence on a window used with locks: refused on every rank */
   t = ad_tape_create();
@@ -161,10 +164,7 @@ static void usage_test(void) {
     MT_CHECK(ad_mpi_win_unlock(0, win) == MPI_SUCCESS);
   }
   MT_CHECK(ad_mpi_win_fence(0, win) == MPI_ERR_RMA_SYNC);
-  MT_CHECK(ad_mpi_win_free(&win) == MPI_SUCCESS);
-  ad_tape_end(t);
-  expect_error(t, "ad_mpi_win_fence", mt_rank == 0 ? "either with fences or" : "rank 0 found");
-  ad_tape_destroy(t);
+  free_and_expect(&win, t, "ad_mpi_win_fence", mt_rank == 0 ? "either with fences or" : "rank 0 found");
 
   /* a window created before the recording cannot take part in its
    * passive-target epochs */

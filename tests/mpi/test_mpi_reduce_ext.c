@@ -70,6 +70,19 @@ static int close_to(double a, double b) { return fabs(a - b) <= 1e-13 * (1.0 + f
 /* Values against plain MPI                                                   */
 /* ------------------------------------------------------------------------ */
 
+/* The reductions without a root that share MPI's signature (kinds 1 to 4 of
+ * the user-operation cases), each wrapper with the plain call it must agree
+ * with. */
+typedef int (*reduction_fn)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm);
+static const struct {
+  reduction_fn ad, plain;
+} rootless[] = {
+    {ad_mpi_allreduce, MPI_Allreduce},
+    {ad_mpi_scan, MPI_Scan},
+    {ad_mpi_exscan, MPI_Exscan},
+    {ad_mpi_reduce_scatter_block, MPI_Reduce_scatter_block},
+};
+
 static void check_values(void) {
   MPI_Comm w = MPI_COMM_WORLD;
   int me = mt_rank, p = mt_size;
@@ -116,31 +129,15 @@ static void check_values(void) {
         b[i] = ad_const(-1.0);
         pb[i] = -1.0;
       }
-      switch (kind) {
-      case 0:
+      if (kind == 0) {
         rc = ad_mpi_reduce(a, b, cnt, t, op, 0, w);
         MPI_Reduce(pa, pb, cnt, pt, pop, 0, w);
-        break;
-      case 1:
-        rc = ad_mpi_allreduce(a, b, cnt, t, op, w);
-        MPI_Allreduce(pa, pb, cnt, pt, pop, w);
-        break;
-      case 2:
-        rc = ad_mpi_scan(a, b, cnt, t, op, w);
-        MPI_Scan(pa, pb, cnt, pt, pop, w);
-        break;
-      case 3:
-        rc = ad_mpi_exscan(a, b, cnt, t, op, w);
-        MPI_Exscan(pa, pb, cnt, pt, pop, w);
-        break;
-      case 4:
-        rc = ad_mpi_reduce_scatter_block(a, b, cnt, t, op, w);
-        MPI_Reduce_scatter_block(pa, pb, cnt, pt, pop, w);
-        break;
-      default: /* items of 4 reals (m = 1) or single reals */
+      } else if (kind < 5) {
+        rc = rootless[kind - 1].ad(a, b, cnt, t, op, w);
+        rootless[kind - 1].plain(pa, pb, cnt, pt, pop, w);
+      } else { /* items of 4 reals (m = 1) or single reals */
         rc = ad_mpi_reduce_scatter(a, b, rcnts, t, op, w);
         MPI_Reduce_scatter(pa, pb, rcnts, pt, pop, w);
-        break;
       }
       MT_CHECK(rc == MPI_SUCCESS);
       if (kind < 5) { /* the nonblocking twin gives the same values */
