@@ -792,9 +792,140 @@ static int type_argument(pt_ctx *x, unsigned lo, unsigned hi) {
   return 0;
 }
 
+/* assert(E): only E's truth value is used, so E is computed on values:
+ * each active variable, array element, member and call of a ported
+ * function in it is read with ad_value, and library calls (sqrt, isfinite)
+ * then take doubles. The invocation stays as written (assert stringizes E
+ * and depends on NDEBUG, so it cannot be expanded). */
+typedef struct assert_edits {
+  pt_ctx *x;
+  unsigned lo, hi; /* the argument's text */
+  unsigned at[2 * 64];
+  const char *what[64]; /* "ad_value(" to wrap, or the suffix to insert at at[2 k] */
+  int n, bad;
+} assert_edits;
+
+static int spelled_in(assert_edits *a, CXCursor c, unsigned *b, unsigned *e) {
+  CXSourceRange r = clang_getCursorExtent(c);
+  CXFile f1 = NULL, f2 = NULL;
+  clang_getSpellingLocation(clang_getRangeStart(r), &f1, NULL, NULL, b);
+  clang_getSpellingLocation(clang_getRangeEnd(r), &f2, NULL, NULL, e);
+  return f1 && f2 && clang_File_isEqual(f1, a->x->file) && clang_File_isEqual(f2, a->x->file) && *b >= a->lo &&
+         *e <= a->hi && *b < *e;
+}
+
+static void assert_edit(assert_edits *a, unsigned b, unsigned e, const char *what) {
+  for (int i = 0; i < a->n; i++)
+    if (a->at[2 * i] == b && a->what[i] == what) return; /* E is expanded twice */
+  if (a->n == 64) {
+    a->bad = 1;
+    return;
+  }
+  a->at[2 * a->n] = b;
+  a->at[2 * a->n + 1] = e;
+  a->what[a->n++] = what;
+}
+
+static enum CXChildVisitResult assert_visit(CXCursor c, CXCursor parent, CXClientData d) {
+  (void)parent;
+  assert_edits *a = d;
+  pt_ctx *x = a->x;
+  unsigned b, e;
+  if (!spelled_in(a, c, &b, &e)) return CXChildVisit_Recurse;
+  enum CXCursorKind k = clang_getCursorKind(c);
+  int call = k == CXCursor_CallExpr;
+  CXCursor fd = call ? callee_decl(c) : clang_getNullCursor();
+  if (call && pt_suffixed(x, fd)) {
+    /* the callee's name: the first token of the call */
+    CXSourceLocation l = clang_getCursorLocation(c);
+    unsigned nb;
+    clang_getSpellingLocation(l, NULL, NULL, NULL, &nb);
+    unsigned ne = nb;
+    while (ne < a->hi && is_ident(x->buf[ne])) ne++;
+    assert_edit(a, ne, ne, x->o->suffix);
+  }
+  if (!pt_act(x, c)) return CXChildVisit_Recurse;
+  if (k == CXCursor_DeclRefExpr || k == CXCursor_ArraySubscriptExpr || k == CXCursor_MemberRefExpr ||
+      (call && pt_ported_function(x, fd))) {
+    if (call) /* an argument with active arithmetic would need the port's own operations */
+      for (int i = 0; i < clang_Cursor_getNumArguments(c); i++) {
+        CXCursor g = pt_strip(clang_Cursor_getArgument(c, (unsigned)i));
+        enum CXCursorKind gk = clang_getCursorKind(g);
+        if (pt_act(x, g) && gk != CXCursor_DeclRefExpr && gk != CXCursor_ArraySubscriptExpr &&
+            gk != CXCursor_MemberRefExpr)
+          a->bad = 1;
+      }
+    assert_edit(a, b, e, "ad_value(");
+    return CXChildVisit_Continue;
+  }
+  return CXChildVisit_Recurse;
+}
+
+static char *assert_macro(pt_ctx *x, CXCursor c) {
+  unsigned b = pt_b(c), e = pt_e(c);
+  for (int i = 0; i < x->nmacros; i++) {
+    const pt_macro *m = &x->macros[i];
+    if (m->b != b || m->e != e || m->e > x->len) continue;
+    char *name = pt_spelling(m->cur);
+    int ok = !strcmp(name, "assert");
+    free(name);
+    const char *open = memchr(x->buf + m->b, '(', m->e - m->b);
+    if (!ok || !open || x->buf[m->e - 1] != ')') return NULL;
+    assert_edits a = {x, (unsigned)(open + 1 - x->buf), m->e - 1, {0}, {0}, 0, 0};
+    clang_visitChildren(c, assert_visit, &a);
+    if (a.bad || a.n == 0) return NULL;
+    /* In text order; a wrap opens before what it holds (a suffix inside it). */
+    for (int i = 0; i < a.n; i++)
+      for (int j = i + 1; j < a.n; j++)
+        if (a.at[2 * j] < a.at[2 * i] || (a.at[2 * j] == a.at[2 * i] && a.at[2 * j + 1] > a.at[2 * i + 1])) {
+          unsigned t0 = a.at[2 * i], t1 = a.at[2 * i + 1];
+          const char *tw = a.what[i];
+          a.at[2 * i] = a.at[2 * j];
+          a.at[2 * i + 1] = a.at[2 * j + 1];
+          a.what[i] = a.what[j];
+          a.at[2 * j] = t0;
+          a.at[2 * j + 1] = t1;
+          a.what[j] = tw;
+        }
+    /* Each edit is an insertion at its start and, for a wrap, ")" at its end. */
+    unsigned pos[2 * 64];
+    const char *ins[2 * 64];
+    int np = 0;
+    for (int i = 0; i < a.n; i++) {
+      pos[np] = a.at[2 * i];
+      ins[np++] = a.what[i];
+      if (a.what[i][0] == 'a' && !strcmp(a.what[i], "ad_value(")) {
+        pos[np] = a.at[2 * i + 1];
+        ins[np++] = ")";
+      }
+    }
+    for (int i = 1; i < np; i++) /* stable by position: closings after what precedes them */
+      for (int j = i; j > 0 && pos[j] < pos[j - 1]; j--) {
+        unsigned tp = pos[j];
+        const char *ti = ins[j];
+        pos[j] = pos[j - 1];
+        ins[j] = ins[j - 1];
+        pos[j - 1] = tp;
+        ins[j - 1] = ti;
+      }
+    port_str o = {0};
+    unsigned at = m->b;
+    for (int i = 0; i < np; i++) {
+      port_str_addn(&o, x->buf + at, pos[i] - at);
+      port_str_add(&o, ins[i]);
+      at = pos[i];
+    }
+    port_str_addn(&o, x->buf + at, m->e - at);
+    return port_str_take(&o);
+  }
+  return NULL;
+}
+
 static char *emit_macro(pt_ctx *x, CXCursor c) {
   char *vt = value_test_macro(x, c);
   if (vt) return vt;
+  char *am = assert_macro(x, c);
+  if (am) return am;
   if (!ariadne_macro(x, pt_off(clang_getCursorLocation(c))) &&
       (macro_needs(x, c) || type_argument(x, pt_b(c), pt_e(c)))) {
     unsigned at = pt_off(clang_getCursorLocation(c));

@@ -131,6 +131,34 @@ check "(real_t)n is a double" grep -q "real_t a = ad_const((double)n);" "$work/v
 check "(double) of an active field" grep -q "return (double)ad_value(c->u);" "$work/values/values.c"
 check "values.c compiles" compiles "$work/values/values.c"
 
+# Asserts on active values: the condition is read with ad_value in place
+# (assert stringizes its argument and depends on NDEBUG: it cannot be
+# expanded), ported functions in it keep their suffix; one that passes
+# active arithmetic to a ported function is refused with a way out.
+cat >"$work/asserts.c" <<'EOT'
+#include <assert.h>
+#include <math.h>
+double scale(double a, double b) { return a * b; }
+double run(const double *u, int n, double dt) {
+  double s = 0.0;
+  assert(dt > 0.0 && n > 0);
+  for (int i = 0; i < n; i++) {
+    assert(isfinite(u[i]) && fabs(u[i] * dt) < 1e3);
+    assert(scale(u[i], dt) == scale(dt, u[i]));
+    s += u[i] * dt;
+  }
+  return s;
+}
+EOT
+check "asserts on active values" status_is 0 "$tool" --suffix _ad -o "$work/asserts" "$work/asserts.c"
+check "a comparison reads values" grep -q "assert(ad_value(dt) > 0.0 && n > 0);" "$work/asserts/asserts.c"
+check "library calls take values" grep -q "assert(isfinite(ad_value(u\[i\])) && fabs(ad_value(u\[i\]) \* ad_value(dt)) < 1e3);" "$work/asserts/asserts.c"
+check "a ported call keeps its suffix" grep -q "assert(ad_value(scale_ad(u\[i\], dt)) == ad_value(scale_ad(dt, u\[i\])));" "$work/asserts/asserts.c"
+check "asserts.c compiles" compiles "$work/asserts/asserts.c" -UNDEBUG
+sed 's/scale(u\[i\], dt) ==/scale(u[i] * 2.0, dt) ==/' "$work/asserts.c" >"$work/assert_bad.c"
+check "active arithmetic into a ported call in an assert" status_is 1 "$tool" -o "$work/assert_bad" "$work/assert_bad.c"
+check "its message" grep -q "assert_bad.c:9:5: error: assert whose condition cannot be ported in place" "$work/err.txt"
+
 # Files ported together: a header and two sources that call each other.
 mkdir -p "$work/multi"
 cat >"$work/multi/model.h" <<'EOT'

@@ -6,8 +6,10 @@
  * by `continue`, a tabulated correction interpolated in a passive table,
  * explicit (double) casts where only a value is wanted, (real_t) casts of
  * integers, isnan/isinf/fpclassify guards, an integer assert calling a ported
- * function, and static helpers in a header ported with the file.
+ * function, asserts on active values (compiled in whatever the build type),
+ * and static helpers in a header ported with the file.
  */
+#undef NDEBUG
 #include <assert.h>
 #include <math.h>
 #include <stdio.h>
@@ -54,12 +56,14 @@ real_t objective(real_t *x) {
       if (fpclassify(r2) == FP_ZERO) continue;
       real_t r = sqrt(r2);
       if (isnan(r) || isinf(r) || !isfinite(r2)) continue;
+      assert(r > 0.0 && fabs(r * r - r2) <= 1e-12 * r2 && isfinite(md_sq(r)));
       real_t inv6 = 1.0 / (r2 * r2 * r2);
       st.epot += 4.0 * (inv6 * inv6 - inv6) + md_lerp(table, table_dr, r) * (real_t)(j - i);
       if ((double)r < st.rmin) st.rmin = (double)r;
       st.pairs++;
     }
   assert(visited == md_count_pairs(NATOMS));
+  assert(st.pairs > 0 && st.epot < 1e300);
   real_t scale = (real_t)NATOMS;
   return st.epot / (real_t)st.pairs * scale + (real_t)st.pairs * 0.125 * md_sq(x[0] - x[3]);
 }
