@@ -302,7 +302,8 @@ static void test_not_recording(void) {
 }
 
 /* A partial that is exactly zero is not an argument (it adds nothing in the
- * sweep), and a statement left with none is a passive value. */
+ * sweep), and a statement left with none is not recorded: its result has no
+ * handle, but its gradient is a zero gradient, not a misuse. */
 static void test_zero_partials(void) {
   CHECK_CONTEXT("zero partials");
   ad_tape *t = ad_tape_create();
