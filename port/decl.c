@@ -954,18 +954,16 @@ int port_file(const port_options *o, const char *unit, const char *path, const c
         const pt_macro *m = &x.macros[order[i]];
         if (m->b < at) continue;
         char *ex = expand_macro(&x, m);
-        char *mname = ex ? NULL : pt_spelling(m->cur);
-        if (!ex && !strcmp(mname, "assert"))
-          pt_error(&x, m->cur,
-                   "assert whose condition cannot be ported in place (only values are read there: active "
-                   "arithmetic passed to a ported function, or a call that changes, is not); compute it into a "
-                   "variable before the assert");
-        else if (!ex)
-          pt_error(&x, m->cur,
-                   "macro with active arithmetic that cannot be expanded in place (it uses # or ##, or "
-                   "variadic arguments); write the expression out");
-        free(mname);
         if (!ex) {
+          char *mname = pt_spelling(m->cur);
+          pt_error(&x, m->cur, "%s",
+                   !strcmp(mname, "assert")
+                       ? "assert whose condition cannot be ported in place (only values are read there: active "
+                         "arithmetic passed to a ported function, or a call that changes, is not); compute it "
+                         "into a variable before the assert"
+                       : "macro with active arithmetic that cannot be expanded in place (it uses # or ##, or "
+                         "variadic arguments); write the expression out");
+          free(mname);
           failed = 1;
           continue;
         }

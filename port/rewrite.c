@@ -797,11 +797,16 @@ static int type_argument(pt_ctx *x, unsigned lo, unsigned hi) {
  * function in it is read with ad_value, and library calls (sqrt, isfinite)
  * then take doubles. The invocation stays as written (assert stringizes E
  * and depends on NDEBUG, so it cannot be expanded). */
+/* An insertion into the argument's text. */
+typedef struct assert_ins {
+  unsigned at;
+  const char *text; /* "ad_value(", ")" or the suffix */
+} assert_ins;
+
 typedef struct assert_edits {
   pt_ctx *x;
   unsigned lo, hi; /* the argument's text */
-  unsigned at[2 * 64];
-  const char *what[64]; /* "ad_value(" to wrap, or the suffix to insert at at[2 k] */
+  assert_ins ins[128];
   int n, bad;
 } assert_edits;
 
@@ -814,16 +819,21 @@ static int spelled_in(assert_edits *a, CXCursor c, unsigned *b, unsigned *e) {
          *e <= a->hi && *b < *e;
 }
 
-static void assert_edit(assert_edits *a, unsigned b, unsigned e, const char *what) {
+/* Wraps do not nest and insertions never meet, so each place has at most
+ * one; the same one again is E's second expansion. */
+static void assert_insert(assert_edits *a, unsigned at, const char *text) {
   for (int i = 0; i < a->n; i++)
-    if (a->at[2 * i] == b && a->what[i] == what) return; /* E is expanded twice */
-  if (a->n == 64) {
+    if (a->ins[i].at == at) return;
+  if (a->n == 128) {
     a->bad = 1;
     return;
   }
-  a->at[2 * a->n] = b;
-  a->at[2 * a->n + 1] = e;
-  a->what[a->n++] = what;
+  a->ins[a->n++] = (assert_ins){at, text};
+}
+
+static int assert_ins_cmp(const void *p, const void *q) {
+  const assert_ins *a = p, *b = q;
+  return (a->at > b->at) - (a->at < b->at);
 }
 
 static enum CXChildVisitResult assert_visit(CXCursor c, CXCursor parent, CXClientData d) {
@@ -836,29 +846,27 @@ static enum CXChildVisitResult assert_visit(CXCursor c, CXCursor parent, CXClien
   int call = k == CXCursor_CallExpr;
   CXCursor fd = call ? callee_decl(c) : clang_getNullCursor();
   if (call && pt_suffixed(x, fd)) {
-    /* the callee's name: the first token of the call */
-    CXSourceLocation l = clang_getCursorLocation(c);
-    unsigned nb;
-    clang_getSpellingLocation(l, NULL, NULL, NULL, &nb);
-    unsigned ne = nb;
+    /* after the callee's name, the call's first token */
+    unsigned ne;
+    clang_getSpellingLocation(clang_getCursorLocation(c), NULL, NULL, NULL, &ne);
     while (ne < a->hi && is_ident(x->buf[ne])) ne++;
-    assert_edit(a, ne, ne, x->o->suffix);
+    assert_insert(a, ne, x->o->suffix);
   }
-  if (!pt_act(x, c)) return CXChildVisit_Recurse;
-  if (k == CXCursor_DeclRefExpr || k == CXCursor_ArraySubscriptExpr || k == CXCursor_MemberRefExpr ||
-      (call && pt_ported_function(x, fd))) {
-    if (call) /* an argument with active arithmetic would need the port's own operations */
-      for (int i = 0; i < clang_Cursor_getNumArguments(c); i++) {
-        CXCursor g = pt_strip(clang_Cursor_getArgument(c, (unsigned)i));
-        enum CXCursorKind gk = clang_getCursorKind(g);
-        if (pt_act(x, g) && gk != CXCursor_DeclRefExpr && gk != CXCursor_ArraySubscriptExpr &&
-            gk != CXCursor_MemberRefExpr)
-          a->bad = 1;
-      }
-    assert_edit(a, b, e, "ad_value(");
-    return CXChildVisit_Continue;
-  }
-  return CXChildVisit_Recurse;
+  if (!pt_act(x, c) ||
+      !(k == CXCursor_DeclRefExpr || k == CXCursor_ArraySubscriptExpr || k == CXCursor_MemberRefExpr ||
+        (call && pt_ported_function(x, fd))))
+    return CXChildVisit_Recurse;
+  if (call) /* an argument with active arithmetic would need the port's own operations */
+    for (int i = 0; i < clang_Cursor_getNumArguments(c); i++) {
+      CXCursor g = pt_strip(clang_Cursor_getArgument(c, (unsigned)i));
+      enum CXCursorKind gk = clang_getCursorKind(g);
+      if (pt_act(x, g) && gk != CXCursor_DeclRefExpr && gk != CXCursor_ArraySubscriptExpr &&
+          gk != CXCursor_MemberRefExpr)
+        a->bad = 1;
+    }
+  assert_insert(a, b, "ad_value(");
+  assert_insert(a, e, ")");
+  return CXChildVisit_Continue;
 }
 
 static char *assert_macro(pt_ctx *x, CXCursor c) {
@@ -871,49 +879,16 @@ static char *assert_macro(pt_ctx *x, CXCursor c) {
     free(name);
     const char *open = memchr(x->buf + m->b, '(', m->e - m->b);
     if (!ok || !open || x->buf[m->e - 1] != ')') return NULL;
-    assert_edits a = {x, (unsigned)(open + 1 - x->buf), m->e - 1, {0}, {0}, 0, 0};
+    assert_edits a = {.x = x, .lo = (unsigned)(open + 1 - x->buf), .hi = m->e - 1};
     clang_visitChildren(c, assert_visit, &a);
     if (a.bad || a.n == 0) return NULL;
-    /* In text order; a wrap opens before what it holds (a suffix inside it). */
-    for (int i = 0; i < a.n; i++)
-      for (int j = i + 1; j < a.n; j++)
-        if (a.at[2 * j] < a.at[2 * i] || (a.at[2 * j] == a.at[2 * i] && a.at[2 * j + 1] > a.at[2 * i + 1])) {
-          unsigned t0 = a.at[2 * i], t1 = a.at[2 * i + 1];
-          const char *tw = a.what[i];
-          a.at[2 * i] = a.at[2 * j];
-          a.at[2 * i + 1] = a.at[2 * j + 1];
-          a.what[i] = a.what[j];
-          a.at[2 * j] = t0;
-          a.at[2 * j + 1] = t1;
-          a.what[j] = tw;
-        }
-    /* Each edit is an insertion at its start and, for a wrap, ")" at its end. */
-    unsigned pos[2 * 64];
-    const char *ins[2 * 64];
-    int np = 0;
-    for (int i = 0; i < a.n; i++) {
-      pos[np] = a.at[2 * i];
-      ins[np++] = a.what[i];
-      if (a.what[i][0] == 'a' && !strcmp(a.what[i], "ad_value(")) {
-        pos[np] = a.at[2 * i + 1];
-        ins[np++] = ")";
-      }
-    }
-    for (int i = 1; i < np; i++) /* stable by position: closings after what precedes them */
-      for (int j = i; j > 0 && pos[j] < pos[j - 1]; j--) {
-        unsigned tp = pos[j];
-        const char *ti = ins[j];
-        pos[j] = pos[j - 1];
-        ins[j] = ins[j - 1];
-        pos[j - 1] = tp;
-        ins[j - 1] = ti;
-      }
+    qsort(a.ins, (size_t)a.n, sizeof *a.ins, assert_ins_cmp);
     port_str o = {0};
     unsigned at = m->b;
-    for (int i = 0; i < np; i++) {
-      port_str_addn(&o, x->buf + at, pos[i] - at);
-      port_str_add(&o, ins[i]);
-      at = pos[i];
+    for (int k = 0; k < a.n; k++) {
+      port_str_addn(&o, x->buf + at, a.ins[k].at - at);
+      port_str_add(&o, a.ins[k].text);
+      at = a.ins[k].at;
     }
     port_str_addn(&o, x->buf + at, m->e - at);
     return port_str_take(&o);
