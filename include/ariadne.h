@@ -375,6 +375,25 @@ ad_real ad_stmt_end(ad_real result);
  * are. Only the results may be used after it. */
 void ad_stmt_end_n(size_t m, ad_real *results);
 
+/* Statements recorded on a path that turns out to reach nothing (internal:
+ * what ariadne-port writes around a loop body's early `continue`, not API).
+ * ad__spec_mark() notes the recording's end; ad__spec_drop(&m) takes back
+ * the statements recorded since, so that their handles are issued again:
+ * the caller guarantees that no value computed since the mark is used
+ * afterwards (the port proves it: every active store in between goes to a
+ * local of the loop body that the jump leaves). Nothing is dropped, which is
+ * always right, when anything but statements was recorded in between (a
+ * special record, a new block, a reset), on a watching tape (the checks see
+ * every statement), inside a preaccumulation region, or with no recording. */
+typedef struct ad__spec {
+  const void *rec;     /* the recorder marked */
+  const uint8_t *cnt;  /* its block */
+  ad_index next;       /* its last handle */
+  uint32_t ns, na, np; /* its block position */
+  uint32_t epoch;
+  uint64_t records;
+} ad__spec;
+
 /* ------------------------------------------------------------------------ */
 /* External functions                                                        */
 /* ------------------------------------------------------------------------ */
@@ -824,6 +843,31 @@ static inline ad_real ad_custom(double value, size_t n, const ad_real *args, con
   return ad__emit(R, value, ns, na, m, p, AD__KIND_GENERAL);
 }
 
+static inline ad__spec ad__spec_mark(void) {
+  const ad__recorder *R = ad__rec;
+  ad__spec m;
+  m.rec = R;
+  m.cnt = R->cnt;
+  m.next = R->next;
+  m.ns = R->ns;
+  m.na = R->na;
+  m.np = R->np;
+  m.epoch = R->epoch;
+  m.records = R->records;
+  return m;
+}
+
+static inline void ad__spec_drop(const ad__spec *m) {
+  ad__recorder *R = ad__rec;
+  if ((const void *)R != m->rec || R->cnt != m->cnt || R->epoch != m->epoch || R->records != m->records ||
+      !R->active || R->fwd || R->ns < m->ns)
+    return;
+  R->next = m->next;
+  R->ns = m->ns;
+  R->na = m->na;
+  R->np = m->np;
+}
+
 static inline void ad_stmt_begin(void) {
   if (ad__reg.depth++ > 0) return;
   ad__recorder *R = ad__rec;
@@ -1213,6 +1257,14 @@ static inline double ad_custom(double v, size_t n, const double *a, const double
   (void)p;
   return v;
 }
+typedef struct ad__spec {
+  char unused;
+} ad__spec;
+static inline ad__spec ad__spec_mark(void) {
+  ad__spec m = {0};
+  return m;
+}
+static inline void ad__spec_drop(const ad__spec *m) { (void)m; }
 static inline void ad_stmt_begin(void) {}
 static inline double ad_stmt_end(double r) { return r; }
 static inline void ad_stmt_end_n(size_t m, double *r) {

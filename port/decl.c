@@ -262,6 +262,7 @@ static void walk_stmt(pt_ctx *x, CXCursor c) {
     break;
   case CXCursor_IfStmt:
   case CXCursor_WhileStmt:
+    if (kind == CXCursor_WhileStmt) pt_spec_loop(x, c);
     for (int i = 0; i < n; i++) {
       if (i == 0 && clang_isExpression(clang_getCursorKind(k[i])))
         root(x, k[i], ROOT_COND);
@@ -270,6 +271,7 @@ static void walk_stmt(pt_ctx *x, CXCursor c) {
     }
     break;
   case CXCursor_DoStmt:
+    pt_spec_loop(x, c);
     for (int i = 0; i < n; i++) {
       if (i == n - 1 && clang_isExpression(clang_getCursorKind(k[i])))
         root(x, k[i], ROOT_COND);
@@ -294,6 +296,7 @@ static void walk_stmt(pt_ctx *x, CXCursor c) {
       pt_error(x, c, "cannot read this for statement's header");
       break;
     }
+    pt_spec_loop(x, c);
     for (int i = 0; i < n; i++) {
       unsigned b = pt_b(k[i]);
       x->no_fuse = b < close;

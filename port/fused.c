@@ -13,6 +13,7 @@
  *     double ad__d[2]; ad__d[0] = ...; ad__d[1] = ...;
  *     lhs = ad_custom(ad__vN, 2, ad__a, ad__d); }
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -712,6 +713,16 @@ void pt_fused_preaccumulated(pt_ctx *x, CXCursor decl, unsigned line, unsigned c
                 "%d statement%s that read it\n",
                 x->path, line, col, name, nargs, nargs == 1 ? "" : "s", reads, reads == 1 ? "" : "s");
   free(name);
+}
+
+void pt_fused_note(pt_ctx *x, const char *fmt, ...) {
+  if (!x->o->fuse) return;
+  va_list ap;
+  va_start(ap, fmt);
+  char line[1024];
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  port_str_add(&round_report.lines, line);
 }
 
 void pt_fused_skip(pt_ctx *x, CXCursor stmt, CXCursor rhs, int compound, const char *why) {

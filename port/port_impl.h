@@ -168,6 +168,11 @@ int pt_block_is_taped(int i);
 void pt_block_name(int i, char *out, size_t n);
 /* fused.c: count (and for --report, list) a preaccumulated temporary. */
 void pt_fused_preaccumulated(pt_ctx *x, CXCursor decl, unsigned line, unsigned col, int nargs, int reads);
+/* fused.c: a line for --report (printf-style), kept with the round's. */
+void pt_fused_note(pt_ctx *x, const char *fmt, ...);
+/* spec.c (--fused): a loop whose body's statements before an early exit
+ * can be taken back when the exit is taken (see spec.c). */
+void pt_spec_loop(pt_ctx *x, CXCursor loop);
 int pt_near_complex(const char *p, size_t b, size_t e, size_t len);
 
 #endif

@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * --fused: statements a loop body records before an early exit whose values
+ * then reach nothing are taken back when the exit is taken.
+ *
+ *   for (...) {                          for (...) { ad__spec ad__spec12 = ad__spec_mark();
+ *     double d[3]; double r2 = 0.0;        double d[3]; double r2 = 0.0;
+ *     for (m = 0; m < 3; m++) {...}        for (m = 0; m < 3; m++) {...}
+ *     if (r2 > rc2) continue;              if (r2 > rc2) { ad__spec_drop(&ad__spec12); continue; }
+ *     ...                                  ...
+ *   }                                    }
+ *
+ * The same for `break`, and for a body that ends in `if (c) { ... }` with no
+ * else (the drop becomes the else). It is right when everything the body
+ * does before the exit stores active values only into variables declared in
+ * the body (whose lifetime the exit ends) and calls nothing but the math
+ * functions: then no value recorded since the mark survives the jump, and
+ * the pair rejected by a cutoff costs no tape. The runtime keeps what it
+ * cannot take back safely (a special record in between, a new block, a
+ * watching tape), so the drop is always an optimisation, never a change of
+ * the derivative. A temporary that block.c preaccumulates is a local of the
+ * block that assigns it, whatever its declaration says.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "port_impl.h"
+
+typedef struct scan {
+  pt_ctx *x;
+  unsigned b, e; /* the loop body's extent */
+  int safe;
+  int records; /* an active value is computed and stored (something is taped) */
+} scan;
+
+/* Is d a variable of automatic storage declared inside the body? */
+static int body_local(const scan *s, CXCursor d) {
+  if (clang_getCursorKind(d) != CXCursor_VarDecl) return 0;
+  enum CX_StorageClass sc = clang_Cursor_getStorageClass(d);
+  if (sc != CX_SC_None && sc != CX_SC_Auto && sc != CX_SC_Register) return 0;
+  unsigned at = pt_off(clang_getCursorLocation(d));
+  return at > s->b && at < s->e;
+}
+
+/* A store to lhs: passive storage may be anything; active storage must be
+ * a body local, an element of a body-local array or a member of a body-local
+ * structure (never through a pointer). */
+static void store(scan *s, CXCursor lhs) {
+  CXType t = clang_getCursorType(lhs);
+  CXCursor ref = pt_strip(lhs);
+  if (clang_getCursorKind(ref) == CXCursor_DeclRefExpr && pt_local_passive(s->x, clang_getCursorReferenced(ref)))
+    return;
+  if (!pt_is_float(t) && !pt_type_holds_active(s->x, t)) return;
+  s->records = 1;
+  for (int guard = 0; guard < 16; guard++) {
+    enum CXCursorKind k = clang_getCursorKind(ref);
+    if (k == CXCursor_DeclRefExpr) {
+      if (!body_local(s, clang_getCursorReferenced(ref))) s->safe = 0;
+      return;
+    }
+    if (k != CXCursor_ArraySubscriptExpr && k != CXCursor_MemberRefExpr) break;
+    CXCursor *kk;
+    int n = pt_children(ref, &kk);
+    CXCursor base = n >= 1 ? pt_strip(kk[0]) : clang_getNullCursor();
+    free(kk);
+    if (clang_Cursor_isNull(base)) break;
+    /* Through a pointer (p[i], p->f) the storage may be anyone's. */
+    CXType bt = clang_getCanonicalType(clang_getCursorType(base));
+    if (bt.kind == CXType_Pointer) break;
+    ref = base;
+  }
+  s->safe = 0;
+}
+
+static enum CXChildVisitResult visit(CXCursor c, CXCursor parent, CXClientData data);
+
+static void walk(scan *s, CXCursor c) {
+  enum CXCursorKind k = clang_getCursorKind(c);
+  switch (k) {
+  case CXCursor_LabelStmt:
+  case CXCursor_CaseStmt:
+  case CXCursor_DefaultStmt:
+  case CXCursor_GotoStmt:
+  case CXCursor_IndirectGotoStmt:
+  case CXCursor_GCCAsmStmt:
+  case CXCursor_MSAsmStmt:
+    s->safe = 0;
+    return;
+  case CXCursor_VarDecl: {
+    enum CX_StorageClass sc = clang_Cursor_getStorageClass(c);
+    if (sc != CX_SC_None && sc != CX_SC_Auto && sc != CX_SC_Register) s->safe = 0;
+    if (pt_type_holds_active(s->x, clang_getCursorType(c)) && !pt_local_passive(s->x, c) &&
+        !clang_Cursor_isNull(clang_Cursor_getVarDeclInitializer(c)))
+      s->records = 1;
+    break;
+  }
+  case CXCursor_CallExpr: {
+    CXCursor fd = clang_getCursorReferenced(c);
+    char *name = clang_getCursorKind(fd) == CXCursor_FunctionDecl ? pt_spelling(fd) : NULL;
+    if (!name || !pt_math_twin(name)) s->safe = 0;
+    free(name);
+    break;
+  }
+  case CXCursor_BinaryOperator:
+  case CXCursor_CompoundAssignOperator: {
+    const char *op = k == CXCursor_BinaryOperator ? pt_binop(s->x, c) : "op=";
+    if (!strcmp(op, "?")) s->safe = 0;
+    CXCursor *kk;
+    int n = pt_children(c, &kk);
+    /* The assignment that defines a preaccumulated temporary declares it here. */
+    if (n == 2 && (!strcmp(op, "=") || !strcmp(op, "op=")) && pt_block_assign_temp(c) < 0) store(s, kk[0]);
+    free(kk);
+    break;
+  }
+  case CXCursor_UnaryOperator: {
+    CXCursor *kk;
+    int n = pt_children(c, &kk);
+    if (n == 1) {
+      const char *op = pt_unop(s->x, c, kk[0]);
+      if (!strcmp(op, "?"))
+        s->safe = 0;
+      else if (!strcmp(op, "++") || !strcmp(op, "--") || !strcmp(op, "p++") || !strcmp(op, "p--"))
+        store(s, kk[0]);
+      else if (!strcmp(op, "&") && pt_type_holds_active(s->x, clang_getCursorType(kk[0])))
+        s->safe = 0; /* the address of active storage may outlive the body */
+    }
+    free(kk);
+    break;
+  }
+  default:
+    break;
+  }
+  if (s->safe) clang_visitChildren(c, visit, s);
+}
+
+static enum CXChildVisitResult visit(CXCursor c, CXCursor parent, CXClientData data) {
+  (void)parent;
+  scan *s = data;
+  walk(s, c);
+  return s->safe ? CXChildVisit_Continue : CXChildVisit_Break;
+}
+
+/* The offset just past the `;` that ends the statement ending at `end`, or 0. */
+static unsigned past_semicolon(pt_ctx *x, unsigned end) {
+  while (end < x->len && (x->buf[end] == ' ' || x->buf[end] == '\t' || x->buf[end] == '\n')) end++;
+  return end < x->len && x->buf[end] == ';' ? end + 1 : 0;
+}
+
+/* `continue;` or `break;`, alone or alone in braces: the jump, else null. */
+static CXCursor early_jump(CXCursor then) {
+  enum CXCursorKind k = clang_getCursorKind(then);
+  if (k == CXCursor_ContinueStmt || k == CXCursor_BreakStmt) return then;
+  if (k != CXCursor_CompoundStmt) return clang_getNullCursor();
+  CXCursor *kk;
+  int n = pt_children(then, &kk);
+  CXCursor j = n == 1 ? early_jump(kk[0]) : clang_getNullCursor();
+  free(kk);
+  return clang_getCursorKind(j) == CXCursor_CompoundStmt ? clang_getNullCursor() : j;
+}
+
+static void report(pt_ctx *x, CXCursor at, const char *what) {
+  unsigned line, col;
+  clang_getExpansionLocation(clang_getCursorLocation(at), NULL, &line, &col, NULL);
+  pt_fused_note(x, "%s:%u:%u: taken back: %s\n", x->path, line, col, what);
+}
+
+void pt_spec_loop(pt_ctx *x, CXCursor loop) {
+  if (!x->o->fused) return;
+  CXCursor *kk;
+  int n = pt_children(loop, &kk);
+  enum CXCursorKind lk = clang_getCursorKind(loop);
+  CXCursor body = n == 0 ? clang_getNullCursor() : lk == CXCursor_DoStmt ? kk[0] : kk[n - 1];
+  free(kk);
+  if (clang_getCursorKind(body) != CXCursor_CompoundStmt || pt_in_macro(x, body) || x->buf[pt_b(body)] != '{') return;
+  scan s = {x, pt_b(body), pt_e(body), 1, 0};
+  CXCursor *st;
+  int ns = pt_children(body, &st);
+  char mark[48];
+  snprintf(mark, sizeof mark, "ad__spec%u", s.b);
+  int drops = 0;
+  for (int i = 0; i < ns && s.safe; i++) {
+    CXCursor *ik;
+    int ni = clang_getCursorKind(st[i]) == CXCursor_IfStmt ? pt_children(st[i], &ik) : 0;
+    CXCursor jump = ni == 2 ? early_jump(ik[1]) : clang_getNullCursor();
+    int last = ni == 2 && i == ns - 1 && clang_getCursorKind(ik[1]) == CXCursor_CompoundStmt;
+    if ((!clang_Cursor_isNull(jump) || last) && s.records && !pt_in_macro(x, st[i])) {
+      scan cond = s;
+      walk(&cond, ik[0]);
+      if (cond.safe && !clang_Cursor_isNull(jump) && !pt_in_macro(x, jump)) {
+        unsigned semi = past_semicolon(x, pt_e(jump));
+        if (semi) {
+          port_str d = {0};
+          port_str_addf(&d, "{ ad__spec_drop(&%s); ", mark);
+          pt_add_edit(x, pt_b(jump), pt_b(jump), port_str_take(&d));
+          pt_add_edit(x, semi, semi, pt_cat(" }", "", ""));
+          report(x, jump, clang_getCursorKind(jump) == CXCursor_BreakStmt
+                              ? "what the loop body recorded before this `break` when it is taken"
+                              : "what the loop body recorded before this `continue` when it is taken");
+          drops++;
+        }
+      } else if (cond.safe && last && x->buf[pt_e(ik[1]) - 1] == '}') {
+        port_str d = {0};
+        port_str_addf(&d, " else ad__spec_drop(&%s);", mark);
+        pt_add_edit(x, pt_e(ik[1]), pt_e(ik[1]), port_str_take(&d));
+        report(x, st[i], "what the loop body recorded before this `if` when its condition is false");
+        drops++;
+      }
+    }
+    if (ni) free(ik);
+    walk(&s, st[i]);
+  }
+  free(st);
+  if (!drops) return;
+  port_str m = {0};
+  port_str_addf(&m, " ad__spec %s = ad__spec_mark();", mark);
+  pt_add_edit(x, s.b + 1, s.b + 1, port_str_take(&m));
+}
