@@ -159,6 +159,198 @@ static CXCursor early_jump(CXCursor then) {
   return clang_getCursorKind(j) == CXCursor_CompoundStmt ? clang_getNullCursor() : j;
 }
 
+/* The passive twin of a region (clone below): the region's own text with
+ * each read of active storage from outside the body as ad_value(...) and
+ * each active local declared double, so that it computes the original's
+ * values and takes its exits without recording anything. */
+typedef struct twin {
+  pt_ctx *x;
+  unsigned b, e; /* the loop body */
+  int ok;
+  pt_edit *ed;
+  int n, cap;
+} twin;
+
+static void twin_edit(twin *w, unsigned b, unsigned e, char *text) {
+  if (w->n == w->cap) {
+    w->cap = w->cap ? 2 * w->cap : 16;
+    w->ed = realloc(w->ed, (size_t)w->cap * sizeof *w->ed);
+    if (!w->ed) abort();
+  }
+  w->ed[w->n].b = b;
+  w->ed[w->n].e = e;
+  w->ed[w->n].text = text;
+  w->n++;
+}
+
+/* The variable at the root of an lvalue reached through `.` and array
+ * subscripts (not through a pointer), or null. */
+static CXCursor lvalue_root(CXCursor lv) {
+  CXCursor ref = pt_strip(lv);
+  for (int guard = 0; guard < 16; guard++) {
+    enum CXCursorKind k = clang_getCursorKind(ref);
+    if (k == CXCursor_DeclRefExpr) return clang_getCursorReferenced(ref);
+    if (k != CXCursor_ArraySubscriptExpr && k != CXCursor_MemberRefExpr) break;
+    CXCursor *kk;
+    int n = pt_children(ref, &kk);
+    CXCursor base = n >= 1 ? pt_strip(kk[0]) : clang_getNullCursor();
+    free(kk);
+    if (clang_Cursor_isNull(base) || clang_getCanonicalType(clang_getCursorType(base)).kind == CXType_Pointer) break;
+    ref = base;
+  }
+  return clang_getNullCursor();
+}
+
+static int active_scalar(pt_ctx *x, CXType t) { return pt_is_float(t) && pt_type_active(x, t); }
+
+/* An active scalar, or an array of them: what a twin declares double. */
+static int active_scalar_or_array(CXType t) {
+  t = clang_getCanonicalType(t);
+  while (t.kind == CXType_ConstantArray) t = clang_getCanonicalType(clang_getArrayElementType(t));
+  return t.kind == CXType_Double;
+}
+
+static enum CXChildVisitResult twin_visit(CXCursor c, CXCursor parent, CXClientData data);
+
+/* `T name[...]` of the declaration ds as double with the dimensions of its
+ * type (which a typedef may hold: `real3 d;` is `double d[3]`). */
+static void twin_decl(twin *w, CXCursor ds, CXCursor v) {
+  pt_ctx *x = w->x;
+  char *name = pt_spelling(v);
+  unsigned p = pt_off(clang_getCursorLocation(v)) + (unsigned)strlen(name);
+  for (;;) { /* past the declarator's own dimensions */
+    unsigned q = p;
+    while (q < x->len && (x->buf[q] == ' ' || x->buf[q] == '\t')) q++;
+    if (q >= x->len || x->buf[q] != '[') break;
+    while (q < x->len && x->buf[q] != ']') q++;
+    p = q + 1;
+  }
+  port_str d = {0};
+  port_str_addf(&d, "double %s", name);
+  free(name);
+  for (CXType t = clang_getCanonicalType(clang_getCursorType(v)); t.kind != CXType_Double;
+       t = clang_getCanonicalType(clang_getArrayElementType(t))) {
+    if (t.kind != CXType_ConstantArray) {
+      w->ok = 0;
+      break;
+    }
+    port_str_addf(&d, "[%lld]", clang_getArraySize(t));
+  }
+  twin_edit(w, pt_b(ds), p, port_str_take(&d));
+}
+
+static void twin_walk(twin *w, CXCursor c) {
+  pt_ctx *x = w->x;
+  enum CXCursorKind k = clang_getCursorKind(c);
+  if (pt_in_macro(x, c)) {
+    w->ok = 0; /* a macro's expansion is not in the text a twin copies */
+    return;
+  }
+  switch (k) {
+  case CXCursor_DeclStmt: {
+    CXCursor *kk;
+    int n = pt_children(c, &kk);
+    int active = 0;
+    for (int i = 0; i < n; i++)
+      if (clang_getCursorKind(kk[i]) == CXCursor_VarDecl && pt_type_holds_active(x, clang_getCursorType(kk[i])))
+        active = 1;
+    if (active) {
+      /* One active scalar or array: its type (whatever the text calls it) is double. */
+      if (n != 1 || clang_getCursorKind(kk[0]) != CXCursor_VarDecl ||
+          !active_scalar_or_array(clang_getCursorType(kk[0])))
+        w->ok = 0;
+      else
+        twin_decl(w, c, kk[0]);
+    }
+    free(kk);
+    break;
+  }
+  case CXCursor_BinaryOperator:
+  case CXCursor_CompoundAssignOperator:
+  case CXCursor_UnaryOperator: {
+    /* Every store, passive ones too, goes to a local of the body: the twin
+     * runs before the body and must change nothing else. */
+    CXCursor *kk;
+    int n = pt_children(c, &kk);
+    const char *op = k == CXCursor_BinaryOperator     ? pt_binop(x, c)
+                     : k == CXCursor_UnaryOperator && n == 1 ? pt_unop(x, c, kk[0])
+                                                           : "op=";
+    int stores = !strcmp(op, "=") || !strcmp(op, "op=") || !strcmp(op, "++") || !strcmp(op, "--") ||
+                 !strcmp(op, "p++") || !strcmp(op, "p--");
+    if (stores && n >= 1) {
+      CXCursor root = lvalue_root(kk[0]);
+      if (clang_Cursor_isNull(root) || !body_local(&(scan){x, w->b, w->e, 1, 0}, root) || pt_block_assign_temp(c) >= 0)
+        w->ok = 0;
+    }
+    if (!strcmp(op, "&")) w->ok = 0;
+    free(kk);
+    break;
+  }
+  case CXCursor_CStyleCastExpr:
+  case CXCursor_CompoundLiteralExpr:
+  case CXCursor_UnaryExpr: /* sizeof: an active type's size differs from double's */
+    if (pt_type_holds_active(x, clang_getCursorType(c))) w->ok = 0;
+    if (k == CXCursor_UnaryExpr) w->ok = 0;
+    break;
+  case CXCursor_DeclRefExpr:
+  case CXCursor_ArraySubscriptExpr:
+  case CXCursor_MemberRefExpr: {
+    if (!active_scalar(x, clang_getCursorType(c))) break;
+    CXCursor root = lvalue_root(c);
+    if (!clang_Cursor_isNull(root) && body_local(&(scan){x, w->b, w->e, 1, 0}, root)) break;
+    /* Active storage from outside the body: its value. */
+    char *t = pt_emit(x, c, 0);
+    twin_edit(w, pt_b(c), pt_e(c), pt_cat("ad_value(", t, ")"));
+    free(t);
+    return;
+  }
+  default:
+    break;
+  }
+  if (w->ok) clang_visitChildren(c, twin_visit, w);
+}
+
+static enum CXChildVisitResult twin_visit(CXCursor c, CXCursor parent, CXClientData data) {
+  (void)parent;
+  twin *w = data;
+  twin_walk(w, c);
+  return w->ok ? CXChildVisit_Continue : CXChildVisit_Break;
+}
+
+static int edit_order(const void *a, const void *b) {
+  const pt_edit *p = a, *q = b;
+  return p->b < q->b ? -1 : p->b > q->b;
+}
+
+/* The twin of the body's statements st[0..n) whose text ends at `end`, as a
+ * block; NULL if a statement is not one a twin can copy. */
+static char *twin_of(pt_ctx *x, unsigned body_b, unsigned body_e, CXCursor *st, int n, unsigned end) {
+  twin w = {x, body_b, body_e, 1, NULL, 0, 0};
+  for (int i = 0; i < n && w.ok; i++) twin_walk(&w, st[i]);
+  unsigned b = pt_b(st[0]);
+  for (unsigned p = b; p < end && w.ok; p++)
+    if (x->buf[p] == '#') w.ok = 0; /* a directive (or a stringizing macro) inside */
+  char *out = NULL;
+  if (w.ok) {
+    qsort(w.ed, (size_t)w.n, sizeof *w.ed, edit_order);
+    port_str r = {0};
+    port_str_add(&r, "{ ");
+    unsigned at = b;
+    for (int i = 0; i < w.n; i++) {
+      if (w.ed[i].b < at) continue; /* inside one already replaced */
+      port_str_addn(&r, x->buf + at, w.ed[i].b - at);
+      port_str_add(&r, w.ed[i].text);
+      at = w.ed[i].e;
+    }
+    port_str_addn(&r, x->buf + at, end - at);
+    port_str_add(&r, " }");
+    out = port_str_take(&r);
+  }
+  for (int i = 0; i < w.n; i++) free(w.ed[i].text);
+  free(w.ed);
+  return out;
+}
+
 static void report(pt_ctx *x, CXCursor at, const char *what) {
   unsigned line, col;
   clang_getExpansionLocation(clang_getCursorLocation(at), NULL, &line, &col, NULL);
@@ -178,7 +370,8 @@ void pt_spec_loop(pt_ctx *x, CXCursor loop) {
   int ns = pt_children(body, &st);
   char mark[48];
   snprintf(mark, sizeof mark, "ad__spec%u", s.b);
-  int drops = 0;
+  int drops = 0, twin_n = 0;
+  unsigned twin_end = 0;
   for (int i = 0; i < ns && s.safe; i++) {
     CXCursor *ik;
     int ni = clang_getCursorKind(st[i]) == CXCursor_IfStmt ? pt_children(st[i], &ik) : 0;
@@ -190,6 +383,8 @@ void pt_spec_loop(pt_ctx *x, CXCursor loop) {
       if (cond.safe && !clang_Cursor_isNull(jump) && !pt_in_macro(x, jump)) {
         unsigned semi = past_semicolon(x, pt_e(jump));
         if (semi) {
+          twin_n = i + 1;
+          twin_end = semi;
           port_str d = {0};
           port_str_addf(&d, "{ ad__spec_drop(&%s); ", mark);
           pt_add_edit(x, pt_b(jump), pt_b(jump), port_str_take(&d));
@@ -210,9 +405,14 @@ void pt_spec_loop(pt_ctx *x, CXCursor loop) {
     if (ni) free(ik);
     walk(&s, st[i]);
   }
+  /* The statements up to the last early exit run first on values alone:
+   * a pair that the twin rejects records nothing at all. */
+  char *tw = twin_n ? twin_of(x, s.b, s.e, st, twin_n, twin_end) : NULL;
+  if (tw) report(x, st[twin_n - 1], "the loop body up to this exit is tried first on values, recording nothing");
   free(st);
   if (!drops) return;
   port_str m = {0};
-  port_str_addf(&m, " ad__spec %s = ad__spec_mark();", mark);
+  port_str_addf(&m, " %s ad__spec %s = ad__spec_mark();", tw ? tw : "", mark);
+  free(tw);
   pt_add_edit(x, s.b + 1, s.b + 1, port_str_take(&m));
 }

@@ -8,7 +8,9 @@
  * Beside them the bodies where that would lose a derivative, which must
  * keep their statements: an active value stored outside the body (into an
  * array, an outer accumulator, through a pointer) before the exit, and a
- * call of a function of the program before it.
+ * call of a function of the program before it. A loop body that keeps no
+ * counter outside runs first on values alone, recording nothing, and the
+ * recording body runs only when the twin did not leave.
  */
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +23,8 @@ double x_start[N] = {0.0,  0.1, -0.2, 1.0, 0.2,  0.1, 0.3, 1.1, -0.1, 2.4, 2.2,
 
 static const double rc2 = 2.25;
 
+typedef double vec3[3];
+
 static double twice(double v) { return 2.0 * v; }
 
 /* The cutoff of a Lennard-Jones loop over distance vectors: most pairs are
@@ -29,14 +33,16 @@ static double pairs(const double *x, double *f) {
   double e = 0.0;
   for (int i = 0; i < NP; i++)
     for (int j = 0; j < NP; j++) {
-      double dr[3];
+      vec3 dr;
       if (j == i) continue;
       double r2 = 0.0;
+      double r2_seen[1] = {0.0};
       for (int m = 0; m < 3; m++) {
         dr[m] = x[3 * i + m] - x[3 * j + m];
         r2 += dr[m] * dr[m];
       }
-      if (r2 > rc2) continue;
+      r2_seen[0] = r2;
+      if (r2_seen[0] > rc2) continue;
       r2 = 1.0 / r2;
       double r6 = r2 * r2 * r2;
       e += 0.5 * r6 * (r6 - 1.0);
@@ -90,6 +96,22 @@ static double trailing(const double *x) {
   return e;
 }
 
+/* A passive counter outside the body counts before the exit: the body must
+ * not run twice, so it is not tried first on values (what it recorded is
+ * still taken back). */
+static double counted(const double *x) {
+  double e = 0.0;
+  int tried = 0;
+  for (int i = 0; i + 1 < N; i++) {
+    double d[1];
+    d[0] = x[i + 1] - x[i];
+    tried++;
+    if (d[0] * d[0] > 0.5) continue;
+    e += d[0] * x[i];
+  }
+  return e + 0.001 * (double)tried;
+}
+
 /* Bodies whose statements must stay: before the exit an active value goes to
  * an array of the caller, to an accumulator outside the body, through a
  * pointer, or into a function of the program. */
@@ -124,7 +146,7 @@ static double kept(const double *x, double *g) {
 double objective(double *x) {
   double f[N] = {0.0};
   double g[N];
-  double e = pairs(x, f) + walk(x) + trailing(x) + kept(x, g);
+  double e = pairs(x, f) + walk(x) + trailing(x) + kept(x, g) + counted(x);
   for (int i = 0; i < N; i++) e += 0.01 * (double)(i + 1) * f[i];
   return e;
 }

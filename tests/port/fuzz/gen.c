@@ -12,7 +12,8 @@
  * conversions to int, switch, arrays (one and two dimensions), heap memory, a
  * struct with an array member (by value, by pointer, copied whole), pointers
  * into locals and arrays (aliasing), static helpers and a function pointer,
- * macros (in the file or a header), a global, and in the typedef mode
+ * macros (in the file or a header), a global, loop bodies that leave early
+ * after filling locals, and in the typedef mode
  * passive doubles mixed in; with the option mpi, MPI calls on active data;
  * plus a main that evaluates each objective at fz_x0 and prints with %a, and
  * the file's parameters (fz_n, fz_x0).
@@ -434,6 +435,32 @@ static void extra(int depth, int v) {
     vars[v].b = vars[v].b * vars[v].b + 20.0;
     if (vars[v].b > 30.0) assign(v, squash(mk(n, vars[v].b)));
     break;
+  case 8: /* a loop body that leaves early after filling locals (the fused
+            * port takes back what it recorded; a store to an outer variable
+            * before the exit keeps it) */ {
+    int form = rnd(4); /* continue, break, a final if, an outer store first */
+    line("for (int k = 0; k < 3; k++) {");
+    ind++;
+    line("%s d[2];", R);
+    line("d[0] = sin(x[(k + %d) %% n]) - 0.5 * tanh(%s);", rnd(n_inputs), n);
+    line("d[1] = d[0] * cos(x[k %% n]);");
+    line("%s q = d[0] * d[0] + d[1];", R);
+    if (form == 3) line("%s -= 0.125 * d[0];", n);
+    double c = rconst(0.5, 2.5);
+    if (form == 2) {
+      line("if (q < %g) {", c);
+      line("  %s += 0.25 * q * d[1];", n);
+      line("}");
+    } else {
+      line("if (q > %g) %s;", c, form == 1 ? "break" : "continue");
+      line("%s += 0.25 * q * d[1];", n);
+    }
+    ind--;
+    line("}");
+    vars[v].b += 4.8;
+    if (vars[v].b > 30.0) assign(v, squash(mk(n, vars[v].b)));
+    break;
+  }
   default: /* a struct copied whole */
     if (opt.structs) {
       line("{");
