@@ -25,8 +25,8 @@
  * each, which the sweep adds), its partials the chain rule's products along
  * the expression, computed from the root down only then. With no tape
  * recording, an assignment computes the value alone, as the double code
- * does (on LULESH the loop on ad_real with no tape costs about what
- * CoDiPack's does; benchmarks/README.md).
+ * does (on LULESH the loop on ad_real with no tape costs about half of
+ * what it costs on CoDiPack's type; benchmarks/README.md).
  * Numbers and passive values are not arguments, and neither is an operand
  * whose partial is exactly zero (y * x where y = 0, the operand fmin does
  * not return): it would add nothing in the sweep, and a statement left with
@@ -41,8 +41,9 @@
  * it may be zero (under a product, a quotient or a function; not under sums,
  * differences and negations alone, where it is +1 or -1). Where a product
  * of partials is not finite (a * sqrt(b) with a = 0 and b = 0, whose
- * per-operation sweep skips the sqrt's infinite partial), the expression is recorded operation by operation instead, which
- * gives what the per-operation recording gives. x = x * y + x is right: the
+ * per-operation sweep skips the sqrt's infinite partial), the expression is
+ * recorded operation by operation instead, which gives what the
+ * per-operation recording gives. x = x * y + x is right: the
  * statement is made before x is written.
  *
  * An expression lives as long as the statement that makes it: it refers to
@@ -280,16 +281,6 @@ template <class A, class B = double, class C = double>
 struct ad__et_enable : std::enable_if<ad__et_is_ours<AD__ET_D(A)>::value || ad__et_is_ours<AD__ET_D(B)>::value ||
                                       ad__et_is_ours<AD__ET_D(C)>::value> {};
 
-/* How a node holds an operand: by value, a leaf being a reference to the
- * ad_real and a constant a number. A node holding its operand nodes by
- * value makes the whole expression one object of references and values,
- * which the compiler keeps in registers: held by reference, every node was
- * a temporary in memory, written on every statement, recorded or not,
- * because the slow path's call could read it. */
-template <class T> struct ad__et_hold {
-  typedef T type;
-};
-
 /* Which leaves' partials may be exactly zero or not finite, a bit per leaf
  * (zero bits from the 64th on: such a leaf is always tested): a leaf under
  * a product, a quotient, a function other than negation. Under sums,
@@ -304,12 +295,17 @@ template <bool Z, class T, unsigned K> struct ad__et_zmask {
 
 /* A node of two operands: its value is computed when it is built, the
  * partials only when a tape records the statement (Op::d, from the
- * operands' values, which the node keeps). */
+ * operands' values, which the node keeps). A node holds its operands by
+ * value, a leaf being a reference to the ad_real and a constant a number:
+ * the whole expression is then one object of references and values, which
+ * the compiler keeps in registers. (Held by reference, every node was a
+ * temporary in memory, written on every statement, recorded or not,
+ * because the slow path's call could read it.) */
 template <class Op, class L, class R> struct ad__et_bin : ad__et<ad__et_bin<Op, L, R> > {
   static const unsigned n = L::n + R::n;
   static const uint64_t zm = ad__et_zmask<Op::zl, L, 0>::m | ad__et_zmask<Op::zr, R, L::n>::m;
-  typename ad__et_hold<L>::type l;
-  typename ad__et_hold<R>::type r;
+  L l;
+  R r;
   double v;
   ad__et_bin(const L &a, const R &b) : l(a), r(b), v(Op::val(a.val(), b.val())) {}
   double val() const { return v; }
@@ -327,7 +323,7 @@ template <class Op, class L, class R> struct ad__et_bin : ad__et<ad__et_bin<Op, 
 template <class F, class A> struct ad__et_un : ad__et<ad__et_un<F, A> > {
   static const unsigned n = A::n;
   static const uint64_t zm = ad__et_zmask<F::z, A, 0>::m;
-  typename ad__et_hold<A>::type a;
+  A a;
   double v;
   explicit ad__et_un(const A &x) : a(x), v(F::val(x.val())) {}
   double val() const { return v; }
@@ -343,9 +339,9 @@ template <class A, class B, class C> struct ad__et_fma : ad__et<ad__et_fma<A, B,
   static const unsigned n = A::n + B::n + C::n;
   static const uint64_t zm =
       ad__et_zmask<true, A, 0>::m | ad__et_zmask<true, B, A::n>::m | ad__et_zmask<false, C, A::n + B::n>::m;
-  typename ad__et_hold<A>::type a;
-  typename ad__et_hold<B>::type b;
-  typename ad__et_hold<C>::type c;
+  A a;
+  B b;
+  C c;
   double v;
   ad__et_fma(const A &x, const B &y, const C &z) : a(x), b(y), c(z), v(::fma(x.val(), y.val(), z.val())) {}
   double val() const { return v; }
@@ -542,7 +538,8 @@ struct ad__et_mul {
   static ad_real rec(ad_real a, ad_real b) { return ad__mul(a, b); }
 };
 struct ad__et_div {
-  static const bool zl = false, zr = true;
+  /* 1 / b is not zero, but it is infinite at b = 0. */
+  static const bool zl = true, zr = true;
   static double val(double a, double b) { return a / b; }
   template <class L, class R> static void d(const L &, const R &r, double v, double &dl, double &dr) {
     ad__d_div(r.val(), v, &dl, &dr);
