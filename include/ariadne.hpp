@@ -14,14 +14,19 @@
  *
  * One statement per expression. An operator or function on ad_real values
  * does not record anything: it builds a small expression object, which
- * refers to its operands and holds its value and local partials.
- * Constructing or assigning an ad_real from it (and +=, -=, *=, /=) records
- * one tape statement, by ad_custom's inline path: its arguments are the
+ * holds its value, refers to its ad_real operands and holds its other
+ * operands (numbers, smaller expressions) by value. Constructing or
+ * assigning an ad_real from it (and +=, -=, *=, /=) records one tape
+ * statement, by ad_custom's inline path, inlined where the assignment is
+ * (always_inline): its arguments are the
  * active ad_real operands of the whole expression (an ad_real object named
  * twice gets one argument with the sum of the partials; see ad__et_merge for
  * when two names of one object are not found the same, and get an argument
  * each, which the sweep adds), its partials the chain rule's products along
- * the expression.
+ * the expression, computed from the root down only then. With no tape
+ * recording, an assignment computes the value alone, as the double code
+ * does (on LULESH the loop on ad_real with no tape costs about half of
+ * what it costs on CoDiPack's type; benchmarks/README.md).
  * Numbers and passive values are not arguments, and neither is an operand
  * whose partial is exactly zero (y * x where y = 0, the operand fmin does
  * not return): it would add nothing in the sweep, and a statement left with
@@ -32,10 +37,13 @@
  * handle: it is passive to the operations that read it, and ad_seed or
  * ad_gradient of it gives a zero derivative with AD_OK (ad__et_zero). The
  * gradient is the per-operation recording's to round-off (the partials are
- * multiplied in another order). Where a product of partials is not finite (a * sqrt(b) with
- * a = 0 and b = 0, whose per-operation sweep skips the sqrt's infinite
- * partial), the expression is recorded operation by operation instead, which
- * gives what the per-operation recording gives. x = x * y + x is right: the
+ * multiplied in another order). A partial is tested for zero only where
+ * it may be zero (under a product, a quotient or a function; not under sums,
+ * differences and negations alone, where it is +1 or -1). Where a product
+ * of partials is not finite (a * sqrt(b) with a = 0 and b = 0, whose
+ * per-operation sweep skips the sqrt's infinite partial), the expression is
+ * recorded operation by operation instead, which gives what the
+ * per-operation recording gives. x = x * y + x is right: the
  * statement is made before x is written.
  *
  * An expression lives as long as the statement that makes it: it refers to
@@ -157,16 +165,35 @@ inline std::ostream &operator<<(std::ostream &o, ad_real x) { return o << x.v; }
 #include <type_traits>
 
 /* Leaves up to which an expression's repeated operands are also looked for
- * at run time (see ad__et_merge). */
+ * at run time where the compiler cannot tell (see ad__et_merge). */
 #ifndef AD__ET_MERGE_MAX
-#define AD__ET_MERGE_MAX 16u
+#define AD__ET_MERGE_MAX 8u
+#endif
+/* The recording path is inlined where the assignment is, whatever the
+ * compiler's own limits say: out of line, an expression's tree and leaves
+ * were passed through memory, and a function shared by assignments of one
+ * shape could not tell their repeated operands apart at compile time. On
+ * LULESH (-s 6 -i 10, callgrind), inlining saves 19% of the recording's
+ * instructions and 22% of the loop's with no tape, and costs compile time:
+ * lulesh.cc in 13.6 s instead of 7.8 (g++ 12 -O3; 2 s of it are the
+ * comparisons of ad__et_merge). -DAD__ET_INLINE= leaves it to the compiler. */
+#ifndef AD__ET_INLINE
+#define AD__ET_INLINE AD__ALWAYS_INLINE
+#endif
+/* Leaves up to which an expression's repeated operands are looked for at
+ * all (see ad__et_merge): the comparisons are inlined, and their number,
+ * quadratic in the leaves, costs compile time even where it costs no run
+ * time. */
+#ifndef AD__ET_MERGE_LEAVES
+#define AD__ET_MERGE_LEAVES 16u
 #endif
 
 /* Every expression type derives from ad__et<itself>. An operand of an
  * expression is a node (an expression), a leaf (a reference to an ad_real) or a
- * constant (a number): each has n, the ad_real leaves under it; val(), its
- * value; put<K>(a, w, s), which writes its leaves to a[K..K+n) with their
- * partials times s to w; and op(), which records it operation by operation. */
+ * constant (a number): each has n, the ad_real leaves under it; zm, which of
+ * their partials may be zero (ad__et_zmask); val(), its value; put<K>(a, w,
+ * s), which writes its leaves to a[K..K+n) with their partials times s to w;
+ * and op(), which records it operation by operation. */
 struct ad__et_tag {};
 template <class E> inline ad_real ad__et_eval(const E &e);
 
@@ -178,7 +205,7 @@ template <class E> inline ad_real ad__et_eval(const E &e);
 template <class D> struct ad__et : ad__et_tag {
   /* One statement: see ad__et_eval. Only where the expression is made: a
    * named one (auto e = a * b) refers to temporaries that are gone. */
-  operator ad_real() const && { return ad__et_eval(static_cast<const D &>(*this)); }
+  AD__ET_INLINE operator ad_real() const && { return ad__et_eval(static_cast<const D &>(*this)); }
   operator ad_real() const & {
     static_assert(sizeof(D) == 0, AD__ET_LVALUE_MESSAGE);
     return ad_real(0.0);
@@ -189,6 +216,7 @@ template <class D> struct ad__et : ad__et_tag {
 
 struct ad__et_leaf {
   static const unsigned n = 1;
+  static const uint64_t zm = 0;
   const ad_real &x;
   explicit ad__et_leaf(const ad_real &a) : x(a) {}
   double val() const { return x.v; }
@@ -202,6 +230,7 @@ struct ad__et_leaf {
 
 struct ad__et_const {
   static const unsigned n = 0;
+  static const uint64_t zm = 0;
   double c;
   explicit ad__et_const(double v) : c(v) {}
   double val() const { return c; }
@@ -252,23 +281,37 @@ template <class A, class B = double, class C = double>
 struct ad__et_enable : std::enable_if<ad__et_is_ours<AD__ET_D(A)>::value || ad__et_is_ours<AD__ET_D(B)>::value ||
                                       ad__et_is_ours<AD__ET_D(C)>::value> {};
 
-/* A node of two operands: Op computes the value and both partials (a
- * constant side's partial is computed only where it costs nothing). */
-/* How a node holds an operand: a leaf (a reference to the ad_real) and a
- * constant by value, a node by reference (the temporary the operator made,
- * which lives to the end of the full expression). */
-template <class T> struct ad__et_hold {
-  typedef typename std::conditional<std::is_base_of<ad__et_tag, T>::value, const T &, T>::type type;
+/* Which leaves' partials may be exactly zero or not finite, a bit per leaf
+ * (zero bits from the 64th on: such a leaf is always tested): a leaf under
+ * a product, a quotient, a function other than negation. Under sums,
+ * differences and negations alone a partial is +1 or -1, so it is tested
+ * for neither: only the leaf's own handle can make it nothing. */
+template <unsigned N, unsigned K = 0> struct ad__et_bits {
+  static const uint64_t all = K >= 64 ? 0 : N - K >= 64 ? ~(uint64_t)0 << K : ((((uint64_t)1 << (N - K)) - 1) << K);
+};
+template <bool Z, class T, unsigned K> struct ad__et_zmask {
+  static const uint64_t m = Z ? ad__et_bits<K + T::n, K>::all : (K >= 64 ? 0 : T::zm << K);
 };
 
+/* A node of two operands: its value is computed when it is built, the
+ * partials only when a tape records the statement (Op::d, from the
+ * operands' values, which the node keeps). A node holds its operands by
+ * value, a leaf being a reference to the ad_real and a constant a number:
+ * the whole expression is then one object of references and values, which
+ * the compiler keeps in registers. (Held by reference, every node was a
+ * temporary in memory, written on every statement, recorded or not,
+ * because the slow path's call could read it.) */
 template <class Op, class L, class R> struct ad__et_bin : ad__et<ad__et_bin<Op, L, R> > {
   static const unsigned n = L::n + R::n;
-  typename ad__et_hold<L>::type l;
-  typename ad__et_hold<R>::type r;
-  double v, dl, dr;
-  ad__et_bin(const L &a, const R &b) : l(a), r(b) { Op::eval(l, r, v, dl, dr); }
+  static const uint64_t zm = ad__et_zmask<Op::zl, L, 0>::m | ad__et_zmask<Op::zr, R, L::n>::m;
+  L l;
+  R r;
+  double v;
+  ad__et_bin(const L &a, const R &b) : l(a), r(b), v(Op::val(a.val(), b.val())) {}
   double val() const { return v; }
   template <unsigned K> void put(const ad_real **a, double *w, double s) const {
+    double dl, dr;
+    Op::d(l, r, v, dl, dr);
     l.template put<K>(a, w, s * dl);
     r.template put<K + L::n>(a, w, s * dr);
   }
@@ -279,15 +322,14 @@ template <class Op, class L, class R> struct ad__et_bin : ad__et<ad__et_bin<Op, 
 /* A node of one operand: F has the value and the derivative. */
 template <class F, class A> struct ad__et_un : ad__et<ad__et_un<F, A> > {
   static const unsigned n = A::n;
-  typename ad__et_hold<A>::type a;
-  double v, d;
-  explicit ad__et_un(const A &x) : a(x) {
-    double y = a.val();
-    v = F::val(y);
-    d = F::d(y, v);
-  }
+  static const uint64_t zm = ad__et_zmask<F::z, A, 0>::m;
+  A a;
+  double v;
+  explicit ad__et_un(const A &x) : a(x), v(F::val(x.val())) {}
   double val() const { return v; }
-  template <unsigned K> void put(const ad_real **to, double *w, double s) const { a.template put<K>(to, w, s * d); }
+  template <unsigned K> void put(const ad_real **to, double *w, double s) const {
+    a.template put<K>(to, w, s * F::d(a.val(), v));
+  }
   bool live() const { return a.live(); }
   ad_real op() const { return F::rec(a.op()); }
 };
@@ -295,9 +337,11 @@ template <class F, class A> struct ad__et_un : ad__et<ad__et_un<F, A> > {
 /* fma(a, b, c), the one function of three operands. */
 template <class A, class B, class C> struct ad__et_fma : ad__et<ad__et_fma<A, B, C> > {
   static const unsigned n = A::n + B::n + C::n;
-  typename ad__et_hold<A>::type a;
-  typename ad__et_hold<B>::type b;
-  typename ad__et_hold<C>::type c;
+  static const uint64_t zm =
+      ad__et_zmask<true, A, 0>::m | ad__et_zmask<true, B, A::n>::m | ad__et_zmask<false, C, A::n + B::n>::m;
+  A a;
+  B b;
+  C c;
   double v;
   ad__et_fma(const A &x, const B &y, const C &z) : a(x), b(y), c(z), v(::fma(x.val(), y.val(), z.val())) {}
   double val() const { return v; }
@@ -312,17 +356,18 @@ template <class A, class B, class C> struct ad__et_fma : ad__et<ad__et_fma<A, B,
 
 /* Merge repeated leaves: a leaf that is the same ad_real object as an earlier
  * one adds its partial to the first and gets handle 0 (dropped when
- * written). Leaves are compared by address, not by handle, and where the
+ * written); the bits returned say which partials are such sums (x - x may
+ * be zero). Leaves are compared by address, not by handle, and where the
  * optimiser can tell the answer (u[k] named twice is the same object; u[k]
  * and u[k + 1], or two parameters, are not) the comparison costs nothing at
  * run time. One it cannot tell is made at run time in expressions of up to
- * AD__ET_MERGE_MAX leaves (where it is not inlined, in none is anything
- * known). A larger expression keeps the rest as they are: its quadratic
- * number of comparisons would cost more than the arguments they save. On
- * LULESH, all the run-time comparisons cost 8% of the recording's
- * instructions and save 0.7% of its arguments: -DAD__ET_MERGE_MAX=0 trades
- * one for the other. Leaves not merged (and two copies of one value, y = x;
- * x * y) are arguments each, which the sweep adds. */
+ * AD__ET_MERGE_MAX leaves, and none in expressions of more than
+ * AD__ET_MERGE_LEAVES. A larger expression keeps the rest as they are: its
+ * quadratic number of comparisons would cost more than the arguments they
+ * save. On LULESH (-s 6 -i 10, callgrind), run-time comparisons up to 16
+ * leaves cost 18% of the recording's instructions, up to 8 leaves 2%; either
+ * saves about 0.4% of the arguments. Leaves not merged (and two copies
+ * of one value, y = x; x * y) are arguments each, which the sweep adds. */
 #if defined(__GNUC__) && defined(__OPTIMIZE__)
 #define AD__ET_KNOWN(x) __builtin_constant_p(x)
 #else
@@ -333,9 +378,10 @@ template <class A, class B, class C> struct ad__et_fma : ad__et<ad__et_fma<A, B,
 #else
 #define AD__ET_UNROLL
 #endif
-template <unsigned N> inline void ad__et_merge(const ad_real *const *a, double *w, ad_index *h) {
+template <unsigned N> inline AD__ET_INLINE uint64_t ad__et_merge(const ad_real *const *a, double *w, ad_index *h) {
+  uint64_t summed = 0;
   AD__ET_UNROLL
-  for (unsigned j = 1; j < N; j++) {
+  for (unsigned j = 1; j < (N <= AD__ET_MERGE_LEAVES ? N : 0); j++) {
     AD__ET_UNROLL
     for (unsigned k = 0; k < j; k++) {
       bool same = a[k] == a[j];
@@ -344,27 +390,55 @@ template <unsigned N> inline void ad__et_merge(const ad_real *const *a, double *
         /* The first occurrence is never dropped: it is found first. */
         w[k] += w[j];
         h[j] = 0;
+        summed |= (uint64_t)1 << (k & 63);
         break;
       }
     }
   }
+  return summed;
 }
 
-/* The library's path: a new block, a preaccumulation region, a stale
- * handle, no recording, more arguments than a statement takes. */
-template <unsigned N>
-AD__NOINLINE ad_real ad__et_slow(double v, const ad_real *const *a, const ad_index *h, const double *w) {
-  /* No tape recording (a run of the primal on ad_real): a passive result,
-   * without the library's call, which cost each statement more than its
-   * arithmetic. (Tested here, not on the inline path, whose code it made
-   * longer.) */
-  if (!ad__rec->active && !ad__rec->fwd) return ad__const(v);
+/* Whether a partial is not finite: its exponent bits are all set, so that
+ * adding one to the exponent carries into bit 63. An integer test: a chain
+ * of floating-point tests would be as long as the expression. */
+inline uint64_t ad__et_nonfinite(double w) {
+  uint64_t b;
+  std::memcpy(&b, &w, sizeof b);
+  return (b & 0x7ff0000000000000u) + 0x0010000000000000u;
+}
+/* Whether a (finite) partial is +0 or -0, as an integer test. */
+inline bool ad__et_is_zero(double w) {
+  uint64_t b;
+  std::memcpy(&b, &w, sizeof b);
+  return (b << 1) == 0;
+}
+
+/* The library's path: a partial that is not finite, a new block, a
+ * preaccumulation region, a stale handle, more arguments than a statement
+ * takes. It computes the leaves and partials again from the expression, so
+ * that the inline path's arrays stay in registers: passed here, they would
+ * have to be in memory on every statement. A partial that is not finite
+ * sends the expression operation by operation (e.op()), which gives what
+ * the per-operation recording gives (a * sqrt(b) at a = b = 0, whose sweep
+ * skips the infinite partial). */
+template <class E> AD__NOINLINE ad_real ad__et_slow(const E &e) {
+  const unsigned N = E::n > 0 ? E::n : 1; /* n is 0 in no expression an operator makes */
+  const ad_real *a[N];
+  double w[N];
+  ad_index h[N];
+  e.template put<0>(a, w, 1.0);
+  uint64_t bad = 0;
+  for (unsigned k = 0; k < N; k++) bad |= ad__et_nonfinite(w[k]);
+  if (bad >> 63) return e.op();
+  if (!ad__rec->active && !ad__rec->fwd) return ad__const(e.val());
+  for (unsigned k = 0; k < N; k++) h[k] = a[k]->i;
+  ad__et_merge<N>(a, w, h);
   ad_real args[N];
   for (unsigned k = 0; k < N; k++) {
     args[k] = *a[k];
     args[k].i = h[k];
   }
-  return ad__custom_n(v, N, args, w);
+  return ad__custom_n(e.val(), N, args, w);
 }
 
 /* A result with no argument left. If an operand was active in this
@@ -372,7 +446,8 @@ AD__NOINLINE ad_real ad__et_slow(double v, const ad_real *const *a, const ad_ind
  * zero: the result keeps the recording's epoch with handle 0, which ad_seed
  * and ad_gradient take as an output whose derivative is zero here (a least
  * squares residual at an exact fit), not as a value no input reaches, which
- * they refuse. Numbers and passive values have epoch 0. */
+ * they refuse. Numbers and passive values have epoch 0. (Inline: on LULESH
+ * most statements of the first cycles end here.) */
 inline ad_real ad__et_zero(double v, const ad_real *const *a, unsigned n, uint32_t ep) {
   ad_real r = ad__const(v);
   for (unsigned k = 0; k < n; k++)
@@ -382,102 +457,125 @@ inline ad_real ad__et_zero(double v, const ad_real *const *a, unsigned n, uint32
 
 /* The statement of an expression: its leaves' handles with their partials,
  * repeated ones merged, passive ones and those whose partial is exactly
- * zero dropped; the fast path of ad_custom, specialised for a count known at
- * compile time. A partial that is not finite sends the expression operation
- * by operation (e.op()). */
-template <class E> inline ad_real ad__et_eval(const E &e) {
-  const unsigned N = E::n > 0 ? E::n : 1;
-  if (E::n == 0) return ad__const(e.val());
+ * zero dropped (a partial is tested only where it may be zero, E::zm); the
+ * fast path of ad_custom, specialised for a count known at compile time.
+ * The partials are computed here, from the root down, and only here: a
+ * program that runs on ad_real with no tape recording pays for the values
+ * alone. */
+template <class E> inline AD__ET_INLINE ad_real ad__et_record(const E &e, ad__recorder *R) {
+  const unsigned N = E::n > 0 ? E::n : 1; /* n is 0 in no expression an operator makes */
   const ad_real *a[N];
   double w[N];
   ad_index h[N];
   e.template put<0>(a, w, 1.0);
-  ad__recorder *R = ad__rec;
   uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
   uint64_t stale = 0, bad = 0;
+  AD__ET_UNROLL
   for (unsigned k = 0; k < N; k++) {
     h[k] = a[k]->i;
     stale |= (uint64_t)AD__STALE(*a[k], ep);
-    /* A partial is not finite where its exponent bits are all set: adding
-     * one to the exponent then carries into bit 63. An integer test: a
-     * chain of floating-point sums would be as long as the expression. */
-    uint64_t b;
-    std::memcpy(&b, &w[k], sizeof b);
-    bad |= (b & 0x7ff0000000000000u) + 0x0010000000000000u;
+    /* A partial of sums and differences alone is +1 or -1. */
+    if (k >= 64 || ((E::zm >> (k & 63)) & 1u)) bad |= ad__et_nonfinite(w[k]);
   }
-  if (AD__UNLIKELY(bad >> 63)) return e.op();
-  ad__et_merge<N>(a, w, h);
-  if (AD__UNLIKELY(N > AD__MAX_ARGS || na + N > R->lim || stale != 0)) return ad__et_slow<N>(e.val(), a, h, w);
+  /* A sum of partials (x - x) may be zero where its terms are not. */
+  uint64_t tested = E::zm | ad__et_merge<N>(a, w, h);
+  if (AD__UNLIKELY((bad >> 63) | (N > AD__MAX_ARGS) | (na + N > R->lim) | (stale != 0))) {
+    const E copy = e;
+    return ad__et_slow(copy);
+  }
   ad_index *idx = R->idx;
   double *par = R->par + np; /* partials advance with arguments */
   uint32_t m = na;
+  AD__ET_UNROLL
   for (unsigned k = 0; k < N; k++) {
     idx[m] = h[k];
     par[m - na] = w[k];
-    m += (h[k] != 0) & (w[k] != 0.0);
+    bool zero = (k >= 64 || ((tested >> (k & 63)) & 1u)) && ad__et_is_zero(w[k]);
+    m += (h[k] != 0) & !zero;
   }
   if (m == na) return ad__et_zero(e.val(), a, N, ep);
   return ad__emit(R, e.val(), ns, na, m, np + (m - na), AD__KIND_GENERAL);
 }
 
-/* The operations of two operands. */
+/* Constructing or assigning an ad_real from an expression. With no tape
+ * recording (the recorder neither active nor propagating a region), the
+ * value alone: the expression's nodes computed it when they were built. */
+template <class E> inline AD__ET_INLINE ad_real ad__et_eval(const E &e) {
+  if (E::n == 0) return ad__const(e.val());
+  ad__recorder *R = ad__rec;
+  if ((R->active | R->fwd) == 0) return ad__const(e.val());
+  return ad__et_record(e, R);
+}
+
+/* The operations of two operands: val, the value; d, the partials (from
+ * the operands, which a node holds, and the value); zl and zr, whether
+ * each partial may be exactly zero (see ad__et_zmask); rec, the C call. */
 struct ad__et_add {
-  template <class L, class R> static void eval(const L &l, const R &r, double &v, double &dl, double &dr) {
-    v = l.val() + r.val();
+  static const bool zl = false, zr = false;
+  static double val(double a, double b) { return a + b; }
+  template <class L, class R> static void d(const L &, const R &, double, double &dl, double &dr) {
     dl = 1.0;
     dr = 1.0;
   }
   static ad_real rec(ad_real a, ad_real b) { return ad__add(a, b); }
 };
 struct ad__et_sub {
-  template <class L, class R> static void eval(const L &l, const R &r, double &v, double &dl, double &dr) {
-    v = l.val() - r.val();
+  static const bool zl = false, zr = false;
+  static double val(double a, double b) { return a - b; }
+  template <class L, class R> static void d(const L &, const R &, double, double &dl, double &dr) {
     dl = 1.0;
     dr = -1.0;
   }
   static ad_real rec(ad_real a, ad_real b) { return ad__sub(a, b); }
 };
 struct ad__et_mul {
-  template <class L, class R> static void eval(const L &l, const R &r, double &v, double &dl, double &dr) {
-    v = l.val() * r.val();
+  static const bool zl = true, zr = true;
+  static double val(double a, double b) { return a * b; }
+  template <class L, class R> static void d(const L &l, const R &r, double, double &dl, double &dr) {
     dl = r.val();
     dr = l.val();
   }
   static ad_real rec(ad_real a, ad_real b) { return ad__mul(a, b); }
 };
 struct ad__et_div {
-  template <class L, class R> static void eval(const L &l, const R &r, double &v, double &dl, double &dr) {
-    v = l.val() / r.val();
+  /* 1 / b is not zero, but it is infinite at b = 0. */
+  static const bool zl = true, zr = true;
+  static double val(double a, double b) { return a / b; }
+  template <class L, class R> static void d(const L &, const R &r, double v, double &dl, double &dr) {
     ad__d_div(r.val(), v, &dl, &dr);
   }
   static ad_real rec(ad_real a, ad_real b) { return ad__div(a, b); }
 };
 struct ad__et_atan2 {
-  template <class L, class R> static void eval(const L &l, const R &r, double &v, double &dl, double &dr) {
-    v = ::atan2(l.val(), r.val());
+  static const bool zl = true, zr = true;
+  static double val(double a, double b) { return ::atan2(a, b); }
+  template <class L, class R> static void d(const L &l, const R &r, double, double &dl, double &dr) {
     ad__d_atan2(l.val(), r.val(), &dl, &dr);
   }
   static ad_real rec(ad_real a, ad_real b) { return ad__atan2(a, b); }
 };
 /* As ad_pow: each partial only where its side is active (a log saved). */
 struct ad__et_pow {
-  template <class L, class R> static void eval(const L &l, const R &r, double &v, double &dl, double &dr) {
-    v = ::pow(l.val(), r.val());
+  static const bool zl = true, zr = true;
+  static double val(double a, double b) { return ::pow(a, b); }
+  template <class L, class R> static void d(const L &l, const R &r, double v, double &dl, double &dr) {
     dl = L::n > 0 && l.live() ? ad__d_pow_a(l.val(), r.val()) : 0.0;
     dr = R::n > 0 && r.live() ? ad__d_pow_b(l.val(), v) : 0.0;
   }
   static ad_real rec(ad_real a, ad_real b) { return ad__pow(a, b); }
 };
 struct ad__et_hypot {
-  template <class L, class R> static void eval(const L &l, const R &r, double &v, double &dl, double &dr) {
-    v = ::hypot(l.val(), r.val());
+  static const bool zl = true, zr = true;
+  static double val(double a, double b) { return ::hypot(a, b); }
+  template <class L, class R> static void d(const L &l, const R &r, double v, double &dl, double &dr) {
     ad__d_hypot(l.val(), r.val(), v, &dl, &dr);
   }
   static ad_real rec(ad_real a, ad_real b) { return ad__hypot(a, b); }
 };
 struct ad__et_fmod {
-  template <class L, class R> static void eval(const L &l, const R &r, double &v, double &dl, double &dr) {
-    v = ::fmod(l.val(), r.val());
+  static const bool zl = false, zr = true;
+  static double val(double a, double b) { return ::fmod(a, b); }
+  template <class L, class R> static void d(const L &l, const R &r, double, double &dl, double &dr) {
     dl = 1.0;
     dr = R::n > 0 ? ad__d_fmod_b(l.val(), r.val()) : 0.0;
   }
@@ -486,9 +584,10 @@ struct ad__et_fmod {
 /* fmin/fmax: the partial follows the operand whose value is returned, as
  * ad_fmin/ad_fmax (First says whether that is the first); the other gets 0. */
 template <int (*First)(double, double), ad_real (*Rec)(ad_real, ad_real)> struct ad__et_pick {
-  template <class L, class R> static void eval(const L &l, const R &r, double &v, double &dl, double &dr) {
+  static const bool zl = true, zr = true;
+  static double val(double a, double b) { return First(a, b) ? a : b; }
+  template <class L, class R> static void d(const L &l, const R &r, double, double &dl, double &dr) {
     int first = First(l.val(), r.val());
-    v = first ? l.val() : r.val();
     dl = first ? 1.0 : 0.0;
     dr = first ? 0.0 : 1.0;
   }
@@ -549,6 +648,7 @@ inline typename ad__et_fma_of<A, B, C>::type fma(A &&a, B &&b, C &&c) {
 /* The functions of one operand, from ariadne.h's list (the same
  * derivatives), and negation. */
 struct ad__et_neg {
+  static const bool z = false;
   static double val(double x) { return -x; }
   static double d(double, double) { return -1.0; }
   static ad_real rec(ad_real a) { return ad__neg(a); }
@@ -579,6 +679,7 @@ inline typename ad__et_plus<A>::type operator+(A &&a) {
 
 #define AD__ET_UNARY(name, derivative)                                                                                 \
   struct ad__et_f_##name {                                                                                             \
+    static const bool z = true;                                                                                        \
     static double val(double x) { return ::name(x); }                                                                  \
     static double d(double x, double r) { return ad__d_##name(x, r); }                                                 \
     static ad_real rec(ad_real a) { return ad__##name(a); }                                                            \
@@ -607,7 +708,7 @@ AD__ET_STEP(trunc)
 
 /* Compound assignment: one statement, a = a op b. */
 #define AD__ET_COMPOUND(name, op)                                                                                      \
-  template <class B> inline ad_real &name(ad_real &a, B &&b) {                                                         \
+  template <class B> inline ad_real &name(ad_real &a, B &&b) {                                                                      \
     static_assert(ad__et_is_operand<AD__ET_D(B)>::value, AD__ET_OPERAND_MESSAGE);                                      \
     static_assert(ad__et_fresh<B>::value, AD__ET_LVALUE_MESSAGE);                                                      \
     return a = ad_real(ad__et_bin_of<op, ad_real, AD__ET_D(B)>::make(a, b));                                           \

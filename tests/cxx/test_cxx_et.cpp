@@ -227,6 +227,39 @@ static void test_region_and_size(void) {
 }
 
 /* A handle of a reset recording is refused as in C. */
+/* Enough statements to fill several blocks: at each new block the
+ * statement takes the slow path, which finds the leaves and merges the
+ * repeated operand again, and must record what the inline path does. */
+static void test_many_blocks(void) {
+  CHECK_CONTEXT("many blocks");
+  const double a = 0.7, b = 1.1, c = 0.999;
+  const int n = 400000;
+  ad_tape *t = ad_tape_create();
+  ad_tape_begin(t);
+  ad_real x = ad_input(a), y = ad_input(b);
+  ad_real z = x;
+  std::pair<uint64_t, uint64_t> c0 = counts(t);
+  for (int k = 0; k < n; k++) z = c * z + x * y + x; /* arguments z, x (named twice), y */
+  std::pair<uint64_t, uint64_t> c1 = counts(t);
+  ad_tape_end(t);
+  CHECK_INT(c1.first - c0.first, n);
+  CHECK_INT(c1.second - c0.second, 3 * (long long)n);
+  /* The tangents by hand, on double. */
+  double zv = a, dx = 1.0, dy = 0.0;
+  for (int k = 0; k < n; k++) {
+    zv = c * zv + a * b + a;
+    dx = c * dx + b + 1.0;
+    dy = c * dy + a;
+  }
+  ad_real in[2] = {x, y};
+  double g[2];
+  CHECK_INT(ad_gradient(t, z, 2, in, g), AD_OK);
+  CHECK_CLOSE(ad_value(z), zv, 1e-12);
+  CHECK_CLOSE(g[0], dx, 1e-12);
+  CHECK_CLOSE(g[1], dy, 1e-12);
+  ad_tape_destroy(t);
+}
+
 static void test_stale(void) {
   CHECK_CONTEXT("stale handle");
   ad_tape *t = ad_tape_create();
@@ -364,6 +397,7 @@ int main() {
   test_auto();
   test_nonfinite();
   test_region_and_size();
+  test_many_blocks();
   test_stale();
   test_language();
   test_not_recording();
