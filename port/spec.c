@@ -212,6 +212,21 @@ static int active_scalar_or_array(CXType t) {
 
 static enum CXChildVisitResult twin_visit(CXCursor c, CXCursor parent, CXClientData data);
 
+/* A local of the body that the twin declares double (and renames). */
+static int twin_local(const twin *w, CXCursor d) {
+  return body_local(&(scan){w->x, w->b, w->e, 1, 0}, d) && pt_type_holds_active(w->x, clang_getCursorType(d));
+}
+
+static enum CXChildVisitResult twin_renamed(CXCursor c, CXCursor parent, CXClientData data) {
+  (void)parent;
+  void **d = data;
+  if (clang_getCursorKind(c) == CXCursor_DeclRefExpr && twin_local(d[0], clang_getCursorReferenced(c))) {
+    *(int *)d[1] = 1;
+    return CXChildVisit_Break;
+  }
+  return CXChildVisit_Recurse;
+}
+
 /* `T name[...]` of the declaration ds as double with the dimensions of its
  * type (which a typedef may hold: `real3 d;` is `double d[3]`). */
 static void twin_decl(twin *w, CXCursor ds, CXCursor v) {
@@ -226,7 +241,7 @@ static void twin_decl(twin *w, CXCursor ds, CXCursor v) {
     p = q + 1;
   }
   port_str d = {0};
-  port_str_addf(&d, "double %s", name);
+  port_str_addf(&d, "double ad__s_%s", name);
   free(name);
   for (CXType t = clang_getCanonicalType(clang_getCursorType(v)); t.kind != CXType_Double;
        t = clang_getCanonicalType(clang_getArrayElementType(t))) {
@@ -295,10 +310,25 @@ static void twin_walk(twin *w, CXCursor c) {
   case CXCursor_DeclRefExpr:
   case CXCursor_ArraySubscriptExpr:
   case CXCursor_MemberRefExpr: {
+    if (k == CXCursor_DeclRefExpr && twin_local(w, clang_getCursorReferenced(c))) {
+      /* A local the twin declares double: under a name of the port's own,
+       * which porting the output again leaves as it is. */
+      char *name = pt_spelling(clang_getCursorReferenced(c));
+      twin_edit(w, pt_b(c), pt_e(c), pt_cat("ad__s_", name, ""));
+      free(name);
+      return;
+    }
     if (!active_scalar(x, clang_getCursorType(c))) break;
     CXCursor root = lvalue_root(c);
     if (!clang_Cursor_isNull(root) && body_local(&(scan){x, w->b, w->e, 1, 0}, root)) break;
-    /* Active storage from outside the body: its value. */
+    /* Active storage from outside the body: its value, as the port writes
+     * it (which must not name a local the twin renames). */
+    int renamed = 0;
+    clang_visitChildren(c, twin_renamed, &(void *[2]){w, &renamed});
+    if (renamed) {
+      w->ok = 0;
+      return;
+    }
     char *t = pt_emit(x, c, 0);
     twin_edit(w, pt_b(c), pt_e(c), pt_cat("ad_value(", t, ")"));
     free(t);
