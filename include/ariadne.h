@@ -829,15 +829,7 @@ static inline void ad__stream_double(double *p, double v) { *p = v; }
 #endif
 
 /* ad_custom: inline for the statement sizes a cell update has; larger ones
- * (which become chains of statements) go out of line. The common statement
- * has every argument active and of this recording: one pass tests that
- * (no store depends on it), and the handles and partials are then copied
- * as they are, without the compaction that passive arguments need, which
- * would make each argument's store wait for the count of the ones before
- * it. `i - 1` has its top bit set for a passive argument (i = 0) and, rarely,
- * for a handle in the upper half of the index space: both take the
- * compacting loop, which is right for either. A statement of another
- * recording goes out of line, where the stale handle is reported. */
+ * (which become chains of statements) go out of line. */
 ad_real ad__custom_n(double value, size_t n, const ad_real *args, const double *partials);
 static inline ad_real ad_custom(double value, size_t n, const ad_real *args, const double *partials) {
   ad__recorder *R = ad__rec;
@@ -845,22 +837,6 @@ static inline ad_real ad_custom(double value, size_t n, const ad_real *args, con
   if (AD__UNLIKELY(n > AD__MAX_ARGS || na + n > R->lim)) return ad__custom_n(value, n, args, partials);
   ad_index *idx = R->idx;
   double *par = R->par;
-  uint32_t other = 0;
-  ad_index low = 0;
-  for (size_t k = 0; k < n; k++) {
-    other |= args[k].e ^ ep;
-    low |= args[k].i - 1;
-  }
-  if (n != 0 && (other | (uint32_t)(low >> (sizeof(ad_index) * 8 - 1))) == 0) {
-    if (stream) {
-      for (size_t k = 0; k < n; k++) ad__stream_index(idx + na + k, args[k].i);
-      for (size_t k = 0; k < n; k++) ad__stream_double(par + np + k, partials[k]);
-    } else {
-      for (size_t k = 0; k < n; k++) idx[na + k] = args[k].i;
-      memcpy(par + np, partials, n * sizeof *par);
-    }
-    return ad__emit(R, value, ns, na, na + (uint32_t)n, np + (uint32_t)n, AD__KIND_GENERAL);
-  }
   /* A passive argument is written, then written over by the next. */
   uint32_t m = na, p = np;
   uint64_t stale = 0;
