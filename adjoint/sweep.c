@@ -7,6 +7,27 @@
 #include "progress.h"
 #include "tape_impl.h"
 
+/* adj[idx[j]] += d[j] * w for the c arguments of one statement. A cell
+ * update's statement has a handful of arguments: for counts up to 8 the
+ * loop is written out for that count (one indirect jump per statement
+ * instead of a loop branch and its counter per argument); repeated handles
+ * in one statement still add in order, as each update is a read, an add
+ * and a store of its own. */
+#define SWEEP_UNROLLED(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8)
+static inline AD__ALWAYS_INLINE void reverse_args(double *restrict adj, const ad_index *idx, const double *d,
+                                                  uint32_t c, double w) {
+  switch (c) {
+#define SWEEP_CASE(n)                                                                                                  \
+  case n:                                                                                                              \
+    for (uint32_t j = 0; j < n; j++) adj[idx[j]] += d[j] * w;                                                          \
+    return;
+    SWEEP_UNROLLED(SWEEP_CASE)
+#undef SWEEP_CASE
+  default:
+    for (uint32_t j = 0; j < c; j++) adj[idx[j]] += d[j] * w;
+  }
+}
+
 /* Statements s-1 down to stop of one block; *na and *np are the argument and
  * partial cursors. The zero test skips dead statements, which also keeps an
  * infinite partial (sqrt at 0) from turning an unused branch into NaN. With
@@ -25,7 +46,11 @@ static inline AD__ALWAYS_INLINE void reverse_run(double *restrict adj, ad_index 
     const double *d = kind == AD__KIND_GENERAL ? par + p : ad__unit_partials[kind];
     double w = adj[(size_t)base + s + 1];
     if (w == 0.0) continue;
-    if (watch && !watch->found && !isfinite(w)) {
+    if (!watch) {
+      reverse_args(adj, idx + a, d, c, w);
+      continue;
+    }
+    if (!watch->found && !isfinite(w)) {
       watch->found = 1;
       watch->stmt = base + s + 1;
       watch->target = 0;
@@ -33,7 +58,7 @@ static inline AD__ALWAYS_INLINE void reverse_run(double *restrict adj, ad_index 
     }
     for (uint32_t j = 0; j < c; j++) {
       adj[idx[a + j]] += d[j] * w;
-      if (watch && !watch->found && !isfinite(adj[idx[a + j]])) {
+      if (!watch->found && !isfinite(adj[idx[a + j]])) {
         watch->found = 1;
         watch->stmt = base + s + 1;
         watch->target = idx[a + j];

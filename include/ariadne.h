@@ -462,6 +462,7 @@ typedef struct ad__recorder {
   double *fwd_rows;    /* rows of forward propagation in a region (see ad__fwd_row) */
   uint32_t fwd_cap;    /* values they have room for */
   uint32_t fwd_lim;    /* values the inline region path may issue: fwd_cap, or 0 on a watching tape */
+  uint32_t stream;     /* ad_custom writes this block with streaming stores (see ad__stream_index) */
 } ad__recorder;
 
 #if defined(__GNUC__)
@@ -820,20 +821,52 @@ static inline ad_real ad__op3(double v, ad_real a, double da, ad_real b, double 
   return ad__emit(R, v, ns, na, n, p, AD__KIND_GENERAL);
 }
 
+/* Streaming stores for ad_custom's arguments and partials. A large tape
+ * is written once and read once, by the sweep, long after: an ordinary
+ * store first reads each line of it into the cache, which doubles the
+ * memory traffic of a recording and evicts what the computation uses. Once
+ * the tape is larger than the caches (lib/tape.c sets R->stream per block),
+ * the arguments and partials go straight to memory; the first megabytes of
+ * every tape, which a small tape's sweep finds in the cache, do not. x86-64
+ * with GCC or Clang; elsewhere (or with ARIADNE_NO_STREAM) plain stores. */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(ARIADNE_NO_STREAM)
+static inline AD__ALWAYS_INLINE void ad__stream_index(ad_index *p, ad_index v) {
+#ifdef ARIADNE_INDEX_64
+  __builtin_ia32_movnti64((long long *)(void *)p, (long long)v);
+#else
+  __builtin_ia32_movnti((int *)(void *)p, (int)v);
+#endif
+}
+static inline AD__ALWAYS_INLINE void ad__stream_double(double *p, double v) {
+  long long b;
+  memcpy(&b, &v, sizeof b);
+  __builtin_ia32_movnti64((long long *)(void *)p, b);
+}
+#else
+static inline void ad__stream_index(ad_index *p, ad_index v) { *p = v; }
+static inline void ad__stream_double(double *p, double v) { *p = v; }
+#endif
+
 /* ad_custom: inline for the statement sizes a cell update has; larger ones
  * (which become chains of statements) go out of line. */
 ad_real ad__custom_n(double value, size_t n, const ad_real *args, const double *partials);
 static inline ad_real ad_custom(double value, size_t n, const ad_real *args, const double *partials) {
   ad__recorder *R = ad__rec;
-  uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
+  uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch, stream = R->stream;
   if (AD__UNLIKELY(n > AD__MAX_ARGS || na + n > R->lim)) return ad__custom_n(value, n, args, partials);
   ad_index *idx = R->idx;
   double *par = R->par;
+  /* A passive argument is written, then written over by the next. */
   uint32_t m = na, p = np;
   uint64_t stale = 0;
   for (size_t k = 0; k < n; k++) {
-    idx[m] = args[k].i;
-    par[p] = partials[k];
+    if (stream) {
+      ad__stream_index(idx + m, args[k].i);
+      ad__stream_double(par + p, partials[k]);
+    } else {
+      idx[m] = args[k].i;
+      par[p] = partials[k];
+    }
     stale |= (uint64_t)AD__STALE(args[k], ep);
     m += (args[k].i != 0);
     p += (args[k].i != 0);

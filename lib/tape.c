@@ -383,6 +383,7 @@ static void recorder_enter(ad_tape *t, ad__block *b, uint32_t ns, uint32_t na, u
   R->np = np;
   R->na_cap = b->na_alloc;
   R->np_cap = b->np_alloc;
+  R->stream = b->before >= AD__STREAM_AFTER;
   ad__recorder_arm(t);
 }
 
@@ -413,6 +414,7 @@ static int block_advance(ad_tape *t) {
     t->cur->next = b;
   }
   b->base = t->rec.next;
+  b->before = t->cur->before + block_bytes(t->cur->ns, t->cur->na, t->cur->np);
   b->ns = b->na = b->np = 0;
   recorder_enter(t, b, 0, 0, 0);
   return 1;
@@ -541,6 +543,7 @@ void ad_tape_begin(ad_tape *t) {
  * may be destroyed. */
 void ad_tape_end(ad_tape *t) {
   if (!t || !t->recording) return;
+  ad__stream_fence();
   ad__region_flush(t); /* the region is left as recorded */
   /* ... and forgets the tape, which may be destroyed before the region ends. */
   if (ad__reg.rec == &t->rec) ad__reg.rec = NULL;

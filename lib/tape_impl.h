@@ -15,6 +15,7 @@ typedef struct ad__block {
   ad_index base;                         /* handle of the statement before the block's first */
   uint32_t ns, na, np;                   /* used; for the current block the recorder holds the truth */
   uint32_t ns_alloc, na_alloc, np_alloc; /* capacities, sized from what recordings use */
+  size_t before;                         /* bytes the recording used in the blocks before this one */
   uint8_t *cnt;
   ad_index *idx;
   double *par;
@@ -302,8 +303,22 @@ static inline void ad__recorder_lim(ad__recorder *R) {
 }
 /* Recompute the recorder's statement capacity (0 while not recording). */
 void ad__recorder_arm(ad_tape *t);
+/* A block that starts this far into a recording is written by ad_custom
+ * with streaming stores (see ad__stream_index in ariadne.h): twice the
+ * second-level cache of the machine of benchmarks/README.md. A tape below it
+ * is found in the caches by its sweep, and streaming it measured slower. */
+#define AD__STREAM_AFTER ((size_t)8 << 20)
+/* Streaming stores are ordered with later ones only after a fence: taken
+ * where a recording hands its blocks on (ad_tape_end, a sweep, a new
+ * block), so that another thread that takes the tape sees them. */
+static inline void ad__stream_fence(void) {
+#if defined(__GNUC__) && defined(__x86_64__)
+  __builtin_ia32_sfence();
+#endif
+}
 /* Write the recorder's counters back to the current block. */
 static inline void ad__sync(ad_tape *t) {
+  ad__stream_fence();
   t->cur->ns = t->rec.ns;
   t->cur->na = t->rec.na;
   t->cur->np = t->rec.np;
