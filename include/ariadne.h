@@ -827,9 +827,14 @@ static inline ad_real ad__op3(double v, ad_real a, double da, ad_real b, double 
  * memory traffic of a recording and evicts what the computation uses. Once
  * the tape is larger than the caches (lib/tape.c sets R->stream per block),
  * the arguments and partials go straight to memory; the first megabytes of
- * every tape, which a small tape's sweep finds in the cache, do not. x86-64
- * with GCC or Clang; elsewhere (or with ARIADNE_NO_STREAM) plain stores. */
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(ARIADNE_NO_STREAM)
+ * every tape, which a small tape's sweep finds in the cache, do not. Only
+ * when ARIADNE_STREAM is defined (x86-64, GCC or Clang): a code whose
+ * statements also come from the other paths (per-operation recording, the
+ * library's fused statements), which store as usual, interleaves the two
+ * kinds of store on the same lines, and each line then goes to memory and
+ * back (CoMD's fused port recorded 14 times slower). Define it for code that
+ * records through ad_custom alone (a fused port of straight stencils). */
+#if defined(__GNUC__) && defined(__x86_64__) && defined(ARIADNE_STREAM)
 static inline AD__ALWAYS_INLINE void ad__stream_index(ad_index *p, ad_index v) {
 #ifdef ARIADNE_INDEX_64
   __builtin_ia32_movnti64((long long *)(void *)p, (long long)v);
