@@ -137,6 +137,30 @@ EOT
 grep -q "^static const double kappa = 1.4;" "$work/out/kappa.c" || fail "kappa.c: kappa retyped: $(cat "$work/out/kappa.c")"
 grep -q "log(" "$work/out/kappa.c" && fail "kappa.c: a partial with respect to the constant: $(cat "$work/out/kappa.c")"
 
+# A loop body that leaves early after storing active values only into its
+# own locals takes back what it recorded (continue, break, a final if); one
+# whose every store before the exit goes to a local runs first on values.
+# Bodies that store outside before the exit keep their statements.
+"$tool" --fused --no-format --report "$work/cutoff.txt" -o "$work/out" "$src/corpus/cutoff.c" 2>"$work/err.txt" ||
+  fail "cutoff.c: exit status $?"
+taken() { # taken LINE WHAT
+  grep -q "cutoff.c:$1:[0-9]*: taken back: $2" "$work/cutoff.txt" || fail "cutoff.c:$1: no 'taken back: $2'"
+}
+taken 45 "what the loop body recorded before this \`continue\`"
+taken 45 "the loop body up to this exit is tried first on values"
+taken 68 "what the loop body recorded before this \`break\`"
+taken 92 "what the loop body recorded before this \`if\` when its condition is false"
+taken 88 "what the loop body recorded before this \`continue\`"
+taken 109 "what the loop body recorded before this \`continue\`"
+for l in 37 68 88 109 122 127 133 138; do
+  grep -q "cutoff.c:$l:[0-9]*: taken back: the loop body up to this exit is tried first" "$work/cutoff.txt" &&
+    fail "cutoff.c:$l: tried first on values, but the body stores outside it or records nothing before"
+done
+for l in 37 122 127 133 138; do
+  grep -q "cutoff.c:$l:[0-9]*: taken back" "$work/cutoff.txt" && fail "cutoff.c:$l: taken back, but must stay"
+done
+[ "$(grep -c 'ad__spec_drop' "$work/out/cutoff.c")" = 5 ] || fail "cutoff.c: not 5 drops: $(grep -c ad__spec_drop "$work/out/cutoff.c")"
+
 # --report needs --fused.
 "$tool" --report "$work/r.txt" -o "$work/out" "$work/mixed.c" 2>/dev/null
 [ $? = 2 ] || fail "--report without --fused is not a usage error"
