@@ -473,7 +473,7 @@ template <class E> inline AD__ET_INLINE ad_real ad__et_record(const E &e, ad__re
   AD__ET_UNROLL
   for (unsigned k = 0; k < N; k++) {
     h[k] = a[k]->i;
-    stale |= (uint64_t)AD__STALE(*a[k], ep);
+    stale |= h[k] != 0 ? a[k]->e ^ ep : 0u;
     /* A partial of sums and differences alone is +1 or -1. */
     if (k >= 64 || ((E::zm >> (k & 63)) & 1u)) bad |= ad__et_nonfinite(w[k]);
   }
