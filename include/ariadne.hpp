@@ -489,6 +489,10 @@ template <class E> inline AD__ET_INLINE ad_real ad__et_record(const E &e, ad__re
   AD__ET_UNROLL
   for (unsigned k = 0; k < N; k++) {
     h[k] = a[k]->i;
+    /* AD__STALE's test, as a select on the handle: here one instruction a
+     * leaf fewer than its product (the handle is tested anyway); in the C
+     * operations' paths the product is the shorter (LULESH per operation,
+     * 1.03 G instructions against 0.98 G). */
     stale |= h[k] != 0 ? a[k]->e ^ ep : 0u;
     /* A partial of sums and differences alone is +1 or -1. */
     if (k >= 64 || ((E::zm >> (k & 63)) & 1u)) bad = ad__et_finite_add(bad, w[k]);
