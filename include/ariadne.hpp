@@ -406,6 +406,21 @@ inline uint64_t ad__et_nonfinite(double w) {
   std::memcpy(&b, &w, sizeof b);
   return (b & 0x7ff0000000000000u) + 0x0010000000000000u;
 }
+/* The finite test of a statement's partials, summed: w - w is 0 for a
+ * finite w and NaN otherwise, and a NaN stays in a sum (two instructions a
+ * partial, where the integer test takes four: on LULESH 4% of the recording's
+ * instructions). Where the compiler may take w - w for 0
+ * (-ffinite-math-only, part of -ffast-math), the integer test. */
+#if defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__
+typedef uint64_t ad__et_finite_sum;
+inline uint64_t ad__et_finite_add(uint64_t s, double w) { return s | ad__et_nonfinite(w); }
+inline bool ad__et_finite_all(uint64_t s) { return (s >> 63) == 0; }
+#else
+typedef double ad__et_finite_sum;
+inline double ad__et_finite_add(double s, double w) { return s + (w - w); }
+inline bool ad__et_finite_all(double s) { return s == 0.0; }
+#endif
+
 /* Whether a (finite) partial is +0 or -0, as an integer test. */
 inline bool ad__et_is_zero(double w) {
   uint64_t b;
@@ -469,17 +484,22 @@ template <class E> inline AD__ET_INLINE ad_real ad__et_record(const E &e, ad__re
   ad_index h[N];
   e.template put<0>(a, w, 1.0);
   uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
-  uint64_t stale = 0, bad = 0;
+  uint64_t stale = 0;
+  ad__et_finite_sum bad = 0;
   AD__ET_UNROLL
   for (unsigned k = 0; k < N; k++) {
     h[k] = a[k]->i;
-    stale |= (uint64_t)AD__STALE(*a[k], ep);
+    /* AD__STALE's test, as a select on the handle: here one instruction a
+     * leaf fewer than its product (the handle is tested anyway); in the C
+     * operations' paths the product is the shorter (LULESH per operation,
+     * 1.03 G instructions against 0.98 G). */
+    stale |= h[k] != 0 ? a[k]->e ^ ep : 0u;
     /* A partial of sums and differences alone is +1 or -1. */
-    if (k >= 64 || ((E::zm >> (k & 63)) & 1u)) bad |= ad__et_nonfinite(w[k]);
+    if (k >= 64 || ((E::zm >> (k & 63)) & 1u)) bad = ad__et_finite_add(bad, w[k]);
   }
   /* A sum of partials (x - x) may be zero where its terms are not. */
   uint64_t tested = E::zm | ad__et_merge<N>(a, w, h);
-  if (AD__UNLIKELY((bad >> 63) | (N > AD__MAX_ARGS) | (na + N > R->lim) | (stale != 0))) {
+  if (AD__UNLIKELY(!ad__et_finite_all(bad) | (N > AD__MAX_ARGS) | (na + N > R->lim) | (stale != 0))) {
     const E copy = e;
     return ad__et_slow(copy);
   }
