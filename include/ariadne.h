@@ -847,9 +847,12 @@ static inline AD__ALWAYS_INLINE void ad__stream_double(double *p, double v) {
   memcpy(&b, &v, sizeof b);
   __builtin_ia32_movnti64((long long *)(void *)p, b);
 }
+#define AD__STREAMING(R) ((R)->stream)
 #else
 static inline void ad__stream_index(ad_index *p, ad_index v) { *p = v; }
 static inline void ad__stream_double(double *p, double v) { *p = v; }
+/* Not compiled in: no test of the recorder's flag on the inline path. */
+#define AD__STREAMING(R) 0u
 #endif
 
 /* ad_custom: inline for the statement sizes a cell update has; larger ones
@@ -857,7 +860,7 @@ static inline void ad__stream_double(double *p, double v) { *p = v; }
 ad_real ad__custom_n(double value, size_t n, const ad_real *args, const double *partials);
 static inline ad_real ad_custom(double value, size_t n, const ad_real *args, const double *partials) {
   ad__recorder *R = ad__rec;
-  uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch, stream = R->stream;
+  uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch, stream = AD__STREAMING(R);
   if (AD__UNLIKELY(n > AD__MAX_ARGS || na + n > R->lim)) return ad__custom_n(value, n, args, partials);
   ad_index *idx = R->idx;
   double *par = R->par;

@@ -34,13 +34,31 @@ typedef struct scan {
   int records; /* an active value is computed and stored (something is taped) */
 } scan;
 
-/* Is d a variable of automatic storage declared inside the body? */
-static int body_local(const scan *s, CXCursor d) {
+/* Is d a variable of automatic storage declared inside the body [b, e)? */
+static int body_local(unsigned b, unsigned e, CXCursor d) {
   if (clang_getCursorKind(d) != CXCursor_VarDecl) return 0;
   enum CX_StorageClass sc = clang_Cursor_getStorageClass(d);
   if (sc != CX_SC_None && sc != CX_SC_Auto && sc != CX_SC_Register) return 0;
   unsigned at = pt_off(clang_getCursorLocation(d));
-  return at > s->b && at < s->e;
+  return at > b && at < e;
+}
+
+/* The variable at the root of an lvalue reached through `.` and array
+ * subscripts (not through a pointer), or null. */
+static CXCursor lvalue_root(CXCursor lv) {
+  CXCursor ref = pt_strip(lv);
+  for (int guard = 0; guard < 16; guard++) {
+    enum CXCursorKind k = clang_getCursorKind(ref);
+    if (k == CXCursor_DeclRefExpr) return clang_getCursorReferenced(ref);
+    if (k != CXCursor_ArraySubscriptExpr && k != CXCursor_MemberRefExpr) break;
+    CXCursor *kk;
+    int n = pt_children(ref, &kk);
+    CXCursor base = n >= 1 ? pt_strip(kk[0]) : clang_getNullCursor();
+    free(kk);
+    if (clang_Cursor_isNull(base) || clang_getCanonicalType(clang_getCursorType(base)).kind == CXType_Pointer) break;
+    ref = base;
+  }
+  return clang_getNullCursor();
 }
 
 /* A store to lhs: passive storage may be anything; active storage must be
@@ -48,29 +66,11 @@ static int body_local(const scan *s, CXCursor d) {
  * structure (never through a pointer). */
 static void store(scan *s, CXCursor lhs) {
   CXType t = clang_getCursorType(lhs);
-  CXCursor ref = pt_strip(lhs);
-  if (clang_getCursorKind(ref) == CXCursor_DeclRefExpr && pt_local_passive(s->x, clang_getCursorReferenced(ref)))
-    return;
+  CXCursor root = lvalue_root(lhs);
+  if (!clang_Cursor_isNull(root) && pt_local_passive(s->x, root)) return;
   if (!pt_is_float(t) && !pt_type_holds_active(s->x, t)) return;
   s->records = 1;
-  for (int guard = 0; guard < 16; guard++) {
-    enum CXCursorKind k = clang_getCursorKind(ref);
-    if (k == CXCursor_DeclRefExpr) {
-      if (!body_local(s, clang_getCursorReferenced(ref))) s->safe = 0;
-      return;
-    }
-    if (k != CXCursor_ArraySubscriptExpr && k != CXCursor_MemberRefExpr) break;
-    CXCursor *kk;
-    int n = pt_children(ref, &kk);
-    CXCursor base = n >= 1 ? pt_strip(kk[0]) : clang_getNullCursor();
-    free(kk);
-    if (clang_Cursor_isNull(base)) break;
-    /* Through a pointer (p[i], p->f) the storage may be anyone's. */
-    CXType bt = clang_getCanonicalType(clang_getCursorType(base));
-    if (bt.kind == CXType_Pointer) break;
-    ref = base;
-  }
-  s->safe = 0;
+  if (clang_Cursor_isNull(root) || !body_local(s->b, s->e, root)) s->safe = 0;
 }
 
 static enum CXChildVisitResult visit(CXCursor c, CXCursor parent, CXClientData data);
@@ -183,24 +183,6 @@ static void twin_edit(twin *w, unsigned b, unsigned e, char *text) {
   w->n++;
 }
 
-/* The variable at the root of an lvalue reached through `.` and array
- * subscripts (not through a pointer), or null. */
-static CXCursor lvalue_root(CXCursor lv) {
-  CXCursor ref = pt_strip(lv);
-  for (int guard = 0; guard < 16; guard++) {
-    enum CXCursorKind k = clang_getCursorKind(ref);
-    if (k == CXCursor_DeclRefExpr) return clang_getCursorReferenced(ref);
-    if (k != CXCursor_ArraySubscriptExpr && k != CXCursor_MemberRefExpr) break;
-    CXCursor *kk;
-    int n = pt_children(ref, &kk);
-    CXCursor base = n >= 1 ? pt_strip(kk[0]) : clang_getNullCursor();
-    free(kk);
-    if (clang_Cursor_isNull(base) || clang_getCanonicalType(clang_getCursorType(base)).kind == CXType_Pointer) break;
-    ref = base;
-  }
-  return clang_getNullCursor();
-}
-
 static int active_scalar(pt_ctx *x, CXType t) { return pt_is_float(t) && pt_type_active(x, t); }
 
 /* An active scalar, or an array of them: what a twin declares double. */
@@ -214,7 +196,7 @@ static enum CXChildVisitResult twin_visit(CXCursor c, CXCursor parent, CXClientD
 
 /* A local of the body that the twin declares double (and renames). */
 static int twin_local(const twin *w, CXCursor d) {
-  return body_local(&(scan){w->x, w->b, w->e, 1, 0}, d) && pt_type_holds_active(w->x, clang_getCursorType(d));
+  return body_local(w->b, w->e, d) && pt_type_holds_active(w->x, clang_getCursorType(d));
 }
 
 static enum CXChildVisitResult twin_renamed(CXCursor c, CXCursor parent, CXClientData data) {
@@ -294,7 +276,7 @@ static void twin_walk(twin *w, CXCursor c) {
                  !strcmp(op, "p++") || !strcmp(op, "p--");
     if (stores && n >= 1) {
       CXCursor root = lvalue_root(kk[0]);
-      if (clang_Cursor_isNull(root) || !body_local(&(scan){x, w->b, w->e, 1, 0}, root) || pt_block_assign_temp(c) >= 0)
+      if (clang_Cursor_isNull(root) || !body_local(w->b, w->e, root) || pt_block_assign_temp(c) >= 0)
         w->ok = 0;
     }
     if (!strcmp(op, "&")) w->ok = 0;
@@ -320,7 +302,7 @@ static void twin_walk(twin *w, CXCursor c) {
     }
     if (!active_scalar(x, clang_getCursorType(c))) break;
     CXCursor root = lvalue_root(c);
-    if (!clang_Cursor_isNull(root) && body_local(&(scan){x, w->b, w->e, 1, 0}, root)) break;
+    if (!clang_Cursor_isNull(root) && body_local(w->b, w->e, root)) break;
     /* Active storage from outside the body: its value, as the port writes
      * it (which must not name a local the twin renames). */
     int renamed = 0;
