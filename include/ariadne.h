@@ -862,26 +862,27 @@ static inline ad_real ad_custom(double value, size_t n, const ad_real *args, con
   ad__recorder *R = ad__rec;
   uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch, stream = AD__STREAMING(R);
   if (AD__UNLIKELY(n > AD__MAX_ARGS || na + n > R->lim)) return ad__custom_n(value, n, args, partials);
-  ad_index *idx = R->idx;
-  double *par = R->par;
-  /* A passive argument is written, then written over by the next. */
-  uint32_t m = na, p = np;
+  /* A passive argument is written, then written over by the next. The
+   * count is a size_t from the block's first free slots: no 32-bit
+   * position to widen on every store. */
+  ad_index *idx = R->idx + na;
+  double *par = R->par + np;
+  size_t m = 0;
   uint64_t stale = 0;
   for (size_t k = 0; k < n; k++) {
     if (stream) {
       ad__stream_index(idx + m, args[k].i);
-      ad__stream_double(par + p, partials[k]);
+      ad__stream_double(par + m, partials[k]);
     } else {
       idx[m] = args[k].i;
-      par[p] = partials[k];
+      par[m] = partials[k];
     }
     stale |= (uint64_t)AD__STALE(args[k], ep);
     m += (args[k].i != 0);
-    p += (args[k].i != 0);
   }
   if (AD__UNLIKELY(stale)) return ad__custom_n(value, n, args, partials);
-  if (m == na) return ad__const(value);
-  return ad__emit(R, value, ns, na, m, p, AD__KIND_GENERAL);
+  if (m == 0) return ad__const(value);
+  return ad__emit(R, value, ns, na, na + (uint32_t)m, np + (uint32_t)m, AD__KIND_GENERAL);
 }
 
 static inline ad__spec ad__spec_mark(void) {

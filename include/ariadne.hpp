@@ -503,18 +503,21 @@ template <class E> inline AD__ET_INLINE ad_real ad__et_record(const E &e, ad__re
     const E copy = e;
     return ad__et_slow(copy);
   }
-  ad_index *idx = R->idx;
-  double *par = R->par + np; /* partials advance with arguments */
-  uint32_t m = na;
+  /* Positions from the block's first free slots, counted in a size_t: no
+   * 32-bit position widened on every store (LULESH: 5% of the recording's
+   * instructions). Partials advance with arguments. */
+  ad_index *idx = R->idx + na;
+  double *par = R->par + np;
+  size_t m = 0;
   AD__ET_UNROLL
   for (unsigned k = 0; k < N; k++) {
     idx[m] = h[k];
-    par[m - na] = w[k];
+    par[m] = w[k];
     bool zero = (k >= 64 || ((tested >> (k & 63)) & 1u)) && ad__et_is_zero(w[k]);
     m += (h[k] != 0) & !zero;
   }
-  if (m == na) return ad__et_zero(e.val(), a, N, ep);
-  return ad__emit(R, e.val(), ns, na, m, np + (m - na), AD__KIND_GENERAL);
+  if (m == 0) return ad__et_zero(e.val(), a, N, ep);
+  return ad__emit(R, e.val(), ns, na, na + (uint32_t)m, np + (uint32_t)m, AD__KIND_GENERAL);
 }
 
 /* Constructing or assigning an ad_real from an expression. With no tape
