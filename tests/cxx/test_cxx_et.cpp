@@ -390,6 +390,37 @@ static void test_zero_partials(void) {
   }
 }
 
+/* An expression with no active operand is no statement and is not looked
+ * at further, as a C operation with no active operand: not on a tape that
+ * checks for non-finite values either (sqrt at 0 of a passive value has an
+ * infinite partial that nothing records), and not inside a region. Its
+ * value is right, and it enters later statements as a number. */
+static void test_passive_operands(void) {
+  CHECK_CONTEXT("passive operands");
+  for (int watch = 0; watch < 2; watch++) {
+    ad_tape *t = ad_tape_create();
+    ad_tape_set_check_finite(t, watch);
+    ad_tape_begin(t);
+    ad_real x = ad_input(2.0), p = 0.0, s = 4.0;
+    std::pair<uint64_t, uint64_t> c0 = counts(t);
+    ad_real q = sqrt(p) * s + 1.0 / (s + 1.0) + p * p; /* 0.2 */
+    ad_real qc = ad_add(ad_add(ad_mul(ad_sqrt(p), s), ad_div(1.0, ad_add(s, 1.0))), ad_mul(p, p));
+    std::pair<uint64_t, uint64_t> c1 = counts(t);
+    CHECK(c1 == c0);
+    CHECK(q.i == 0 && q.e == 0 && ad_value(q) == ad_value(qc));
+    CHECK_INT(ad_tape_error(t), AD_OK);
+    ad_stmt_begin();
+    ad_real r = s * s + q; /* inside a region: a number, too */
+    CHECK(r.i == 0 && ad_value(r) == 16.2);
+    ad_real z = ad_stmt_end(x * r + sqrt(s) * x);
+    ad_tape_end(t);
+    double g = 0.0;
+    CHECK_INT(ad_gradient(t, z, 1, &x, &g), AD_OK);
+    CHECK_CLOSE(g, 16.2 + 2.0, 1e-15);
+    ad_tape_destroy(t);
+  }
+}
+
 int main() {
   test_functions();
   test_statement_shape();
@@ -402,5 +433,6 @@ int main() {
   test_language();
   test_not_recording();
   test_zero_partials();
+  test_passive_operands();
   return check_finish("test_cxx_et");
 }
