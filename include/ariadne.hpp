@@ -171,14 +171,21 @@ inline std::ostream &operator<<(std::ostream &o, ad_real x) { return o << x.v; }
 #endif
 /* The recording path is inlined where the assignment is, whatever the
  * compiler's own limits say: out of line, an expression's tree and leaves
- * were passed through memory, and a function shared by assignments of one
- * shape could not tell their repeated operands apart at compile time. On
- * LULESH (-s 6 -i 10, callgrind), inlining saves 19% of the recording's
- * instructions and 22% of the loop's with no tape, and costs compile time:
- * lulesh.cc in 13.6 s instead of 7.8 (g++ 12 -O3; 2 s of it are the
- * comparisons of ad__et_merge). -DAD__ET_INLINE= leaves it to the compiler. */
+ * are passed through memory, and a function shared by assignments of one
+ * shape cannot tell their repeated operands apart at compile time. It has
+ * two parts: what runs for every assignment (the no-tape test, and while
+ * recording the test that some operand is active; AD__ET_INLINE) and the
+ * statement's recording (partials, tests, merging, stores;
+ * AD__ET_INLINE_ACTIVE, by default the same). Defining either empty leaves
+ * it to the compiler. -DAD__ET_INLINE_ACTIVE= halves lulesh.cc's compile
+ * time (6.7 s against 11.6 s, g++ 12 -O3) at no measurable cost on LULESH,
+ * most of whose assignments have no active operand, but records the hydro
+ * benchmark's kernel, all of whose do, in 1.38 times the time. */
 #ifndef AD__ET_INLINE
 #define AD__ET_INLINE AD__ALWAYS_INLINE
+#endif
+#ifndef AD__ET_INLINE_ACTIVE
+#define AD__ET_INLINE_ACTIVE AD__ET_INLINE
 #endif
 /* Leaves up to which an expression's repeated operands are looked for at
  * all (see ad__et_merge): the comparisons are inlined, and their number,
@@ -471,32 +478,22 @@ inline ad_real ad__et_zero(double v, const ad_real *const *a, unsigned n, uint32
   return r;
 }
 
-/* The statement of an expression: its leaves' handles with their partials,
- * repeated ones merged, passive ones and those whose partial is exactly
- * zero dropped (a partial is tested only where it may be zero, E::zm); the
- * fast path of ad_custom, specialised for a count known at compile time.
- * The partials are computed here, from the root down, and only here: a
- * program that runs on ad_real with no tape recording pays for the values
- * alone. */
-template <class E> inline AD__ET_INLINE ad_real ad__et_record(const E &e, ad__recorder *R) {
+/* The statement of an expression with an active operand: its leaves'
+ * handles with their partials, repeated ones merged, passive ones and
+ * those whose partial is exactly zero dropped (a partial is tested only
+ * where it may be zero, E::zm); the fast path of ad_custom, specialised for
+ * a count known at compile time. The partials are computed here, from the
+ * root down, and only here: a program that runs on ad_real with no tape
+ * recording pays for the values alone. */
+template <class E> inline AD__ET_INLINE_ACTIVE ad_real ad__et_record_active(const E &e, ad__recorder *R) {
   const unsigned N = E::n > 0 ? E::n : 1; /* n is 0 in no expression an operator makes */
   const ad_real *a[N];
   double w[N];
   ad_index h[N];
   e.template put<0>(a, w, 1.0);
   uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
-  ad_index any = 0;
   AD__ET_UNROLL
-  for (unsigned k = 0; k < N; k++) {
-    h[k] = a[k]->i;
-    any |= h[k];
-  }
-  /* No active operand: no statement, and nothing of the rest to compute
-   * (the partials, the tests, the stores). This is most assignments in
-   * code where part of the state does not depend on the inputs (LULESH:
-   * 6.2 M of 7.6 M; recording 37% faster with this exit). As the C
-   * operations, which return a constant when no operand is active. */
-  if (any == 0) return ad__et_zero(e.val(), a, N, ep);
+  for (unsigned k = 0; k < N; k++) h[k] = a[k]->i;
   uint64_t stale = 0;
   ad__et_finite_sum bad = 0;
   AD__ET_UNROLL
@@ -535,6 +532,25 @@ template <class E> inline AD__ET_INLINE ad_real ad__et_record(const E &e, ad__re
     return r;
   }
   return ad__emit(R, e.val(), ns, na, na + (uint32_t)m, np + (uint32_t)m, AD__KIND_GENERAL);
+}
+
+/* An expression while a tape records. With no active operand, no
+ * statement, and nothing of the rest to compute (the partials, the tests,
+ * the stores): as the C operations, which return a constant when no
+ * operand is active. This is most assignments in code where part of the
+ * state does not depend on the inputs (LULESH: 6.2 M of 7.6 M; recording
+ * 37% faster with this exit); the partials computed by put are unused
+ * here, and the compiler drops them. */
+template <class E> inline AD__ET_INLINE ad_real ad__et_record(const E &e, ad__recorder *R) {
+  const unsigned N = E::n > 0 ? E::n : 1;
+  const ad_real *a[N];
+  double w[N];
+  e.template put<0>(a, w, 1.0);
+  ad_index any = 0;
+  AD__ET_UNROLL
+  for (unsigned k = 0; k < N; k++) any |= a[k]->i;
+  if (any == 0) return ad__et_zero(e.val(), a, N, R->epoch);
+  return ad__et_record_active(e, R);
 }
 
 /* Constructing or assigning an ad_real from an expression. With no tape
