@@ -319,7 +319,10 @@ double ad_tangent(const ad_tape *tape, ad_real y);
 void ad_tangents_zero(ad_tape *tape);
 
 /* Gradient of scalar y with respect to x[0..n): one reverse sweep. Adjoints
- * are zeroed first. A passive y gives AD_ERR_PASSIVE and g = 0. Bad
+ * are zeroed first. A passive y gives AD_ERR_PASSIVE and g = 0, except on a
+ * tape with communication records (ariadne_mpi.h): there the sweep is
+ * collective, and a rank whose output is not its own passes a passive y
+ * and sweeps for the others (AD_OK; docs/mpi.md). Bad
  * arguments (a NULL tape, x or g, n = (size_t)-1) give AD_ERR_ARG with g
  * untouched. */
 int ad_gradient(ad_tape *tape, ad_real y, size_t n, const ad_real *x, double *g);

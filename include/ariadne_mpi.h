@@ -28,7 +28,11 @@
  * sweep (ad_reverse, ad_gradient, ...) and the tangent sweep (ad_forward) run
  * the matching adjoint and tangent communication at that record's position.
  * Sweeps of a tape with communication records are collective: every rank that
- * communicated must sweep its tape too.
+ * communicated must sweep its tape too. A rank whose objective lives on
+ * another rank seeds nothing: it passes a passive output, which is not an
+ * error on such a tape (ad_gradient(tape, rank == 0 ? J :
+ * ad_const(ad_value(J)), n, x, g), docs/mpi.md). A tape that is reset
+ * counts as communicating again only once its new recording communicates.
  *
  * Set-up: nothing beyond MPI_Init/MPI_Init_thread. The first wrapper call on a
  * communicator starts a nonblocking duplicate of it (MPI_Comm_idup) that

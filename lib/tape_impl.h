@@ -46,7 +46,8 @@ typedef struct ad__record {
 
 /* An extension attached to a tape (the MPI layer): told when a sweep starts
  * and ends so that it can agree with other ranks, and when the tape is reset
- * or destroyed. */
+ * (it may then detach itself, setting ext_ops and ext_ctx to NULL) or
+ * destroyed. */
 typedef struct ad__ext_ops {
   /* err: the error the sweep is about to fail with (AD_OK if none), so that
    * peers can be told. Returns AD_OK or an error that stops the sweep. */

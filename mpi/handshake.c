@@ -368,15 +368,16 @@ static int ctx_sweep_end(ad_tape *t, void *ctx, int reverse, int rc) {
   return rc;
 }
 
+static void ctx_destroy(void *ctx);
+
+/* A reset tape has communicated with nobody: the layer lets go of it, so
+ * that its next recording is a tape without communication records until
+ * it communicates again (its sweeps local, a passive output a misuse, as
+ * on a new tape). */
 static void ctx_reset(ad_tape *t, void *ctx) {
-  (void)t;
-  tape_ctx *x = ctx;
-  for (size_t i = 0; i < x->n; i++) {
-    ad__chans_free(&x->notes[i].chans[0]);
-    ad__chans_free(&x->notes[i].chans[1]);
-    order_free(&x->notes[i].order);
-  }
-  x->n = 0;
+  ctx_destroy(ctx);
+  t->ext_ops = NULL;
+  t->ext_ctx = NULL;
 }
 
 static void ctx_destroy(void *ctx) {

@@ -5,7 +5,7 @@
  * owner, consistent with the returned value), and datatypes built from
  * AD_MPI_REAL (refused with MPI_ERR_TYPE, never passed through as raw
  * structs), communicators freed while their private duplicate is under way,
- * a sweep after a sweep that timed out.
+ * a sweep after a sweep that timed out, a tape reset after it communicated.
  * Derivatives are judged by closed forms.
  */
 #include "mtest.h"
@@ -342,6 +342,47 @@ static void test_wildcard_order(void) {
   }
 }
 
+/* A tape that communicated, reset and recorded again without communicating,
+ * is a tape without communication records: each rank sweeps it alone (rank
+ * 0 first, the others only after it: a collective sweep would hang), and a
+ * passive output is a misuse again (AD_ERR_PASSIVE), as on a new tape.
+ * Communicating again makes the sweep collective again. */
+static void test_reset_after_comm(void) {
+  ad_tape *t = ad_tape_create();
+  ad_tape_begin(t);
+  ad_real x = ad_input(1.0 + mt_rank), s = ad_mul(x, x), r = ad_const(0.0);
+  MT_CHECK(ad_mpi_allreduce(&s, &r, 1, AD_MPI_REAL, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS);
+  ad_tape_end(t);
+  double g = 0.0;
+  MT_CHECK(ad_gradient(t, mt_rank == 0 ? r : ad_const(ad_value(r)), 1, &x, &g) == AD_OK);
+  MT_CHECK(g == 2.0 * (1.0 + mt_rank)); /* rank 0 seeds the sum of every rank's x^2 */
+  ad_tape_reset(t);
+  ad_tape_begin(t);
+  ad_real z = ad_input(2.0), w = ad_mul(z, z);
+  ad_tape_end(t);
+  for (int turn = 0; turn < 2; turn++) {
+    if ((mt_rank == 0) == (turn == 0)) {
+      double gz = 0.0, gp = 7.0;
+      MT_CHECK(ad_gradient(t, w, 1, &z, &gz) == AD_OK && gz == 4.0);
+      MT_CHECK(ad_gradient(t, ad_const(3.0), 1, &z, &gp) == AD_ERR_PASSIVE && gp == 0.0);
+      MT_CHECK(ad_gradient(t, w, 1, &z, &gz) == AD_OK && gz == 4.0); /* not sticky */
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  /* and a third recording that communicates is collective again */
+  ad_tape_reset(t);
+  ad_tape_begin(t);
+  x = ad_input(1.0 + mt_rank);
+  s = ad_mul(x, x);
+  MT_CHECK(ad_mpi_allreduce(&s, &r, 1, AD_MPI_REAL, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS);
+  ad_tape_end(t);
+  g = 0.0;
+  MT_CHECK(ad_gradient(t, mt_rank == 0 ? r : ad_const(ad_value(r)), 1, &x, &g) == AD_OK);
+  MT_CHECK(g == 2.0 * (1.0 + mt_rank));
+  ad_tape_destroy(t);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 int main(int argc, char **argv) {
   mt_init(&argc, &argv);
   test_scan_cancellation();
@@ -350,5 +391,6 @@ int main(int argc, char **argv) {
   test_freed_comms();
   test_wildcard_order();
   test_sweep_after_timeout();
+  test_reset_after_comm();
   return mt_finalize();
 }
