@@ -492,12 +492,11 @@ template <class E> inline AD__ET_INLINE_ACTIVE ad_real ad__et_record_active(cons
   ad_index h[N];
   e.template put<0>(a, w, 1.0);
   uint32_t ns = R->ns, na = R->na, np = R->np, ep = R->epoch;
-  AD__ET_UNROLL
-  for (unsigned k = 0; k < N; k++) h[k] = a[k]->i;
   uint64_t stale = 0;
   ad__et_finite_sum bad = 0;
   AD__ET_UNROLL
   for (unsigned k = 0; k < N; k++) {
+    h[k] = a[k]->i;
     /* AD__STALE's test, as a select on the handle: here one instruction a
      * leaf fewer than its product (the handle is tested anyway); in the C
      * operations' paths the product is the shorter (LULESH per operation,

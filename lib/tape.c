@@ -498,11 +498,20 @@ static void records_clear(ad_tape *t, size_t keep) {
   t->nrec = keep;
 }
 
+/* The extension's state describes one recording (the MPI layer: whom it
+ * communicated with): a reset or destroyed tape lets go of it, and a reset
+ * tape counts as communicating again only once its new recording does. */
+static void ext_detach(ad_tape *t) {
+  if (t->ext_ops && t->ext_ops->destroy) t->ext_ops->destroy(t->ext_ctx);
+  t->ext_ops = NULL;
+  t->ext_ctx = NULL;
+}
+
 void ad_tape_destroy(ad_tape *t) {
   if (!t) return;
   if (t->recording) ad_tape_end(t);
   records_clear(t, 0);
-  if (t->ext_ops && t->ext_ops->destroy) t->ext_ops->destroy(t->ext_ctx);
+  ext_detach(t);
   ad__free(t, t->recs, t->caprec * sizeof *t->recs);
   ad__free(t, t->hist, t->caphist * sizeof *t->hist);
   ad__free(t, t->adj, t->adj_cap * sizeof(double));
@@ -590,7 +599,7 @@ ad_tape *ad_tape_current(void) { return current_tape; }
 void ad_tape_reset(ad_tape *t) {
   if (!t) return;
   records_clear(t, 0);
-  if (t->ext_ops && t->ext_ops->reset) t->ext_ops->reset(t, t->ext_ctx);
+  ext_detach(t);
   size_t used = ad__span(t);
   if (t->adj) t->adj_dirty = ad__max_size(t->adj_dirty, used < t->adj_cap ? used : t->adj_cap);
   if (t->tan) t->tan_dirty = ad__max_size(t->tan_dirty, used < t->tan_cap ? used : t->tan_cap);

@@ -45,16 +45,14 @@ typedef struct ad__record {
 } ad__record;
 
 /* An extension attached to a tape (the MPI layer): told when a sweep starts
- * and ends so that it can agree with other ranks, and when the tape is reset
- * (it may then detach itself, setting ext_ops and ext_ctx to NULL) or
- * destroyed. */
+ * and ends so that it can agree with other ranks. Its state belongs to one
+ * recording: a reset or destroyed tape destroys it and lets go of it. */
 typedef struct ad__ext_ops {
   /* err: the error the sweep is about to fail with (AD_OK if none), so that
    * peers can be told. Returns AD_OK or an error that stops the sweep. */
   int (*sweep_begin)(ad_tape *t, void *ctx, int reverse, int err);
   /* rc: the sweep's result. Returns the result to report. */
   int (*sweep_end)(ad_tape *t, void *ctx, int reverse, int rc);
-  void (*reset)(ad_tape *t, void *ctx);
   void (*destroy)(void *ctx);
   /* Replace v[0..n) by its maximum over every rank this tape communicated
    * with, directly or through others (collective over them, like a sweep).

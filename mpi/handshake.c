@@ -368,18 +368,6 @@ static int ctx_sweep_end(ad_tape *t, void *ctx, int reverse, int rc) {
   return rc;
 }
 
-static void ctx_destroy(void *ctx);
-
-/* A reset tape has communicated with nobody: the layer lets go of it, so
- * that its next recording is a tape without communication records until
- * it communicates again (its sweeps local, a passive output a misuse, as
- * on a new tape). */
-static void ctx_reset(ad_tape *t, void *ctx) {
-  ctx_destroy(ctx);
-  t->ext_ops = NULL;
-  t->ext_ctx = NULL;
-}
-
 static void ctx_destroy(void *ctx) {
   tape_ctx *x = ctx;
   for (size_t i = 0; i < x->nlazy; i++) free(x->lazy_buf[i]);
@@ -458,7 +446,7 @@ static int ctx_agree_max(ad_tape *t, void *ctx, int64_t *v, int n) {
   return rc;
 }
 
-static const ad__ext_ops ctx_ops = {ctx_sweep_begin, ctx_sweep_end, ctx_reset, ctx_destroy, ctx_agree_max};
+static const ad__ext_ops ctx_ops = {ctx_sweep_begin, ctx_sweep_end, ctx_destroy, ctx_agree_max};
 
 static tape_ctx *ctx_of(ad_tape *t) {
   if (t->ext_ops == &ctx_ops) return t->ext_ctx;
